@@ -1,0 +1,3 @@
+from envsolver.cli import main
+
+main()

@@ -1,0 +1,168 @@
+"""Host detection for `--gpu auto`: GPU names and the driver, each with where it came from.
+
+Detection only fills defaults; it never decides anything. Order: the ENVSOLVER_GPUS and
+ENVSOLVER_DRIVER overrides, NVML (nvidia-ml-py), `nvidia-smi`, then /sys/module/nvidia/version and
+/proc/driver/nvidia/version (driver only). Every probe is injectable so tests run on captured real output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv"]
+SYS_MODULE_VERSION = "/sys/module/nvidia/version"
+PROC_VERSION = "/proc/driver/nvidia/version"
+
+
+@dataclass(frozen=True)
+class Found:
+    value: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    gpus: tuple[Found, ...]
+    driver: Found | None
+
+
+Runner = Callable[[list[str]], str | None]
+Reader = Callable[[str], str | None]
+NvmlProbe = Callable[[], tuple[list[str], str] | None]
+
+
+# Sample (nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,pci.bus_id --format=csv, H200):
+#   name, compute_cap, driver_version, memory.total [MiB], pci.bus_id
+#   NVIDIA H200, 9.0, 580.159.04, 143771 MiB, 00000000:00:06.0
+def parse_smi_csv(text: str, fields: tuple[str, ...] = ("name", "driver_version")) -> list[dict[str, str]]:
+    """Rows of `nvidia-smi --query-gpu=... --format=csv`, keyed by the header's field names.
+
+    Without a header (`noheader`), `fields` names the queried fields in order.
+    Units in the header (`memory.total [MiB]`) are dropped from the keys. Blank lines are ignored.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    first = [c.strip() for c in lines[0].split(",")]
+    if "name" in first or "driver_version" in first:
+        keys = [c.split(" [")[0] for c in first]
+        lines = lines[1:]
+    else:
+        keys = list(fields)
+    rows = []
+    for line in lines:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == len(keys):
+            rows.append(dict(zip(keys, cells, strict=True)))
+    return rows
+
+
+# Sample (nvidia-smi -L; MIG devices are indented under their GPU):
+#   GPU 0: NVIDIA H200 (UUID: GPU-7fb43fb7-50d9-2a84-e002-f6c1a3f4ea7f)
+_SMI_LIST = re.compile(r"^GPU \d+: (.+?) \(UUID: [^)]*\)\s*$")
+
+
+def parse_smi_list(text: str) -> list[str]:
+    """GPU names from `nvidia-smi -L` (MIG lines are skipped)."""
+    return [m.group(1) for line in text.splitlines() if (m := _SMI_LIST.match(line))]
+
+
+# Sample (/proc/driver/nvidia/version):
+#   NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)
+#   GCC version:  gcc version 15.3.0 (GCC)
+_PROC_DRIVER = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s")
+
+
+def parse_proc_version(text: str) -> str | None:
+    match = _PROC_DRIVER.search(text)
+    return match.group(1) if match else None
+
+
+# Sample (the banner line of plain `nvidia-smi`):
+#   | NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |
+_SMI_BANNER = re.compile(r"Driver Version:\s*(\S+)\s+CUDA Version:\s*(\S+)")
+
+
+def parse_smi_banner(text: str) -> tuple[str, str] | None:
+    """(driver, newest CUDA) from the header of plain `nvidia-smi` output."""
+    match = _SMI_BANNER.search(text)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _nvml() -> tuple[list[str], str] | None:
+    try:
+        import pynvml  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError has many subclasses; any means "no usable driver"
+        return None
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        names = [_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
+        return names, _text(pynvml.nvmlSystemGetDriverVersion())
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def detect(environ: Mapping[str, str], run: Runner = _run, read: Reader = _read, nvml: NvmlProbe = _nvml) -> HostFacts:
+    """GPU names and driver of this host. Overrides win; each value says where it came from."""
+    gpus: tuple[Found, ...] = ()
+    driver: Found | None = None
+    if environ.get("ENVSOLVER_GPUS"):
+        names = [n.strip() for n in environ["ENVSOLVER_GPUS"].split(",") if n.strip()]
+        gpus = tuple(Found(n, "ENVSOLVER_GPUS") for n in names)
+    if environ.get("ENVSOLVER_DRIVER"):
+        driver = Found(environ["ENVSOLVER_DRIVER"].strip(), "ENVSOLVER_DRIVER")
+    if gpus and driver:
+        return HostFacts(gpus, driver)
+
+    probed = nvml()
+    origin = "NVML"
+    if probed is None:
+        out = run(SMI_QUERY)
+        rows = parse_smi_csv(out) if out else []
+        probed = ([r["name"] for r in rows], rows[0].get("driver_version", "")) if rows else None
+        origin = "nvidia-smi"
+    if probed is not None:
+        names, version = probed
+        gpus = gpus or tuple(Found(n, origin) for n in names)
+        driver = driver or (Found(version, origin) if version else None)
+    if driver is None:
+        module = (read(SYS_MODULE_VERSION) or "").strip()
+        if module:
+            driver = Found(module, SYS_MODULE_VERSION)
+    if driver is None:
+        text = read(PROC_VERSION)
+        proc_driver = parse_proc_version(text) if text else None
+        if proc_driver:
+            driver = Found(proc_driver, PROC_VERSION)
+    return HostFacts(gpus, driver)

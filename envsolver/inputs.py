@@ -1,0 +1,127 @@
+"""Build a Target from a profile, command-line values and (for --gpu auto) host detection.
+
+Precedence: command line over profile over defaults. Every bad value raises BadInputError (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from envsolver import versions
+from envsolver.detect import HostFacts
+from envsolver.errors import BadInputError, DetectionError
+from envsolver.kb.gpus import lookup
+from envsolver.kb.model import CHANNELS, PLATFORMS, KnowledgeBase
+from envsolver.profile import load as load_profile
+from envsolver.target import DEFAULT_GLIBC, Target, torch_specifier
+
+
+@dataclass(frozen=True)
+class Options:
+    """Raw target options as given on the command line (None = not given)."""
+
+    gpus: tuple[str, ...] = ()
+    profile: str | None = None
+    driver: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    source: str | None = None
+    platform: str | None = None
+    deepspeed: bool | None = None
+    driver_compat: str | None = None
+    glibc: str | None = None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    target: Target
+    detected: dict[str, str] = field(default_factory=dict)  # value -> where it came from
+    command: str = ""
+
+
+def build_target(
+    options: Options, kb: KnowledgeBase, detect: Any = None, environ: Mapping[str, str] | None = None
+) -> Inputs:
+    """Merge profile, options and detection into a validated Target.
+
+    `detect` is a callable(environ) -> HostFacts, used only for --gpu auto.
+    """
+    values: dict[str, Any] = {}
+    if options.profile:
+        values.update(load_profile(options.profile).values)
+    given = {k: v for k, v in vars(options).items() if v not in (None, ()) and k not in ("profile", "gpus")}
+    values.update(given)
+    gpu_names: list[str] = list(options.gpus) or list(values.get("gpus", []))
+    if not gpu_names:
+        raise BadInputError(
+            "no target GPU: pass --gpu NAME (repeatable), --profile NAME, or --gpu auto on a GPU "
+            "node. Example: envsolver make --gpu a100."
+        )
+    detected: dict[str, str] = {}
+    if any(n.strip().lower() == "auto" for n in gpu_names):
+        facts = cast(HostFacts, detect(environ or {}) if detect else HostFacts((), None))
+        if not facts.gpus:
+            raise DetectionError(
+                "--gpu auto found no NVIDIA GPU on this host (NVML, nvidia-smi and "
+                "ENVSOLVER_GPUS all gave nothing); login nodes usually have none. Name the "
+                "compute nodes' GPU instead, e.g. --gpu a100, or set ENVSOLVER_GPUS=a100."
+            )
+        gpu_names = [n for n in gpu_names if n.strip().lower() != "auto"] + [f.value for f in facts.gpus]
+        for f in facts.gpus:
+            detected[f"gpu {f.value}"] = f.origin
+        if facts.driver is not None and "driver" not in given:
+            values["driver"] = facts.driver.value
+            detected[f"driver {facts.driver.value}"] = facts.driver.origin
+    gpus = tuple(dict.fromkeys(lookup(kb, n) for n in gpu_names))
+    target = Target(
+        gpus=gpus,
+        driver=versions.driver(str(values["driver"])) if "driver" in values else None,
+        python=versions.python(str(values["python"])) if "python" in values else None,
+        torch=torch_specifier(str(values["torch"])) if "torch" in values else None,
+        torch_text=str(values["torch"]) if "torch" in values else None,
+        cuda=versions.cuda(str(values["cuda"])) if "cuda" in values else None,
+        source=cast(Any, _choice(values.get("source", "conda-forge"), CHANNELS, "--source")),
+        platform=cast(Any, _choice(values["platform"], PLATFORMS, "--platform")) if "platform" in values else None,
+        deepspeed=bool(values.get("deepspeed", True)),
+        glibc=versions.parse_major_minor(str(values["glibc"]), "glibc version", "2.28", "--glibc")
+        if "glibc" in values
+        else DEFAULT_GLIBC,
+        driver_compat=cast(Any, _choice(values.get("driver_compat", "minor"), ("full", "minor"), "--driver-compat")),
+    )
+    return Inputs(target, detected, canonical_command("make", target))
+
+
+def _choice(value: Any, allowed: tuple[str, ...], flag: str) -> str:
+    if value not in allowed:
+        raise BadInputError(f"{flag} {value!r} is not one of {', '.join(allowed)}. Pass {flag} {allowed[0]}.")
+    return str(value)
+
+
+def canonical_command(verb: str, target: Target) -> str:
+    """The command line that regenerates this target, in a fixed option order."""
+    parts = [f"envsolver {verb}"]
+    parts += [f"--gpu {g.key}" for g in target.gpus]
+    if target.driver is not None:
+        parts.append(f"--driver {target.driver}")
+    if target.python is not None:
+        parts.append(f"--python {target.python}")
+    if target.torch_text is not None:
+        parts.append(
+            f"--torch '{target.torch_text}'" if not target.torch_text[0].isdigit() else f"--torch {target.torch_text}"
+        )
+    if target.cuda is not None:
+        parts.append(f"--cuda {target.cuda}")
+    if target.source != "conda-forge":
+        parts.append(f"--source {target.source}")
+    if target.platform is not None:
+        parts.append(f"--platform {target.platform}")
+    if not target.deepspeed:
+        parts.append("--no-deepspeed")
+    if target.driver_compat != "minor":
+        parts.append(f"--driver-compat {target.driver_compat}")
+    if target.glibc != DEFAULT_GLIBC:
+        parts.append(f"--glibc {target.glibc}")
+    return " ".join(parts)

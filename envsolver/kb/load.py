@@ -1,0 +1,419 @@
+"""Load and validate the knowledge base YAML files into frozen rows.
+
+Every row is checked (types, required and unknown keys, source ids) and every problem is
+collected; `load_kb` raises one KnowledgeBaseError listing them all with file and row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import yaml
+from packaging.version import InvalidVersion, Version
+
+from envsolver import versions
+from envsolver.errors import BadInputError, KnowledgeBaseError
+from envsolver.kb.model import (
+    CHANNELS,
+    PLATFORMS,
+    Arch,
+    ArchRename,
+    CudaMajor,
+    DeepSpeedCondaBuild,
+    DeepSpeedRelease,
+    Fact,
+    Gpu,
+    KnowledgeBase,
+    OpHeader,
+    Toolkit,
+    TorchBuild,
+)
+from envsolver.versions import DriverVersion, MajorMinor
+
+T = TypeVar("T")
+FILES = ("gpus.yaml", "cuda.yaml", "torch.yaml", "deepspeed.yaml", "conda.yaml")
+
+
+class _Skip(Exception):
+    """A value was invalid; its problem is already recorded."""
+
+
+@dataclass
+class _Row:
+    """One mapping being read, with the place it came from for error messages."""
+
+    where: str
+    raw: dict[str, Any]
+    problems: list[str]
+    sources: dict[str, str]
+    seen: set[str] = field(default_factory=set)
+
+    def fail(self, message: str) -> _Skip:
+        self.problems.append(f"{self.where}: {message}")
+        return _Skip()
+
+    def get(self, key: str, convert: Callable[[Any], T], *, optional: bool = False) -> T:
+        self.seen.add(key)
+        if key not in self.raw:
+            if optional:
+                return cast(T, None)
+            raise self.fail(f"missing key {key!r}")
+        value = self.raw[key]
+        if value is None and optional:
+            return cast(T, None)
+        try:
+            return convert(value)
+        except (TypeError, ValueError, InvalidVersion, BadInputError) as exc:
+            raise self.fail(f"bad value for {key!r}: {value!r} ({exc})") from None
+
+    def nullable(self, key: str, convert: Callable[[Any], T]) -> T | None:
+        """A key that must be present but may be null (null = unknown)."""
+        self.seen.add(key)
+        if key not in self.raw:
+            raise self.fail(f"missing key {key!r} (write null when unknown)")
+        value = self.raw[key]
+        if value is None:
+            return None
+        try:
+            return convert(value)
+        except (TypeError, ValueError, InvalidVersion, BadInputError) as exc:
+            raise self.fail(f"bad value for {key!r}: {value!r} ({exc})") from None
+
+    def source(self) -> tuple[str, ...]:
+        ids = self.get("source", _str_list)
+        if not ids:
+            raise self.fail("empty 'source': every row needs at least one source id")
+        unknown = [i for i in ids if i not in self.sources]
+        if unknown:
+            raise self.fail(f"unknown source id(s) {unknown} (add them to the file's 'sources:' map)")
+        return ids
+
+    def finish(self) -> None:
+        extra = sorted(set(self.raw) - self.seen)
+        if extra:
+            raise self.fail(f"unknown key(s) {extra}")
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("expected a non-empty string")
+    return value
+
+
+def _str_list(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError("expected a list")
+    return tuple(_str(v) for v in value)
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("expected an integer")
+    return value
+
+
+def _int_list(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise ValueError("expected a list of integers")
+    return tuple(_int(v) for v in value)
+
+
+def _mm(value: Any) -> MajorMinor:
+    if not isinstance(value, str):
+        raise ValueError("expected a quoted 'major.minor' string")
+    return versions.parse_major_minor(value, "version", "12.4", "the knowledge base")
+
+
+def _mm_list(value: Any) -> tuple[MajorMinor, ...]:
+    if not isinstance(value, list):
+        raise ValueError("expected a list of 'major.minor' strings")
+    return tuple(_mm(v) for v in value)
+
+
+def _driver(value: Any) -> DriverVersion:
+    if not isinstance(value, str):
+        raise ValueError("expected a quoted driver version")
+    return versions.driver(value)
+
+
+def _version(value: Any) -> Version:
+    if not isinstance(value, str):
+        raise ValueError("expected a quoted version")
+    return Version(value)
+
+
+def _choice(options: Iterable[str]) -> Callable[[Any], str]:
+    allowed = tuple(options)
+
+    def convert(value: Any) -> str:
+        if value not in allowed:
+            raise ValueError(f"expected one of {list(allowed)}")
+        return str(value)
+
+    return convert
+
+
+def parse_arch_list(text: str) -> tuple[Arch, ...]:
+    """'5.0;8.6;9.0+PTX' -> archs; ValueError on a malformed entry."""
+    archs = []
+    for item in text.replace(" ", ";").split(";"):
+        if not item:
+            continue
+        ptx = item.endswith("+PTX")
+        archs.append(Arch(_mm(item.removesuffix("+PTX")), ptx))
+    if not archs:
+        raise ValueError("empty arch list")
+    return tuple(archs)
+
+
+class _Reader:
+    """Reads the tables of one file; collects problems instead of stopping at the first."""
+
+    def __init__(self, name: str, doc: Any, problems: list[str], all_sources: dict[str, str]) -> None:
+        self.name = name
+        self.problems = problems
+        self.doc: dict[str, Any] = doc if isinstance(doc, dict) else {}
+        if not isinstance(doc, dict):
+            problems.append(f"{name}: expected a mapping at the top level")
+        raw_sources = self.doc.get("sources")
+        if not isinstance(raw_sources, dict) or not raw_sources:
+            problems.append(f"{name}: missing 'sources:' map of id -> citation")
+            raw_sources = {}
+        self.sources: dict[str, str] = {}
+        for key, text in raw_sources.items():
+            if not isinstance(text, str) or not text.strip():
+                problems.append(f"{name}: sources.{key}: expected a citation string")
+                continue
+            if key in all_sources and all_sources[key] != text:
+                problems.append(f"{name}: sources.{key}: id used elsewhere with another citation")
+            self.sources[str(key)] = text
+            all_sources[str(key)] = text
+
+    def rows(self, table: str, build: Callable[[_Row], T]) -> tuple[T, ...]:
+        raw_rows = self.doc.get(table)
+        if not isinstance(raw_rows, list) or not raw_rows:
+            self.problems.append(f"{self.name}: missing or empty table {table!r}")
+            return ()
+        out: list[T] = []
+        for index, raw in enumerate(raw_rows):
+            label = (raw.get("key") or raw.get("version") or raw.get("since")) if isinstance(raw, dict) else None
+            where = f"{self.name}: {table}[{index}]" + (f" ({label})" if label else "")
+            if not isinstance(raw, dict):
+                self.problems.append(f"{where}: expected a mapping")
+                continue
+            row = _Row(where, raw, self.problems, self.sources)
+            try:
+                value = build(row)
+                row.finish()
+            except _Skip:
+                continue
+            out.append(value)
+        return tuple(out)
+
+    def one(self, key: str, build: Callable[[_Row], T]) -> T | None:
+        raw = self.doc.get(key)
+        if not isinstance(raw, dict):
+            self.problems.append(f"{self.name}: missing mapping {key!r}")
+            return None
+        row = _Row(f"{self.name}: {key}", raw, self.problems, self.sources)
+        try:
+            value = build(row)
+            row.finish()
+        except _Skip:
+            return None
+        return value
+
+
+def _gpu(r: _Row) -> Gpu:
+    return Gpu(
+        key=r.get("key", _str),
+        name=r.get("name", _str),
+        aliases=r.get("aliases", _str_list),
+        smi_names=r.get("smi_names", _str_list),
+        compute_capability=r.get("compute_capability", _mm),
+        architecture=r.get("architecture", _str),
+        segment=r.get("segment", _choice(["datacenter", "workstation", "consumer", "embedded"])),
+        memory_gb=r.nullable("memory_gb", _int_list),
+        bf16=r.nullable("bf16", _bool),
+        fp8=r.nullable("fp8", _bool),
+        min_driver=r.nullable("min_driver", lambda v: int(_str(v))),
+        platform=cast(Any, r.get("platform", _choice(PLATFORMS))),
+        source=r.source(),
+        note=r.get("note", _str, optional=True),
+    )
+
+
+def _cuda_major(r: _Row) -> CudaMajor:
+    return CudaMajor(r.get("major", _int), r.get("mvc_driver", _driver), r.source(), r.get("note", _str, optional=True))
+
+
+def _toolkit(r: _Row) -> Toolkit:
+    sm = r.nullable("sm", _int_list)
+    return Toolkit(
+        version=r.get("version", _mm),
+        driver=r.get("driver", _driver),
+        sm=frozenset(sm) if sm is not None else None,
+        gcc_max=r.nullable("gcc_max", _int),
+        source=r.source(),
+        note=r.get("note", _str, optional=True),
+    )
+
+
+def _rename(r: _Row) -> ArchRename:
+    return ArchRename(r.get("old", _mm), r.get("new", _mm), r.get("from_cuda", _mm), r.source())
+
+
+def _torch_build(r: _Row) -> TorchBuild:
+    return TorchBuild(
+        channel=cast(Any, r.get("channel", _choice(CHANNELS))),
+        versions=tuple(_version(v) for v in r.get("versions", _str_list)),
+        cuda=r.get("cuda", _mm),
+        cuda_range=r.nullable("cuda_range", _str),
+        platform=cast(Any, r.get("platform", _choice(PLATFORMS))),
+        build=r.get("build", _str),
+        archs=r.get("archs", lambda v: parse_arch_list(_str(v))),
+        python=r.get("python", _mm_list),
+        cudnn=r.nullable("cudnn", _str),
+        nccl=r.nullable("nccl", _str),
+        glibc=r.nullable("glibc", _mm),
+        arm_variant=r.nullable("arm_variant", _choice(["sbsa", "tegra"])),
+        source=r.source(),
+        note=r.get("note", _str, optional=True),
+    )
+
+
+def _mismatch_map(value: Any) -> dict[int, frozenset[MajorMinor]]:
+    if not isinstance(value, dict):
+        raise ValueError("expected a mapping of CUDA major -> list of 'major.minor'")
+    return {int(k): frozenset(_mm_list(v)) for k, v in value.items()}
+
+
+def _ds_release(r: _Row) -> DeepSpeedRelease:
+    return DeepSpeedRelease(
+        since=r.get("since", _version),
+        latest=r.get("latest", _version),
+        min_torch=r.get("min_torch", _version),
+        cc_below=r.nullable("cc_below", _mm),
+        cuda_minor_mismatch_ok=r.get("cuda_minor_mismatch_ok", _mismatch_map),
+        source=r.source(),
+    )
+
+
+def _ds_conda(r: _Row) -> DeepSpeedCondaBuild:
+    return DeepSpeedCondaBuild(
+        versions=tuple(_version(v) for v in r.get("versions", _str_list)),
+        torch=r.get("torch", _mm),
+        cuda=r.get("cuda", _mm_list),
+        python=r.get("python", _mm_list),
+        platform=cast(Any, r.get("platform", _choice(PLATFORMS))),
+        source=r.source(),
+    )
+
+
+def _op_header(r: _Row) -> OpHeader:
+    return OpHeader(r.get("header", _str), r.get("package", _str), r.source())
+
+
+def _fact(key: str) -> Callable[[_Row], Fact]:
+    def build(r: _Row) -> Fact:
+        return Fact(str(r.get(key, _str)), r.source())
+
+    return build
+
+
+def _read_texts(data_dir: Path | None) -> dict[str, str]:
+    texts = {}
+    for name in FILES:
+        if data_dir is None:
+            texts[name] = resources.files("envsolver.kb").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+        else:
+            texts[name] = (data_dir / name).read_text(encoding="utf-8")
+    return texts
+
+
+def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
+    """Load the KB shipped in the package (or from `data_dir`). Raises KnowledgeBaseError."""
+    problems: list[str] = []
+    sources: dict[str, str] = {}
+    docs: dict[str, _Reader] = {}
+    for name, text in _read_texts(data_dir).items():
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            problems.append(f"{name}: not valid YAML ({exc})")
+            doc = {}
+        docs[name] = _Reader(name, doc, problems, sources)
+
+    gpus = docs["gpus.yaml"].rows("gpus", _gpu)
+    cuda = docs["cuda.yaml"]
+    torch = docs["torch.yaml"]
+    ds = docs["deepspeed.yaml"]
+    conda = docs["conda.yaml"]
+    pip_deps = ds.one("pip_run_deps", lambda r: (r.get("names", _str_list), r.source()))
+    no_mixing = conda.one("no_mixing", lambda r: (r.get("first", _mm), r.get("last", _mm), r.source()))
+    cxx = conda.one("toolchain", lambda r: _toolchain(r))
+    targets = conda.rows(
+        "targets_include", lambda r: (r.get("platform", _choice(PLATFORMS)), Fact(r.get("target", _str), r.source()))
+    )
+    kb = KnowledgeBase(
+        gpus=gpus,
+        cuda_majors=cuda.rows("majors", _cuda_major),
+        toolkits=cuda.rows("toolkits", _toolkit),
+        arch_renames=cuda.rows("arch_renames", _rename),
+        torch_builds=torch.rows("builds", _torch_build),
+        deepspeed_releases=ds.rows("releases", _ds_release),
+        deepspeed_conda_builds=ds.rows("conda_forge_builds", _ds_conda),
+        deepspeed_pip_run_deps=pip_deps[0] if pip_deps else (),
+        deepspeed_pip_run_deps_source=pip_deps[1] if pip_deps else (),
+        op_headers=ds.rows("op_headers", _op_header),
+        targets_include=dict(targets),
+        split_packages_since=conda.one("split_packages_since", _fact("cuda")) or Fact("", ()),
+        cudatoolkit_dev_last=conda.one("cudatoolkit_dev", _fact("last")) or Fact("", ()),
+        no_mixing=no_mixing or (MajorMinor(0, 0), MajorMinor(0, 0), ()),
+        nvcc_package=cxx[0] if cxx else Fact("", ()),
+        cxx_packages=cxx[1] if cxx else ((), ()),
+        sources=sources,
+    )
+    if problems:
+        raise KnowledgeBaseError(problems)
+    return kb
+
+
+def _toolchain(r: _Row) -> tuple[Fact, tuple[tuple[str, ...], tuple[str, ...]]]:
+    def nvcc(value: Any) -> Fact:
+        sub = _Row(f"{r.where}.nvcc", value if isinstance(value, dict) else {}, r.problems, r.sources)
+        fact = Fact(sub.get("package", _str), sub.source())
+        sub.finish()
+        return fact
+
+    def cxx(value: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        sub = _Row(f"{r.where}.cxx", value if isinstance(value, dict) else {}, r.problems, r.sources)
+        result = (sub.get("packages", _str_list), sub.source())
+        sub.finish()
+        return result
+
+    return r.get("nvcc", nvcc), r.get("cxx", cxx)
+
+
+@lru_cache(maxsize=1)
+def default_kb() -> KnowledgeBase:
+    """The packaged knowledge base, loaded once per process."""
+    return load_kb()
+
+
+def kb_date() -> str:
+    """The knowledge base's date (data/meta.yaml)."""
+    text = resources.files("envsolver.kb").joinpath("data").joinpath("meta.yaml").read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    return str(doc["kb_date"]) if isinstance(doc, dict) and "kb_date" in doc else "unknown"

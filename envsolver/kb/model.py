@@ -1,0 +1,179 @@
+"""Frozen row types of the knowledge base. Loading and validation live in load.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from packaging.version import Version
+
+from envsolver.versions import DriverVersion, MajorMinor
+
+Channel = Literal["conda-forge", "pytorch"]
+Platform = Literal["linux-64", "linux-aarch64"]
+PLATFORMS: tuple[Platform, ...] = ("linux-64", "linux-aarch64")
+CHANNELS: tuple[Channel, ...] = ("conda-forge", "pytorch")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    key: str
+    name: str
+    aliases: tuple[str, ...]
+    smi_names: tuple[str, ...]
+    compute_capability: MajorMinor
+    architecture: str
+    segment: str
+    memory_gb: tuple[int, ...] | None
+    bf16: bool | None
+    fp8: bool | None
+    min_driver: int | None
+    platform: Platform
+    source: tuple[str, ...]
+    note: str | None = None
+
+    @property
+    def all_names(self) -> tuple[str, ...]:
+        return (self.key, *self.aliases, *self.smi_names)
+
+
+@dataclass(frozen=True)
+class CudaMajor:
+    major: int
+    mvc_driver: DriverVersion
+    source: tuple[str, ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    version: MajorMinor
+    driver: DriverVersion
+    sm: frozenset[int] | None
+    gcc_max: int | None
+    source: tuple[str, ...]
+    note: str | None = None
+
+    def can_build(self, cc: MajorMinor) -> bool | None:
+        """True/False when the SM list is known, None when it is not."""
+        if self.sm is None:
+            return None
+        return cc.sm in self.sm
+
+
+@dataclass(frozen=True)
+class ArchRename:
+    old: MajorMinor
+    new: MajorMinor
+    from_cuda: MajorMinor
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Arch:
+    cc: MajorMinor
+    ptx: bool
+
+    def __str__(self) -> str:
+        return f"{self.cc}+PTX" if self.ptx else str(self.cc)
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    channel: Channel
+    versions: tuple[Version, ...]
+    cuda: MajorMinor
+    cuda_range: str | None
+    platform: Platform
+    build: str
+    archs: tuple[Arch, ...]
+    python: tuple[MajorMinor, ...]
+    cudnn: str | None
+    nccl: str | None
+    glibc: MajorMinor | None
+    arm_variant: str | None
+    source: tuple[str, ...]
+    note: str | None = None
+
+    @property
+    def arch_list(self) -> str:
+        return ";".join(str(a) for a in self.archs)
+
+    def has_sass_for(self, cc: MajorMinor) -> bool:
+        """SASS for X.y runs on X.z with z >= y (same major only)."""
+        return any(a.cc.major == cc.major and a.cc.minor <= cc.minor for a in self.archs)
+
+
+@dataclass(frozen=True)
+class DeepSpeedRelease:
+    since: Version
+    latest: Version
+    min_torch: Version
+    cc_below: MajorMinor | None
+    cuda_minor_mismatch_ok: dict[int, frozenset[MajorMinor]]
+    source: tuple[str, ...]
+
+    def accepts_mismatch(self, nvcc: MajorMinor, torch_cuda: MajorMinor) -> bool:
+        if nvcc == torch_cuda:
+            return True
+        if nvcc.major != torch_cuda.major:
+            return False
+        allowed = self.cuda_minor_mismatch_ok.get(nvcc.major, frozenset())
+        return nvcc in allowed and torch_cuda in allowed
+
+
+@dataclass(frozen=True)
+class DeepSpeedCondaBuild:
+    """conda-forge deepspeed CUDA builds of these versions, pinned to one torch minor."""
+
+    versions: tuple[Version, ...]
+    torch: MajorMinor
+    cuda: tuple[MajorMinor, ...]
+    python: tuple[MajorMinor, ...]
+    platform: Platform
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OpHeader:
+    header: str
+    package: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A single sourced fact with a value (a version, a name)."""
+
+    value: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    gpus: tuple[Gpu, ...]
+    cuda_majors: tuple[CudaMajor, ...]
+    toolkits: tuple[Toolkit, ...]
+    arch_renames: tuple[ArchRename, ...]
+    torch_builds: tuple[TorchBuild, ...]
+    deepspeed_releases: tuple[DeepSpeedRelease, ...]
+    deepspeed_conda_builds: tuple[DeepSpeedCondaBuild, ...]
+    deepspeed_pip_run_deps: tuple[str, ...]
+    deepspeed_pip_run_deps_source: tuple[str, ...]
+    op_headers: tuple[OpHeader, ...]
+    targets_include: dict[str, Fact]
+    split_packages_since: Fact
+    cudatoolkit_dev_last: Fact
+    no_mixing: tuple[MajorMinor, MajorMinor, tuple[str, ...]]
+    nvcc_package: Fact
+    cxx_packages: tuple[tuple[str, ...], tuple[str, ...]]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def cite(self, ids: tuple[str, ...]) -> str:
+        return "; ".join(f"[{i}] {self.sources.get(i, '?')}" for i in ids)
+
+    def toolkit(self, version: MajorMinor) -> Toolkit | None:
+        return next((t for t in self.toolkits if t.version == version), None)
+
+    def cuda_major(self, major: int) -> CudaMajor | None:
+        return next((m for m in self.cuda_majors if m.major == major), None)

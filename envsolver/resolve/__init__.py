@@ -1,0 +1,242 @@
+"""resolve(Target, KB) -> Plan, or ConflictError. Pure: no host probing, no network."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from envsolver.errors import ConflictError
+from envsolver.kb.model import KnowledgeBase, Platform
+from envsolver.plan import Plan, Reason
+from envsolver.resolve import archs, driver
+from envsolver.resolve.candidates import Candidate, Problem, pick
+from envsolver.resolve.specs import assemble
+from envsolver.target import Target
+
+LEGACY_LAST = "2.5.1"
+
+
+def resolve(target: Target, kb: KnowledgeBase) -> Plan:
+    """Choose a consistent stack for the target. Raises ConflictError (exit 1) when none exists."""
+    platform, platform_reasons, warnings = _platform(target)
+    _check_driver_floors(kb, target)
+    chosen, rejected, problems = pick(kb, target, platform)
+    if chosen is None:
+        message = _no_candidate_message(target, platform, problems) + _legacy_hint(kb, target, platform)
+        raise ConflictError(message, [(r.candidate, r.because) for r in rejected])
+    if target.driver is None:
+        warnings.append(
+            f"no --driver given: assuming a current driver. This plan needs driver >= {chosen.toolkit.driver} "
+            f"(CUDA {chosen.toolkit.version}); pass --driver with the compute nodes' version, or use --gpu auto there."
+        )
+    if chosen.compatibility == "minor":
+        warnings.append(
+            f"compatibility: minor. Driver {target.driver} runs CUDA {chosen.toolkit.version} only through "
+            "minor-version compatibility: every target GPU has SASS in this torch build, but PTX JIT of code built "
+            f"with a newer toolkit fails. Upgrade the driver to {chosen.toolkit.driver} for full support."
+        )
+    if chosen.deepspeed is not None and chosen.deepspeed.conda is None and chosen.build.channel == "conda-forge":
+        warnings.append(
+            f"DeepSpeed comes from PyPI (pip section): conda-forge has no deepspeed build for torch "
+            f"{chosen.torch.major}.{chosen.torch.minor} with CUDA {chosen.build.cuda}."
+        )
+    assembly = assemble(kb, target, chosen)
+    arch_list = archs.arch_list(kb, target.ccs, chosen.toolkit)
+    reasons = [
+        *platform_reasons,
+        *_target_reasons(kb, target),
+        _torch_reason(kb, target, chosen),
+        *_cuda_reasons(kb, target, chosen, arch_list),
+        *assembly.reasons,
+    ]
+    include = kb.targets_include[platform]
+    env = {
+        "CUDA_HOME": "${CONDA_PREFIX}",
+        "CPATH": f"${{CONDA_PREFIX}}/targets/{include.value}/include",
+        "TORCH_CUDA_ARCH_LIST": arch_list,
+        "DS_ACCELERATOR": "cuda",
+    }
+    reasons.append(
+        Reason(
+            "environment set by the post-install hook: " + ", ".join(env),
+            "CUDA_HOME=$CONDA_PREFIX gives DeepSpeed $CUDA_HOME/bin/nvcc; CPATH adds the conda targets include dir, "
+            "which torch's extension builder does not search; DS_ACCELERATOR=cuda stops DeepSpeed from choosing its "
+            "CPU accelerator on a GPU-less login node.",
+            tuple(dict.fromkeys(("PT-CPPEXT", "PT-144690", "DS-BUILDER-NVCC", "DS-5553", *include.source))),
+        )
+    )
+    virtual = _virtual_packages(kb, target, chosen)
+    return Plan(
+        gpus=target.gpus,
+        platform=platform,
+        driver=target.driver,
+        cuda_version=chosen.toolkit.version,
+        torch_cuda=chosen.build.cuda,
+        torch_version=str(chosen.torch),
+        torch_build=chosen.build.build,
+        python_version=chosen.python,
+        source=target.source,
+        channels=assembly.channels,
+        specs=assembly.specs,
+        pip=assembly.pip,
+        virtual_packages=virtual,
+        torch_cuda_arch_list=arch_list,
+        env=env,
+        compatibility="full" if chosen.compatibility == "full" else "minor",
+        deepspeed=str(chosen.deepspeed.version) if chosen.deepspeed else None,
+        reasons=tuple(reasons),
+        rejected=tuple(rejected),
+        warnings=tuple(warnings),
+        sources=dict(kb.sources),
+    )
+
+
+def _platform(target: Target) -> tuple[Platform, list[Reason], list[str]]:
+    wanted = {g.platform for g in target.gpus}
+    warnings: list[str] = []
+    if target.platform is not None:
+        others = [g.name for g in target.gpus if g.platform != target.platform]
+        if others:
+            warnings.append(
+                f"--platform {target.platform}: {', '.join(others)} usually run(s) on another platform "
+                f"({', '.join(sorted(wanted - {target.platform}))})."
+            )
+        return target.platform, [Reason(f"platform {target.platform}", "given with --platform", ("NV-GPUS",))], warnings
+    if len(wanted) > 1:
+        by = {p: [g.name for g in target.gpus if g.platform == p] for p in sorted(wanted)}
+        detail = "; ".join(f"{', '.join(names)} on {p}" for p, names in by.items())
+        raise ConflictError(
+            f"the target GPUs need different platforms ({detail}); one conda environment serves "
+            "one platform. Make one environment per platform with --platform linux-64 and "
+            "--platform linux-aarch64."
+        )
+    platform = next(iter(wanted))
+    hosts = ", ".join(g.name for g in target.gpus)
+    return platform, [Reason(f"platform {platform}", f"{hosts} run(s) on {platform} hosts", ("NV-GPUS",))], warnings
+
+
+def _check_driver_floors(kb: KnowledgeBase, target: Target) -> None:
+    if target.driver is None:
+        return
+    for gpu in target.gpus:
+        first = archs.first_toolkit_for(kb, gpu.compute_capability)
+        needs_branch = gpu.min_driver is not None and target.driver.branch < gpu.min_driver
+        no_cuda = first is not None and driver.support(kb, target.driver, first.version) == "none"
+        if not (needs_branch or no_cuda) or first is None:
+            continue
+        sm = f"sm_{gpu.compute_capability.sm}"
+        branch = f" ({gpu.architecture} GPUs need driver branch R{gpu.min_driver} or newer)" if gpu.min_driver else ""
+        raise ConflictError(
+            f"{gpu.name} ({sm}) needs CUDA >= {first.version}, which needs driver >= {first.driver}{branch}; "
+            f"driver {target.driver} {driver.supports_text(kb, target.driver)}: upgrade the driver to "
+            f"{first.driver} or newer."
+        )
+
+
+def _no_candidate_message(target: Target, platform: str, problems: list[Problem]) -> str:
+    gpus = ", ".join(g.name for g in target.gpus)
+    if not problems:
+        if target.source == "pytorch" and platform != "linux-64":
+            return f"the pytorch channel has no {platform} CUDA builds. Use --source conda-forge."
+        if target.source == "pytorch" and target.torch is not None:
+            return (
+                f"the pytorch channel has no torch {target.torch_text}: it stopped at {LEGACY_LAST}. "
+                "Use --source conda-forge, or a --torch <= 2.5.1."
+            )
+        wanted = f" {target.torch_text}" if target.torch_text else ""
+        return (
+            f"the knowledge base has no {target.source} torch{wanted} CUDA build for {platform}. "
+            "Run `envsolver explain` without --torch to see what exists, then pass one of those versions."
+        )
+    seen: dict[str, str] = {}
+    for p in problems:
+        seen.setdefault(p.text, p.fix)
+    lines = list(seen.items())[:2]
+    detail = "; ".join(text for text, _ in lines)
+    needed = [p.driver_needed for p in problems if p.driver_needed is not None]
+    fix = f"upgrade the driver to {min(needed)} or newer" if needed else lines[0][1]
+    return f"no {target.source} torch build fits {gpus} on {platform}: {detail}. Fix: {fix}."
+
+
+def _legacy_hint(kb: KnowledgeBase, target: Target, platform: str) -> str:
+    """When conda-forge has nothing, say whether the legacy pytorch channel would work."""
+    if target.source != "conda-forge" or platform != "linux-64":
+        return ""
+    legacy, _, _ = pick(kb, replace(target, source="pytorch"), platform)
+    if legacy is None:
+        return ""
+    return (
+        f" Alternatively, --source pytorch works on this target: {legacy.label} with CUDA "
+        f"{legacy.toolkit.version} (compatibility {legacy.compatibility})."
+    )
+
+
+def _target_reasons(kb: KnowledgeBase, target: Target) -> list[Reason]:
+    reasons = [
+        Reason(
+            f"{g.name} -> compute capability {g.compute_capability} ({g.architecture})",
+            f"sm_{g.compute_capability.sm}",
+            g.source,
+        )
+        for g in target.gpus
+    ]
+    if target.driver is not None:
+        reasons.append(
+            Reason(
+                f"driver {target.driver}", driver.supports_text(kb, target.driver) + " fully", kb.toolkits[0].source[:1]
+            )
+        )
+    return reasons
+
+
+def _torch_reason(kb: KnowledgeBase, target: Target, c: Candidate) -> Reason:
+    sms = ", ".join(f"sm_{cc.sm}" for cc in target.ccs)
+    python = "given with --python" if target.python else "the newest this build offers, at most 3.13"
+    return Reason(
+        f"pytorch {c.torch} from {c.build.channel}, pinned to its CUDA {c.build.cuda} build ({c.build.build})",
+        f"the newest build with SASS for {sms} (its arch list is {c.build.arch_list}) that the driver, the "
+        f"glibc and Python {c.python} ({python}) allow; the build-string pin means a CPU build can never be "
+        "chosen.",
+        c.build.source,
+    )
+
+
+def _cuda_reasons(kb: KnowledgeBase, target: Target, c: Candidate, arch_list: str) -> list[Reason]:
+    toolkit = c.toolkit
+    same = toolkit.version == c.build.cuda
+    how = (
+        "the same major.minor as torch.version.cuda, which torch's and DeepSpeed's extension checks accept"
+        if same
+        else f"within the build's range ({c.build.cuda_range}) and accepted by DeepSpeed's op builder "
+        f"for torch built with {c.build.cuda}"
+    )
+    reasons = [
+        Reason(
+            f"CUDA {toolkit.version} (nvcc, runtime and headers)",
+            f"nvcc {toolkit.version} is {how}.",
+            toolkit.source,
+        )
+    ]
+    dropped = [cc for cc in target.ccs if archs.cc_for_toolkit(kb, cc, toolkit.version).sm not in (toolkit.sm or set())]
+    reasons.append(
+        Reason(
+            f"TORCH_CUDA_ARCH_LIST={arch_list}",
+            "the target GPUs' compute capabilities that nvcc "
+            f"{toolkit.version} and this torch build both support, +PTX on the highest"
+            + (f"; dropped: {', '.join(map(str, dropped))}" if dropped else ""),
+            toolkit.source,
+        )
+    )
+    return reasons
+
+
+def _virtual_packages(kb: KnowledgeBase, target: Target, c: Candidate) -> dict[str, str]:
+    if target.driver is not None:
+        newest = driver.newest_full_cuda(kb, target.driver)
+        cuda = str(newest.version) if newest else str(c.toolkit.version)
+    else:
+        cuda = str(max(t.version for t in kb.toolkits))
+    return {
+        "__cuda": cuda,
+        "__glibc": str(target.glibc),
+        "__cuda_arch": str(min(target.ccs)),
+    }

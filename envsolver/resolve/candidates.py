@@ -1,0 +1,229 @@
+"""Choose the torch build: the newest that every hard rule accepts, with one line per rejected newer one.
+
+Pure: takes a Target and the KB, never probes the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from envsolver.kb.model import KnowledgeBase, Toolkit, TorchBuild
+from envsolver.plan import Rejected
+from envsolver.resolve import archs, driver
+from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, newest_conda_text
+from envsolver.target import Target
+from envsolver.versions import DriverVersion, MajorMinor
+
+# envsolver's default Python: the newest the torch build supports, at most this one. 3.13 is the
+# newest Python with a conda-forge deepspeed CUDA build in the KB (deepspeed-0.18.8-cuda129_py313).
+PYTHON_CAP = MajorMinor(3, 13)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a candidate cannot be used, and what the user can do about it."""
+
+    text: str
+    fix: str
+    driver_needed: DriverVersion | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    build: TorchBuild
+    torch: Version
+    toolkit: Toolkit
+    compatibility: str  # full | minor
+    python: MajorMinor
+    deepspeed: DeepSpeedChoice | None
+
+    @property
+    def label(self) -> str:
+        return label(self.build, self.torch)
+
+
+def label(build: TorchBuild, torch: Version) -> str:
+    channel = "" if build.channel == "conda-forge" else " (pytorch channel)"
+    return f"torch {torch} cu{build.cuda.nodot}{channel}"
+
+
+def gpu_names(target: Target, ccs: list[MajorMinor]) -> str:
+    names = [g.name for g in target.gpus if g.compute_capability in ccs]
+    return ", ".join(dict.fromkeys(names))
+
+
+def _python(target: Target, build: TorchBuild) -> MajorMinor | Problem:
+    offered = ", ".join(str(p) for p in build.python)
+    if target.python is not None:
+        if target.python in build.python:
+            return target.python
+        return Problem(
+            f"no Python {target.python} build (it has {offered})",
+            f"pass --python with one of {offered}, or another --torch",
+        )
+    capped = [p for p in build.python if p <= PYTHON_CAP] or list(build.python)
+    return max(capped)
+
+
+def _toolkit(kb: KnowledgeBase, target: Target, build: TorchBuild) -> Toolkit | Problem:
+    cuda = target.cuda or build.cuda
+    outside = build.cuda_range is None or not _in_range(cuda, build.cuda)
+    if target.cuda is not None and target.cuda != build.cuda and outside:
+        runs = f"runs with cuda-version {build.cuda_range}" if build.cuda_range else f"needs CUDA {build.cuda}"
+        return Problem(
+            f"built for CUDA {build.cuda}, {runs}; --cuda {target.cuda} is outside",
+            f"drop --cuda or pass --cuda {build.cuda}",
+        )
+    toolkit = kb.toolkit(cuda)
+    if toolkit is None:
+        return Problem(f"CUDA {cuda} is not in the knowledge base", "pass a --cuda that `envsolver explain` lists")
+    return toolkit
+
+
+def _in_range(cuda: MajorMinor, built: MajorMinor) -> bool:
+    # conda-forge CUDA 12+ builds run with cuda-version >=X.Y,<X+1 (their run deps).
+    return cuda.major == built.major and cuda >= built
+
+
+def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit: Toolkit) -> Problem | None:
+    ccs = target.ccs
+    no_sass = [cc for cc in ccs if not build.has_sass_for(cc)]
+    if no_sass:
+        sms = ", ".join(f"sm_{cc.sm}" for cc in no_sass)
+        return Problem(
+            f"no {sms}, needed by {gpu_names(target, no_sass)} (its arch list is {build.arch_list})",
+            "choose an older --torch whose builds still carry that architecture",
+        )
+    if any(g.segment == "embedded" for g in target.gpus) and build.cuda.major < 13:
+        return Problem(
+            f"CUDA {build.cuda} linux-aarch64 builds are for Arm servers (sbsa), not Jetson (tegra)",
+            "use a CUDA 13 build (tegra and sbsa are one platform from CUDA 13.0)",
+        )
+    missing = archs.unbuildable(kb, toolkit, ccs)
+    if missing is None:
+        return Problem(
+            f"the SM targets of nvcc {toolkit.version} are not confirmed in the knowledge base",
+            f"pass --cuda {build.cuda}",
+        )
+    if missing:
+        sms = ", ".join(f"sm_{archs.cc_for_toolkit(kb, cc, toolkit.version).sm}" for cc in missing)
+        return Problem(
+            f"nvcc {toolkit.version} cannot build {sms}, needed by {gpu_names(target, missing)}",
+            "choose a --torch/--cuda whose toolkit still builds that architecture",
+        )
+    split_since = MajorMinor(12, 0)
+    if build.channel == "conda-forge" and toolkit.version < split_since:
+        return Problem(
+            f"conda-forge has no nvcc or CUDA header packages for CUDA {toolkit.version} (split packages "
+            f"start at 12.0; cudatoolkit-dev stops at {kb.cudatoolkit_dev_last.value} and downloads the "
+            "toolkit at install time)",
+            "use a CUDA 12+ build, or --source pytorch (nvidia-channel nvcc) for CUDA 11.8",
+        )
+    if build.glibc is not None and build.glibc > target.glibc:
+        return Problem(
+            f"needs glibc >= {build.glibc}, the target has {target.glibc}",
+            f"pass --glibc {build.glibc} if the nodes have it, or choose an older --torch",
+        )
+    if target.driver is not None:
+        level = driver.support(kb, target.driver, toolkit.version)
+        supports = driver.supports_text(kb, target.driver)
+        major = kb.cuda_major(toolkit.version.major)
+        if level == "none":
+            floor = major.mvc_driver if major and target.driver_compat == "minor" else toolkit.driver
+            return Problem(
+                f"{driver.requirement_text(kb, toolkit.version)}; driver {target.driver} {supports}",
+                f"upgrade the driver to {floor} or newer",
+                floor,
+            )
+        if level == "minor" and target.driver_compat == "full":
+            return Problem(
+                f"driver {target.driver} runs CUDA {toolkit.version} only through minor-version "
+                f"compatibility ({supports})",
+                f"upgrade the driver to {toolkit.driver} or newer, or allow --driver-compat minor",
+                toolkit.driver,
+            )
+    return None
+
+
+def _compatibility(kb: KnowledgeBase, target: Target, cuda: MajorMinor) -> str:
+    if target.driver is None:
+        return "full"
+    return "full" if driver.support(kb, target.driver, cuda) == "full" else "minor"
+
+
+def _evaluate(
+    kb: KnowledgeBase,
+    target: Target,
+    build: TorchBuild,
+    torch: Version,
+) -> tuple[Candidate | None, Problem | None, Problem | None]:
+    """(candidate, hard problem, soft problem). A soft problem (no conda DeepSpeed build) only
+    loses to a candidate without one."""
+    python = _python(target, build)
+    if isinstance(python, Problem):
+        return None, python, None
+    toolkit = _toolkit(kb, target, build)
+    if isinstance(toolkit, Problem):
+        return None, toolkit, None
+    hard = _hard_problem(kb, target, build, toolkit)
+    if hard is not None:
+        return None, hard, None
+    ds_choice = None
+    soft = None
+    if target.deepspeed:
+        conda, pypi, why = choose(kb, build, torch, target.ccs, toolkit.version, python)
+        if conda is None and pypi is None:
+            return None, Problem(why, "pass --no-deepspeed, or another --torch/--cuda"), None
+        ds_choice = conda or pypi
+        if conda is None and build.channel == "conda-forge" and target.torch is None:
+            soft = Problem(
+                f"conda-forge has no deepspeed build for torch {torch.major}.{torch.minor} with "
+                f"CUDA {build.cuda} ({newest_conda_text(kb, build.platform)})",
+                f"pass --torch {torch} to take DeepSpeed from PyPI instead",
+            )
+    compat = _compatibility(kb, target, toolkit.version)
+    return Candidate(build, torch, toolkit, compat, python, ds_choice), None, soft
+
+
+def _order(kb: KnowledgeBase, target: Target, item: tuple[TorchBuild, Version]) -> tuple[object, ...]:
+    build, torch = item
+    cuda = target.cuda or build.cuda
+    rank = 0 if _compatibility(kb, target, cuda) == "full" else 1
+    return (-_vkey(torch), rank, -(cuda.major * 100 + cuda.minor))
+
+
+def _vkey(version: Version) -> int:
+    major, minor, micro = [*version.release, 0, 0, 0][:3]
+    return major * 1_000_000 + minor * 1_000 + micro
+
+
+def candidates(kb: KnowledgeBase, target: Target, platform: str) -> list[tuple[TorchBuild, Version]]:
+    """Every (build, torch version) on the target's channel and platform within --torch, best first."""
+    items = [
+        (build, version)
+        for build in kb.torch_builds
+        if build.channel == target.source and build.platform == platform
+        for version in build.versions
+        if target.torch is None or target.torch.contains(version, prereleases=True)
+    ]
+    return sorted(items, key=lambda item: _order(kb, target, item))
+
+
+def pick(kb: KnowledgeBase, target: Target, platform: str) -> tuple[Candidate | None, list[Rejected], list[Problem]]:
+    """The chosen candidate (or None), the rejected newer candidates, and the problems seen (best first)."""
+    evaluated = [(b, v, *_evaluate(kb, target, b, v)) for b, v in candidates(kb, target, platform)]
+    chosen_index = next((i for i, e in enumerate(evaluated) if e[2] is not None and e[4] is None), None)
+    if chosen_index is None:
+        chosen_index = next((i for i, e in enumerate(evaluated) if e[2] is not None), None)
+    limit = chosen_index if chosen_index is not None else len(evaluated)
+    rejected = []
+    problems = []
+    for build, version, _cand, hard, soft in evaluated[:limit]:
+        problem = hard or soft
+        if problem is not None:
+            rejected.append(Rejected(label(build, version), problem.text))
+            problems.append(problem)
+    chosen = evaluated[chosen_index][2] if chosen_index is not None else None
+    return chosen, rejected, problems

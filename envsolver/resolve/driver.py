@@ -1,0 +1,43 @@
+"""Driver facts: which CUDA a driver runs, fully or through minor-version compatibility. Pure."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from envsolver.kb.model import KnowledgeBase, Toolkit
+from envsolver.versions import DriverVersion, MajorMinor
+
+Support = Literal["full", "minor", "none"]
+
+
+def newest_full_cuda(kb: KnowledgeBase, driver: DriverVersion) -> Toolkit | None:
+    """The newest toolkit whose every feature this driver supports (what nvidia-smi calls 'CUDA Version')."""
+    fitting = [t for t in kb.toolkits if t.driver <= driver]
+    return max(fitting, key=lambda t: t.version) if fitting else None
+
+
+def support(kb: KnowledgeBase, driver: DriverVersion, cuda: MajorMinor) -> Support:
+    """'full' when the driver meets the release's own minimum, 'minor' when only the major's
+    minor-version-compatibility floor, 'none' otherwise (or when the KB lacks the release)."""
+    toolkit = kb.toolkit(cuda)
+    if toolkit is not None and driver >= toolkit.driver:
+        return "full"
+    major = kb.cuda_major(cuda.major)
+    if major is not None and driver >= major.mvc_driver:
+        return "minor"
+    return "none"
+
+
+def supports_text(kb: KnowledgeBase, driver: DriverVersion) -> str:
+    """'supports CUDA <= 12.4' (or 'supports no CUDA toolkit in the knowledge base')."""
+    newest = newest_full_cuda(kb, driver)
+    return f"supports CUDA <= {newest.version}" if newest else "supports no CUDA 11+ toolkit"
+
+
+def requirement_text(kb: KnowledgeBase, cuda: MajorMinor) -> str:
+    """'CUDA 12.9 needs driver >= 575.51.03 (>= 525.60.13 through minor-version compatibility)'."""
+    toolkit = kb.toolkit(cuda)
+    major = kb.cuda_major(cuda.major)
+    full = f"driver >= {toolkit.driver}" if toolkit else "a driver the knowledge base does not list"
+    mvc = f" (>= {major.mvc_driver} through minor-version compatibility)" if major else ""
+    return f"CUDA {cuda} needs {full}{mvc}"

@@ -1,0 +1,168 @@
+"""Turn a chosen candidate into channels, conda specs, pip requirements, env and virtual packages. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envsolver.kb.model import KnowledgeBase, Toolkit
+from envsolver.plan import CondaSpec, Reason
+from envsolver.resolve.candidates import Candidate
+from envsolver.target import Target
+from envsolver.versions import MajorMinor
+
+# cuDNN 9.11+ has no device code for pre-Turing GPUs (conda-forge cudnn-feedstock issue #124).
+CUDNN_PRE_TURING_CAP = "<9.11"
+TURING = MajorMinor(7, 5)
+
+
+@dataclass(frozen=True)
+class Assembly:
+    channels: tuple[str, ...]
+    specs: tuple[CondaSpec, ...]
+    pip: tuple[str, ...]
+    reasons: tuple[Reason, ...]
+
+
+def channels(candidate: Candidate) -> tuple[str, ...]:
+    if candidate.build.channel == "conda-forge":
+        return ("conda-forge",)
+    cuda = candidate.build.cuda
+    return ("pytorch", f"nvidia/label/cuda-{cuda}.0", "nvidia", "conda-forge")
+
+
+def gcc_max(kb: KnowledgeBase, toolkit: Toolkit) -> tuple[int | None, Toolkit | None]:
+    """The newest GCC this nvcc accepts; an unknown value falls back to the nearest older toolkit's
+    (nvcc's supported GCC range only grows between minor releases)."""
+    known = [t for t in kb.toolkits if t.gcc_max is not None and t.version <= toolkit.version]
+    if not known:
+        return None, None
+    best = max(known, key=lambda t: t.version)
+    return best.gcc_max, best
+
+
+def _header_packages(kb: KnowledgeBase) -> list[str]:
+    return list(dict.fromkeys(h.package for h in kb.op_headers))
+
+
+def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
+    build = c.build
+    legacy = build.channel == "pytorch"
+    specs: list[CondaSpec] = [CondaSpec("python", str(c.python))]
+    reasons: list[Reason] = []
+    specs.append(CondaSpec("pytorch", str(c.torch), build.build))
+    if legacy:
+        specs.append(CondaSpec("pytorch-cuda", str(build.cuda)))
+    else:
+        specs.append(CondaSpec("cuda-version", str(c.toolkit.version)))
+
+    nvcc = kb.nvcc_package.value
+    headers = _header_packages(kb)
+    specs.extend(CondaSpec(name) for name in [nvcc, *headers])
+    header_list = ", ".join(f"{h.header} ({h.package})" for h in kb.op_headers)
+    where = (
+        f"the nvidia/label/cuda-{build.cuda}.0 channel"
+        if legacy
+        else f"conda-forge, pinned by cuda-version={c.toolkit.version}"
+    )
+    reasons.append(
+        Reason(
+            f"nvcc and CUDA headers: {', '.join([nvcc, *headers])} from {where}",
+            f"DeepSpeed's ops and torch's CUDAContext include {header_list}; these packages hold them, and "
+            f"{nvcc} puts nvcc at $CONDA_PREFIX/bin/nvcc. cudatoolkit-dev is not used: conda-forge's stops at "
+            f"{kb.cudatoolkit_dev_last.value} and downloads the toolkit in a post-link script, so advice such as "
+            f"`cudatoolkit-dev={build.cuda}` cannot be satisfied; the packages above replace it.",
+            tuple(dict.fromkeys(s for h in kb.op_headers for s in h.source))
+            + kb.nvcc_package.source
+            + kb.cudatoolkit_dev_last.source,
+        )
+    )
+    if legacy:
+        first, last, mix_source = kb.no_mixing
+        reasons.append(
+            Reason(
+                f"channels {', '.join(channels(c))} in this order, strict priority",
+                f"pytorch-channel builds run on nvidia-channel CUDA packages (pytorch-cuda={build.cuda}); conda-forge "
+                f"and nvidia CUDA packages must not be mixed for CUDA {first}-{last}, so every CUDA package comes "
+                f"from the nvidia label channel of CUDA {build.cuda}, ahead of conda-forge.",
+                mix_source,
+            )
+        )
+
+    limit, limit_row = gcc_max(kb, c.toolkit)
+    cxx_names = [n.replace("{platform}", build.platform) for n in kb.cxx_packages[0]]
+    for name in cxx_names:
+        specs.append(CondaSpec(name, f"<{limit + 1}" if limit is not None else None))
+    if limit is not None and limit_row is not None:
+        inherited = (
+            ""
+            if limit_row.version == c.toolkit.version
+            else f" (known for {limit_row.version}; newer minors accept at least as much)"
+        )
+        reasons.append(
+            Reason(
+                f"host compiler {' and '.join(cxx_names)} <{limit + 1}",
+                f"nvcc {c.toolkit.version} accepts GCC <= {limit}{inherited}; the gxx_<platform> package sets $CXX, "
+                "which conda-forge's nvcc activation requires.",
+                limit_row.source + kb.cxx_packages[1],
+            )
+        )
+    specs.append(CondaSpec("ninja"))
+
+    if not legacy:
+        cudnn_version = CUDNN_PRE_TURING_CAP if min(target.ccs) < TURING and build.cuda.major == 12 else None
+        specs.append(CondaSpec("cudnn", cudnn_version))
+        specs.append(CondaSpec("nccl"))
+        why_cudnn = " capped below 9.11, which dropped pre-Turing device code" if cudnn_version else ""
+        reasons.append(
+            Reason(
+                "cudnn and nccl from conda-forge",
+                f"torch {c.torch} cu{build.cuda.nodot} runs with cuDNN {build.cudnn or '?'}.x and NCCL "
+                f"{build.nccl or '?'}.x or newer within the major (its run deps pin them){why_cudnn}.",
+                build.source,
+            )
+        )
+    else:
+        reasons.append(
+            Reason(
+                "cudnn and nccl: bundled",
+                f"pytorch-channel builds carry their own cuDNN {build.cudnn or '?'} and NCCL {build.nccl or '?'} "
+                "(the build string names the cuDNN), so no separate packages are added.",
+                build.source,
+            )
+        )
+
+    pip: list[str] = []
+    ds = c.deepspeed
+    if ds is not None and ds.conda is not None:
+        specs.append(CondaSpec("deepspeed", str(ds.version), f"cuda{build.cuda.nodot}*"))
+        reasons.append(
+            Reason(
+                f"deepspeed {ds.version} from conda-forge (cuda{build.cuda.nodot} build)",
+                f"conda-forge's deepspeed {ds.version} CUDA builds are built for torch {ds.conda.torch}; the build "
+                "pin keeps its CPU build out. The hook still builds and proves the ops for the target GPUs.",
+                ds.conda.source + ds.release.source,
+            )
+        )
+    elif ds is not None:
+        specs.extend(CondaSpec(*_split(n)) for n in kb.deepspeed_pip_run_deps)
+        pip.append(f"deepspeed=={ds.version}")
+        why = (
+            "the pytorch channel's torch cannot satisfy conda-forge's deepspeed CUDA builds, which need "
+            "conda-forge's pytorch"
+            if legacy
+            else f"conda-forge has no deepspeed build for torch {c.torch.major}.{c.torch.minor} with CUDA {build.cuda}"
+        )
+        reasons.append(
+            Reason(
+                f"deepspeed {ds.version} from PyPI (pip section); its Python dependencies from conda",
+                f"{why}. PyPI's deepspeed is a source package that installs as pure Python without torch at build "
+                "time; the post-install hook builds its CUDA ops for the target GPUs.",
+                ds.release.source + kb.deepspeed_pip_run_deps_source,
+            )
+        )
+    return Assembly(channels(c), tuple(specs), tuple(pip), tuple(reasons))
+
+
+def _split(text: str) -> tuple[str, str | None]:
+    name, _, version = text.partition(" ")
+    return name, version or None

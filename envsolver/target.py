@@ -1,0 +1,64 @@
+"""Target: what the environment is for. Built from validated values only; no host probing here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from envsolver.errors import BadInputError
+from envsolver.kb.model import Channel, Gpu, Platform
+from envsolver.versions import DriverVersion, MajorMinor
+
+DriverCompat = Literal["full", "minor"]
+DEFAULT_GLIBC = MajorMinor(2, 28)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The cluster the environment must run on, and what the user pinned.
+
+    gpus: every GPU model the environment must serve (a cluster may mix them).
+    driver: the oldest driver on the nodes; None means "assume a current driver".
+    torch: a version specifier such as ==2.5.* or ==2.3.1; None means newest that fits.
+    platform: None means "derive it from the GPUs".
+    """
+
+    gpus: tuple[Gpu, ...]
+    driver: DriverVersion | None = None
+    python: MajorMinor | None = None
+    torch: SpecifierSet | None = None
+    torch_text: str | None = None
+    cuda: MajorMinor | None = None
+    source: Channel = "conda-forge"
+    platform: Platform | None = None
+    deepspeed: bool = True
+    glibc: MajorMinor = DEFAULT_GLIBC
+    driver_compat: DriverCompat = "minor"
+
+    @property
+    def ccs(self) -> tuple[MajorMinor, ...]:
+        """The distinct compute capabilities of the targets, ascending."""
+        return tuple(sorted({g.compute_capability for g in self.gpus}))
+
+
+def torch_specifier(text: str) -> SpecifierSet:
+    """'2.5' -> ==2.5.*, '2.3.1' -> ==2.3.1, '>=2.4,<2.6' as given. Raises BadInputError."""
+    value = text.strip()
+    if value and value[0].isdigit():
+        parts = value.split(".")
+        if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+            raise _bad_torch(text)
+        value = f"=={value}.*" if len(parts) < 3 else f"=={value}"
+    try:
+        return SpecifierSet(value)
+    except InvalidSpecifier:
+        raise _bad_torch(text) from None
+
+
+def _bad_torch(text: str) -> BadInputError:
+    return BadInputError(
+        f"malformed torch version {text!r}: expected a version such as '2.5' or '2.3.1', or a range "
+        "such as '>=2.4,<2.6'. Pass --torch 2.5."
+    )

@@ -1,0 +1,119 @@
+"""Small value types for the versions envsolver compares: CUDA, compute capability, driver, Python.
+
+Each parser raises BadInputError with the expected form and an example.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import total_ordering
+
+from envsolver.errors import BadInputError
+
+_MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
+_DRIVER = re.compile(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?\s*$")
+
+
+@total_ordering
+@dataclass(frozen=True)
+class MajorMinor:
+    """A `major.minor` pair: a CUDA release (12.8), a compute capability (8.6) or a Python (3.11)."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, MajorMinor):
+            return NotImplemented
+        return (self.major, self.minor) < (other.major, other.minor)
+
+    @property
+    def sm(self) -> int:
+        """The integer nvcc uses: 8.6 -> 86, 12.0 -> 120."""
+        return self.major * 10 + self.minor
+
+    @property
+    def nodot(self) -> str:
+        """12.9 -> '129' (conda-forge build strings), 3.11 -> '311'."""
+        return f"{self.major}{self.minor}"
+
+
+def parse_major_minor(text: str, what: str, example: str, flag: str) -> MajorMinor:
+    """Parse `12.4` (or `12.4.1`, whose patch is dropped). Raises BadInputError."""
+    value = str(text).strip()
+    parts = value.split(".")
+    if len(parts) == 3 and parts[2].isdigit():
+        value = ".".join(parts[:2])
+    match = _MAJOR_MINOR.match(value)
+    if not match:
+        raise BadInputError(
+            f"malformed {what} {text!r}: expected MAJOR.MINOR such as {example!r}. Pass {flag} {example}."
+        )
+    return MajorMinor(int(match.group(1)), int(match.group(2)))
+
+
+def cuda(text: str) -> MajorMinor:
+    return parse_major_minor(text, "CUDA version", "12.4", "--cuda")
+
+
+def python(text: str) -> MajorMinor:
+    return parse_major_minor(text, "Python version", "3.11", "--python")
+
+
+def cc(text: str) -> MajorMinor:
+    return parse_major_minor(text, "compute capability", "8.0", "--gpu")
+
+
+def sm_to_cc(sm: int) -> MajorMinor:
+    """86 -> 8.6, 120 -> 12.0."""
+    return MajorMinor(sm // 10, sm % 10)
+
+
+@total_ordering
+@dataclass(frozen=True)
+class DriverVersion:
+    """An NVIDIA driver version such as 535.104.05, compared component by component."""
+
+    parts: tuple[int, ...]
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, DriverVersion):
+            return NotImplemented
+        return _padded(self.parts) < _padded(other.parts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DriverVersion):
+            return NotImplemented
+        return _padded(self.parts) == _padded(other.parts)
+
+    def __hash__(self) -> int:
+        return hash(_padded(self.parts))
+
+    @property
+    def branch(self) -> int:
+        return self.parts[0]
+
+
+def _padded(parts: tuple[int, ...]) -> tuple[int, ...]:
+    return parts + (0,) * (3 - len(parts))
+
+
+def driver(text: str) -> DriverVersion:
+    """Parse `535.104.05`, `570.26` or a bare branch `580`. Raises BadInputError."""
+    value = str(text).strip()
+    match = _DRIVER.match(value)
+    if not match:
+        raise BadInputError(
+            f"malformed driver version {text!r}: expected the form nvidia-smi prints, such as "
+            "'535.104.05'. Pass --driver 535.104.05 (or --gpu auto on a GPU node)."
+        )
+    parts = tuple(int(g) for g in match.groups() if g is not None)
+    return DriverVersion(parts, value)

@@ -1,0 +1,1 @@
+"""Writers: Plan -> file text (pure, deterministic) and a safe file writer."""

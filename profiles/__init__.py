@@ -1,0 +1,1 @@
+"""Named targets for `envsolver make --profile NAME`, installed as the package data `envsolver.profiles`."""
