@@ -124,9 +124,15 @@ def _check_driver_floors(kb: KnowledgeBase, target: Target) -> None:
         if not (needs_branch or no_cuda) or first is None:
             continue
         sm = f"sm_{gpu.compute_capability.sm}"
+        oldest = min(t.version for t in kb.toolkits)
+        needs = (
+            f": every stack in the knowledge base needs CUDA >= {oldest}"
+            if first.version == oldest
+            else (f" needs CUDA >= {first.version}")
+        )
         branch = f" ({gpu.architecture} GPUs need driver branch R{gpu.min_driver} or newer)" if gpu.min_driver else ""
         raise ConflictError(
-            f"{gpu.name} ({sm}) needs CUDA >= {first.version}, which needs driver >= {first.driver}{branch}; "
+            f"{gpu.name} ({sm}){needs}, which needs driver >= {first.driver}{branch}; "
             f"driver {target.driver} {driver.supports_text(kb, target.driver)}: upgrade the driver to "
             f"{first.driver} or newer."
         )

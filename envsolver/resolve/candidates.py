@@ -92,9 +92,11 @@ def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit:
     no_sass = [cc for cc in ccs if not build.has_sass_for(cc)]
     if no_sass:
         sms = ", ".join(f"sm_{cc.sm}" for cc in no_sass)
+        newest = max(a.cc for a in build.archs)
+        way = "a newer --torch (or --source conda-forge)" if min(no_sass) > newest else "an older --torch"
         return Problem(
             f"no {sms}, needed by {gpu_names(target, no_sass)} (its arch list is {build.arch_list})",
-            "choose an older --torch whose builds still carry that architecture",
+            f"choose {way} whose builds carry that architecture, or leave that GPU out",
         )
     if any(g.segment == "embedded" for g in target.gpus) and build.cuda.major < 13:
         return Problem(

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envsolver import profile
+from envsolver.errors import BadInputError
+from envsolver.kb import KnowledgeBase
+from tests.conftest import plan_for
+
+REQUIRED = {
+    "a100",
+    "h100",
+    "h200",
+    "gh200",
+    "b200",
+    "l40s",
+    "l4",
+    "t4",
+    "v100",
+    "rtx3090",
+    "rtx4090",
+    "rtx5090",
+    "cluster-v100-a100-h100",
+}
+
+
+def test_required_profiles_exist() -> None:
+    assert set(profile.available()) >= REQUIRED
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_every_profile_resolves(kb: KnowledgeBase, name: str) -> None:
+    plan = plan_for(kb, profile=name)
+    assert plan.torch_cuda_arch_list
+
+
+def test_gh200_profile_is_aarch64(kb: KnowledgeBase) -> None:
+    assert plan_for(kb, profile="gh200").platform == "linux-aarch64"
+
+
+def test_mixed_cluster_covers_all_three(kb: KnowledgeBase) -> None:
+    assert plan_for(kb, profile="cluster-v100-a100-h100").torch_cuda_arch_list == "7.0;8.0;9.0+PTX"
+
+
+def test_command_line_overrides_profile(kb: KnowledgeBase) -> None:
+    assert plan_for(kb, profile="a100", torch="2.7").torch_version == "2.7.1"
+    assert [g.key for g in plan_for(kb, profile="a100", gpus=("h100",)).gpus] == ["h100"]
+
+
+def test_profile_from_a_file(kb: KnowledgeBase, tmp_path: Path) -> None:
+    path = tmp_path / "site.yaml"
+    path.write_text("description: our cluster\ngpus: [a100, h100]\ndriver: '550.54.14'\n")
+    plan = plan_for(kb, profile=str(path))
+    assert str(plan.driver) == "550.54.14" and plan.torch_cuda_arch_list == "8.0;9.0+PTX"
+
+
+@pytest.mark.parametrize(
+    ("content", "phrase"),
+    [
+        ("gpus: a100\n", "needs 'gpus:'"),
+        ("gpus: [a100]\ncolour: red\n", "unknown key(s) ['colour']"),
+        ("gpus: [a100\n", "not valid YAML"),
+        ("- a100\n", "must be a mapping"),
+    ],
+)
+def test_bad_profile_files(tmp_path: Path, content: str, phrase: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(BadInputError) as info:
+        profile.load(str(path))
+    assert phrase in str(info.value)
+    assert str(info.value).endswith("Fix the file.")
+
+
+def test_unreadable_profile(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="cannot read profile"):
+        profile.load(str(tmp_path / "missing.yaml"))

@@ -1,0 +1,551 @@
+"""Table-driven resolver cases across GPU generations, drivers, Pythons, torch versions and sources.
+
+Each row states what a correct plan must be, from the KB facts (arch lists, driver tables, conda-forge
+build matrices); the comment on a row says why where it is not obvious.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from envsolver.kb import KnowledgeBase
+from tests.conftest import error_for, plan_for
+
+# (id, options, expected: torch, torch CUDA build, toolkit CUDA, python, arch list, compatibility, deepspeed)
+# deepspeed: "conda:X" (conda-forge build), "pip:X" (PyPI), None (not wanted)
+OK = [
+    ("a100-default", dict(gpus=("a100",)), "2.10.0", "13.0", "13.0", "3.13", "8.0+PTX", "full", "conda:0.18.8"),
+    (
+        "a100-driver-535-minor",
+        dict(gpus=("a100",), driver="535.104.05"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "8.0+PTX",
+        "minor",
+        "conda:0.18.8",
+    ),
+    # 535 fully supports CUDA <= 12.2: conda-forge's newest build at or below that is 2.5.1 cuda120.
+    (
+        "a100-driver-535-full",
+        dict(gpus=("a100",), driver="535.104.05", driver_compat="full"),
+        "2.5.1",
+        "12.0",
+        "12.0",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.15.4",
+    ),
+    (
+        "a100-driver-560-full",
+        dict(gpus=("a100",), driver="560.35.03", driver_compat="full"),
+        "2.7.1",
+        "12.6",
+        "12.6",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.17.2",
+    ),
+    (
+        "a100-driver-575-full",
+        dict(gpus=("a100",), driver="575.51.03", driver_compat="full"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "a100-driver-580",
+        dict(gpus=("a100",), driver="580.65.06"),
+        "2.10.0",
+        "13.0",
+        "13.0",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    # Guide case 1: conda-forge has 2.3.1 with CUDA 12.0, and deepspeed 0.15.0 built for torch 2.3.
+    (
+        "a100-torch-2.3.1",
+        dict(gpus=("a100",), torch="2.3.1"),
+        "2.3.1",
+        "12.0",
+        "12.0",
+        "3.12",
+        "8.0+PTX",
+        "full",
+        "conda:0.15.0",
+    ),
+    # conda-forge cuda120 builds run with cuda-version >=12.0,<13; DeepSpeed accepts 12.1 vs 12.0.
+    (
+        "a100-torch-2.3.1-cuda-12.1",
+        dict(gpus=("a100",), torch="2.3.1", cuda="12.1"),
+        "2.3.1",
+        "12.0",
+        "12.1",
+        "3.12",
+        "8.0+PTX",
+        "full",
+        "conda:0.15.0",
+    ),
+    (
+        "a100-torch-2.3.1-legacy",
+        dict(gpus=("a100",), torch="2.3.1", source="pytorch"),
+        "2.3.1",
+        "12.1",
+        "12.1",
+        "3.12",
+        "8.0+PTX",
+        "full",
+        "pip:0.19.5",
+    ),
+    (
+        "a100-torch-2.5-legacy",
+        dict(gpus=("a100",), torch="2.5", source="pytorch"),
+        "2.5.1",
+        "12.4",
+        "12.4",
+        "3.12",
+        "8.0+PTX",
+        "full",
+        "pip:0.19.5",
+    ),
+    (
+        "a100-torch-2.7",
+        dict(gpus=("a100",), torch="2.7"),
+        "2.7.1",
+        "12.9",
+        "12.9",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.17.6",
+    ),
+    # conda-forge has no deepspeed for torch 2.13: an explicit --torch takes it from PyPI.
+    (
+        "a100-torch-2.13",
+        dict(gpus=("a100",), torch="2.13"),
+        "2.13.0",
+        "13.0",
+        "13.0",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "pip:0.19.5",
+    ),
+    (
+        "a100-torch-range",
+        dict(gpus=("a100",), torch=">=2.4,<2.6"),
+        "2.5.1",
+        "12.6",
+        "12.6",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.16.3",
+    ),
+    (
+        "a100-py3.9",
+        dict(gpus=("a100",), python="3.9"),
+        "2.7.1",
+        "12.9",
+        "12.9",
+        "3.9",
+        "8.0+PTX",
+        "full",
+        "conda:0.17.4",
+    ),
+    (
+        "a100-py3.8",
+        dict(gpus=("a100",), python="3.8"),
+        "2.3.1",
+        "12.0",
+        "12.0",
+        "3.8",
+        "8.0+PTX",
+        "full",
+        "conda:0.15.0",
+    ),
+    (
+        "a100-py3.14",
+        dict(gpus=("a100",), python="3.14"),
+        "2.10.0",
+        "13.0",
+        "13.0",
+        "3.14",
+        "8.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "a100-no-deepspeed",
+        dict(gpus=("a100",), deepspeed=False),
+        "2.13.0",
+        "13.0",
+        "13.0",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        None,
+    ),
+    (
+        "a100-cuda-12.9",
+        dict(gpus=("a100",), cuda="12.9"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "a100-cuda-12.4",
+        dict(gpus=("a100",), cuda="12.4"),
+        "2.5.1",
+        "12.0",
+        "12.4",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.15.4",
+    ),
+    # conda-forge CUDA 13 builds need glibc 2.28.
+    (
+        "a100-glibc-2.17",
+        dict(gpus=("a100",), glibc="2.17"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "8.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "a100-smi-name",
+        dict(gpus=("NVIDIA A100-SXM4-80GB",), driver="550.90.07"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "8.0+PTX",
+        "minor",
+        "conda:0.18.8",
+    ),
+    # Volta: CUDA 13 builds and nvcc 13 have no sm_70; CUDA 12.9 keeps it.
+    (
+        "v100-driver-580",
+        dict(gpus=("v100",), driver="580.65.06"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "7.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "v100-torch-2.13",
+        dict(gpus=("v100",), torch="2.13"),
+        "2.13.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "7.0+PTX",
+        "full",
+        "pip:0.19.5",
+    ),
+    ("p100-default", dict(gpus=("p100",)), "2.10.0", "12.9", "12.9", "3.13", "6.0+PTX", "full", "conda:0.18.8"),
+    # SASS 6.0 runs on 6.1: the GTX 1080 Ti is served by the 12.9 build's sm_60.
+    (
+        "gtx1080ti-default",
+        dict(gpus=("gtx1080ti",)),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "6.1+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "t4-driver-470-legacy",
+        dict(gpus=("t4",), driver="470.82.01", source="pytorch"),
+        "2.5.1",
+        "11.8",
+        "11.8",
+        "3.12",
+        "7.5+PTX",
+        "minor",
+        "pip:0.19.5",
+    ),
+    ("l4-default", dict(gpus=("l4",)), "2.10.0", "13.0", "13.0", "3.13", "8.9+PTX", "full", "conda:0.18.8"),
+    (
+        "l40s-driver-550",
+        dict(gpus=("l40s",), driver="550.54.14"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "8.9+PTX",
+        "minor",
+        "conda:0.18.8",
+    ),
+    (
+        "rtx3090-py3.10",
+        dict(gpus=("rtx3090",), python="3.10"),
+        "2.10.0",
+        "13.0",
+        "13.0",
+        "3.10",
+        "8.6+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "rtx4090-legacy",
+        dict(gpus=("rtx4090",), source="pytorch"),
+        "2.5.1",
+        "12.4",
+        "12.4",
+        "3.12",
+        "8.9+PTX",
+        "full",
+        "pip:0.19.5",
+    ),
+    (
+        "h100-driver-525-minor",
+        dict(gpus=("h100",), driver="525.60.13"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "9.0+PTX",
+        "minor",
+        "conda:0.18.8",
+    ),
+    (
+        "h100-driver-520-legacy",
+        dict(gpus=("h100",), driver="520.61.05", source="pytorch"),
+        "2.5.1",
+        "11.8",
+        "11.8",
+        "3.12",
+        "9.0+PTX",
+        "full",
+        "pip:0.19.5",
+    ),
+    (
+        "h200-driver-580",
+        dict(gpus=("h200",), driver="580.159.04"),
+        "2.10.0",
+        "13.0",
+        "13.0",
+        "3.13",
+        "9.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    # conda-forge builds no deepspeed for linux-aarch64: it comes from PyPI.
+    ("gh200-default", dict(gpus=("gh200",)), "2.13.0", "13.0", "13.0", "3.13", "9.0+PTX", "full", "pip:0.19.5"),
+    (
+        "gh200-on-x86",
+        dict(gpus=("gh200",), platform="linux-64"),
+        "2.10.0",
+        "13.0",
+        "13.0",
+        "3.13",
+        "9.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "b200-driver-570-minor",
+        dict(gpus=("b200",), driver="570.133.20"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "10.0+PTX",
+        "minor",
+        "conda:0.18.8",
+    ),
+    # SASS 10.0 runs on 10.3; nvcc 13.0 builds sm_103.
+    ("b300-default", dict(gpus=("b300",)), "2.10.0", "13.0", "13.0", "3.13", "10.3+PTX", "full", "conda:0.18.8"),
+    ("gb200-default", dict(gpus=("gb200",)), "2.13.0", "13.0", "13.0", "3.13", "10.0+PTX", "full", "pip:0.19.5"),
+    (
+        "rtx5090-driver-575",
+        dict(gpus=("rtx5090",), driver="575.51.03"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "12.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "rtx-pro-6000",
+        dict(gpus=("rtx-pro-6000",)),
+        "2.10.0",
+        "13.0",
+        "13.0",
+        "3.13",
+        "12.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    # CUDA 13 aarch64 builds serve Jetson (tegra and sbsa are one platform from 13.0); 2.13 adds sm_87.
+    ("jetson-orin", dict(gpus=("jetson-orin",)), "2.13.0", "13.0", "13.0", "3.13", "8.7+PTX", "full", "pip:0.19.5"),
+    ("jetson-thor", dict(gpus=("jetson-thor",)), "2.13.0", "13.0", "13.0", "3.13", "11.0+PTX", "full", "pip:0.19.5"),
+    ("gb10", dict(gpus=("gb10",)), "2.13.0", "13.0", "13.0", "3.13", "12.1+PTX", "full", "pip:0.19.5"),
+    (
+        "cluster-v100-a100-h100-535",
+        dict(gpus=("v100", "a100", "h100"), driver="535.104.05"),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "7.0;8.0;9.0+PTX",
+        "minor",
+        "conda:0.18.8",
+    ),
+    (
+        "cluster-v100-h100-b200",
+        dict(gpus=("v100", "h100", "b200")),
+        "2.10.0",
+        "12.9",
+        "12.9",
+        "3.13",
+        "7.0;9.0;10.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+    (
+        "cluster-a100-l40s-h100-580",
+        dict(gpus=("a100", "l40s", "h100"), driver="580.65.06"),
+        "2.10.0",
+        "13.0",
+        "13.0",
+        "3.13",
+        "8.0;8.9;9.0+PTX",
+        "full",
+        "conda:0.18.8",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "torch", "torch_cuda", "cuda", "python", "arch_list", "compat", "deepspeed"),
+    [pytest.param(*row[1:], id=row[0]) for row in OK],
+)
+def test_plan(
+    kb: KnowledgeBase,
+    options: dict[str, object],
+    torch: str,
+    torch_cuda: str,
+    cuda: str,
+    python: str,
+    arch_list: str,
+    compat: str,
+    deepspeed: str | None,
+) -> None:
+    plan = plan_for(kb, **options)
+    assert plan.torch_version == torch
+    assert str(plan.torch_cuda) == torch_cuda
+    assert str(plan.cuda_version) == cuda
+    assert str(plan.python_version) == python
+    assert plan.torch_cuda_arch_list == arch_list
+    assert plan.compatibility == compat
+    if deepspeed is None:
+        assert plan.deepspeed is None and not plan.pip
+        assert not any(s.name == "deepspeed" for s in plan.specs)
+    else:
+        where, version = deepspeed.split(":")
+        assert plan.deepspeed == version
+        if where == "conda":
+            assert any(s.name == "deepspeed" and s.version == version for s in plan.specs)
+            assert not plan.pip
+        else:
+            assert plan.pip == (f"deepspeed=={version}",)
+
+
+# (id, options, exit code, phrases the message must contain)
+CONFLICTS = [
+    (
+        "rtx5090-driver-550",
+        dict(gpus=("rtx5090",), driver="550.54.14"),
+        1,
+        [
+            "sm_120",
+            "needs CUDA >= 12.8",
+            "driver >= 570.26",
+            "driver 550.54.14 supports CUDA <= 12.4",
+            "upgrade the driver",
+        ],
+    ),
+    (
+        "b200-driver-560",
+        dict(gpus=("b200",), driver="560.35.03"),
+        1,
+        ["sm_100", "R570", "upgrade the driver to 570.26"],
+    ),
+    (
+        "b200-driver-570-full",
+        dict(gpus=("b200",), driver="570.133.20", driver_compat="full"),
+        1,
+        ["only through minor-version compatibility", "upgrade the driver to 575.51.03"],
+    ),
+    (
+        "t4-driver-470",
+        dict(gpus=("t4",), driver="470.82.01"),
+        1,
+        ["driver 470.82.01 supports CUDA <= 11.4", "upgrade the driver to 525.60.13", "--source pytorch works"],
+    ),
+    ("t4-driver-418", dict(gpus=("t4",), driver="418.67"), 1, ["needs CUDA >= 11.0", "450.51.05"]),
+    (
+        "h100-driver-520",
+        dict(gpus=("h100",), driver="520.61.05"),
+        1,
+        ["CUDA <= 11.8", "upgrade the driver to 525.60.13", "torch 2.5.1 cu118 (pytorch channel)"],
+    ),
+    ("v100-cuda-13", dict(gpus=("v100",), cuda="13.0"), 1, ["no sm_70", "--cuda 13.0 is outside"]),
+    ("b200-legacy", dict(gpus=("b200",), source="pytorch"), 1, ["no sm_100", "a newer --torch"]),
+    ("b200-torch-2.6", dict(gpus=("b200",), torch="2.6"), 1, ["no sm_100", "arch list is"]),
+    ("gh200-legacy", dict(gpus=("gh200",), source="pytorch"), 1, ["no linux-aarch64 CUDA builds"]),
+    ("gh200-plus-h100", dict(gpus=("gh200", "h100")), 1, ["different platforms", "--platform linux-aarch64"]),
+    ("legacy-torch-2.6", dict(gpus=("a100",), torch="2.6", source="pytorch"), 1, ["stopped at 2.5.1"]),
+    ("torch-2.2-conda-forge", dict(gpus=("a100",), torch="2.2"), 1, ["no conda-forge torch 2.2"]),
+    ("python-3.7", dict(gpus=("a100",), python="3.7"), 1, ["no Python 3.7 build", "--python"]),
+    ("unknown-gpu", dict(gpus=("a1000",)), 2, ["unknown GPU 'a1000'", "'a100'", "envsolver gpus"]),
+    ("bad-driver", dict(gpus=("a100",), driver="abc"), 2, ["malformed driver version 'abc'", "--driver"]),
+    ("bad-python", dict(gpus=("a100",), python="three"), 2, ["malformed Python version", "--python 3.11"]),
+    ("bad-torch", dict(gpus=("a100",), torch="2.x"), 2, ["malformed torch version", "--torch 2.5"]),
+    ("bad-cuda", dict(gpus=("a100",), cuda="12"), 2, ["malformed CUDA version '12'", "--cuda 12.4"]),
+    ("no-gpu", dict(), 2, ["no target GPU", "--gpu"]),
+]
+
+
+@pytest.mark.parametrize(("options", "code", "phrases"), [pytest.param(*row[1:], id=row[0]) for row in CONFLICTS])
+def test_conflict(kb: KnowledgeBase, options: dict[str, object], code: int, phrases: list[str]) -> None:
+    error = error_for(kb, **options)
+    assert error.exit_code == code
+    for phrase in phrases:
+        assert phrase in str(error)
+
+
+def test_rtx5090_message_pinned(kb: KnowledgeBase) -> None:
+    """The issue's example conflict, word for word."""
+    error = error_for(kb, gpus=("rtx5090",), driver="550.54.14")
+    assert str(error) == (
+        "GeForce RTX 5090 (sm_120) needs CUDA >= 12.8, which needs driver >= 570.26 (Blackwell GPUs need driver "
+        "branch R570 or newer); driver 550.54.14 supports CUDA <= 12.4: upgrade the driver to 570.26 or newer."
+    )
