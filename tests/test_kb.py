@@ -103,7 +103,7 @@ def test_conda_forge_cuda13_builds_need_glibc_2_28(kb: KnowledgeBase) -> None:
 
 def test_deepspeed_conda_builds_match_a_torch_build(kb: KnowledgeBase) -> None:
     for ds in kb.deepspeed_conda_builds:
-        for cuda in ds.cuda:
+        for cuda in (ds.cuda,):
             assert any(
                 b.channel == "conda-forge"
                 and b.cuda == cuda

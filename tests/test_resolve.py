@@ -14,7 +14,9 @@ from tests.conftest import error_for, plan_for
 # (id, options, expected: torch, torch CUDA build, toolkit CUDA, python, arch list, compatibility, deepspeed)
 # deepspeed: "conda:X" (conda-forge build), "pip:X" (PyPI), None (not wanted)
 OK = [
-    ("a100-default", dict(gpus=("a100",)), "2.10.0", "13.0", "13.0", "3.13", "8.0+PTX", "full", "conda:0.18.8"),
+    # conda-forge's deepspeed 0.18.8 cuda130 needs cuda-version >= 13.2 (libcublas 13.3), which DeepSpeed's
+    # op builder rejects against torch built with 13.0: the newest fully conda stack is CUDA 12.9.
+    ("a100-default", dict(gpus=("a100",)), "2.10.0", "12.9", "12.9", "3.13", "8.0+PTX", "full", "conda:0.18.8"),
     (
         "a100-driver-535-minor",
         dict(gpus=("a100",), driver="535.104.05"),
@@ -64,8 +66,8 @@ OK = [
         "a100-driver-580",
         dict(gpus=("a100",), driver="580.65.06"),
         "2.10.0",
-        "13.0",
-        "13.0",
+        "12.9",
+        "12.9",
         "3.13",
         "8.0+PTX",
         "full",
@@ -177,8 +179,8 @@ OK = [
         "a100-py3.14",
         dict(gpus=("a100",), python="3.14"),
         "2.10.0",
-        "13.0",
-        "13.0",
+        "12.9",
+        "12.9",
         "3.14",
         "8.0+PTX",
         "full",
@@ -287,7 +289,7 @@ OK = [
         "minor",
         "pip:0.19.5",
     ),
-    ("l4-default", dict(gpus=("l4",)), "2.10.0", "13.0", "13.0", "3.13", "8.9+PTX", "full", "conda:0.18.8"),
+    ("l4-default", dict(gpus=("l4",)), "2.10.0", "12.9", "12.9", "3.13", "8.9+PTX", "full", "conda:0.18.8"),
     (
         "l40s-driver-550",
         dict(gpus=("l40s",), driver="550.54.14"),
@@ -303,8 +305,8 @@ OK = [
         "rtx3090-py3.10",
         dict(gpus=("rtx3090",), python="3.10"),
         "2.10.0",
-        "13.0",
-        "13.0",
+        "12.9",
+        "12.9",
         "3.10",
         "8.6+PTX",
         "full",
@@ -347,8 +349,8 @@ OK = [
         "h200-driver-580",
         dict(gpus=("h200",), driver="580.159.04"),
         "2.10.0",
-        "13.0",
-        "13.0",
+        "12.9",
+        "12.9",
         "3.13",
         "9.0+PTX",
         "full",
@@ -360,8 +362,8 @@ OK = [
         "gh200-on-x86",
         dict(gpus=("gh200",), platform="linux-64"),
         "2.10.0",
-        "13.0",
-        "13.0",
+        "12.9",
+        "12.9",
         "3.13",
         "9.0+PTX",
         "full",
@@ -378,8 +380,8 @@ OK = [
         "minor",
         "conda:0.18.8",
     ),
-    # SASS 10.0 runs on 10.3; nvcc 13.0 builds sm_103.
-    ("b300-default", dict(gpus=("b300",)), "2.10.0", "13.0", "13.0", "3.13", "10.3+PTX", "full", "conda:0.18.8"),
+    # SASS 10.0 runs on 10.3; nvcc 12.9 builds sm_103.
+    ("b300-default", dict(gpus=("b300",)), "2.10.0", "12.9", "12.9", "3.13", "10.3+PTX", "full", "conda:0.18.8"),
     ("gb200-default", dict(gpus=("gb200",)), "2.13.0", "13.0", "13.0", "3.13", "10.0+PTX", "full", "pip:0.19.5"),
     (
         "rtx5090-driver-575",
@@ -396,8 +398,8 @@ OK = [
         "rtx-pro-6000",
         dict(gpus=("rtx-pro-6000",)),
         "2.10.0",
-        "13.0",
-        "13.0",
+        "12.9",
+        "12.9",
         "3.13",
         "12.0+PTX",
         "full",
@@ -433,8 +435,8 @@ OK = [
         "cluster-a100-l40s-h100-580",
         dict(gpus=("a100", "l40s", "h100"), driver="580.65.06"),
         "2.10.0",
-        "13.0",
-        "13.0",
+        "12.9",
+        "12.9",
         "3.13",
         "8.0;8.9;9.0+PTX",
         "full",
@@ -549,3 +551,51 @@ def test_rtx5090_message_pinned(kb: KnowledgeBase) -> None:
         "GeForce RTX 5090 (sm_120) needs CUDA >= 12.8, which needs driver >= 570.26 (Blackwell GPUs need driver "
         "branch R570 or newer); driver 550.54.14 supports CUDA <= 12.4: upgrade the driver to 570.26 or newer."
     )
+
+
+def test_rejected_candidates_say_why(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("a100",), driver="580.65.06")
+    why = {r.candidate: r.because for r in plan.rejected}
+    assert "no deepspeed build for torch 2.13" in why["torch 2.13.0 cu130"]
+    assert "needs cuda-version >= 13.2" in why["torch 2.10.0 cu130"]
+    assert next(iter(why)) == "torch 2.13.0 cu130"  # newest first
+
+
+def test_driver_absent_warns_with_the_driver_the_plan_needs(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("a100",))
+    assert any("assuming a current driver" in w and "575.51.03" in w for w in plan.warnings)
+
+
+def test_minor_compatibility_warns_about_ptx_jit(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("h100",), driver="535.104.05")
+    assert plan.compatibility == "minor"
+    assert any("PTX JIT" in w and "575.51.03" in w for w in plan.warnings)
+
+
+def test_pre_turing_targets_cap_cudnn(kb: KnowledgeBase) -> None:
+    specs = {s.name: s for s in plan_for(kb, gpus=("v100",)).specs}
+    assert specs["cudnn"].version == "<9.11"
+    # Turing and newer: no cap.
+    assert next(s for s in plan_for(kb, gpus=("a100",)).specs if s.name == "cudnn").version is None
+
+
+def test_legacy_channels_put_the_nvidia_label_before_conda_forge(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch")
+    assert plan.channels == ("pytorch", "nvidia/label/cuda-12.1.0", "nvidia", "conda-forge")
+    assert "pytorch-cuda=12.1" in [str(s) for s in plan.specs]
+
+
+def test_gxx_is_capped_by_nvcc(kb: KnowledgeBase) -> None:
+    assert "gxx<15" in [str(s) for s in plan_for(kb, gpus=("a100",)).specs]  # nvcc 12.9 accepts GCC <= 14
+    legacy = plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch")
+    assert "gxx<13" in [str(s) for s in legacy.specs]  # nvcc 12.1 accepts GCC <= 12
+
+
+def test_env_for_the_hook(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("gh200",))
+    assert plan.env == {
+        "CUDA_HOME": "${CONDA_PREFIX}",
+        "CPATH": "${CONDA_PREFIX}/targets/sbsa-linux/include",
+        "TORCH_CUDA_ARCH_LIST": "9.0+PTX",
+        "DS_ACCELERATOR": "cuda",
+    }

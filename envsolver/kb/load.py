@@ -314,7 +314,8 @@ def _ds_conda(r: _Row) -> DeepSpeedCondaBuild:
     return DeepSpeedCondaBuild(
         versions=tuple(_version(v) for v in r.get("versions", _str_list)),
         torch=r.get("torch", _mm),
-        cuda=r.get("cuda", _mm_list),
+        cuda=r.get("cuda", _mm),
+        cuda_version_min=r.nullable("cuda_version_min", _mm),
         python=r.get("python", _mm_list),
         platform=cast(Any, r.get("platform", _choice(PLATFORMS))),
         source=r.source(),

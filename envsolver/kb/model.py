@@ -128,7 +128,8 @@ class DeepSpeedCondaBuild:
 
     versions: tuple[Version, ...]
     torch: MajorMinor
-    cuda: tuple[MajorMinor, ...]
+    cuda: MajorMinor
+    cuda_version_min: MajorMinor | None  # the lowest cuda-version its run deps allow; None: `cuda`
     python: tuple[MajorMinor, ...]
     platform: Platform
     source: tuple[str, ...]

@@ -9,6 +9,7 @@ from envsolver.kb.model import KnowledgeBase, Platform
 from envsolver.plan import Plan, Reason
 from envsolver.resolve import archs, driver
 from envsolver.resolve.candidates import Candidate, Problem, pick
+from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.specs import assemble
 from envsolver.target import Target
 
@@ -35,10 +36,8 @@ def resolve(target: Target, kb: KnowledgeBase) -> Plan:
             f"with a newer toolkit fails. Upgrade the driver to {chosen.toolkit.driver} for full support."
         )
     if chosen.deepspeed is not None and chosen.deepspeed.conda is None and chosen.build.channel == "conda-forge":
-        warnings.append(
-            f"DeepSpeed comes from PyPI (pip section): conda-forge has no deepspeed build for torch "
-            f"{chosen.torch.major}.{chosen.torch.minor} with CUDA {chosen.build.cuda}."
-        )
+        why = no_conda_text(kb, chosen.build, chosen.torch, chosen.toolkit.version, chosen.python)
+        warnings.append(f"DeepSpeed comes from PyPI (pip section): {why}.")
     assembly = assemble(kb, target, chosen)
     arch_list = archs.arch_list(kb, target.ccs, chosen.toolkit)
     reasons = [

@@ -12,7 +12,7 @@ from packaging.version import Version
 from envsolver.kb.model import KnowledgeBase, Toolkit, TorchBuild
 from envsolver.plan import Rejected
 from envsolver.resolve import archs, driver
-from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, newest_conda_text
+from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, no_conda_text
 from envsolver.target import Target
 from envsolver.versions import DriverVersion, MajorMinor
 
@@ -181,8 +181,7 @@ def _evaluate(
         ds_choice = conda or pypi
         if conda is None and build.channel == "conda-forge" and target.torch is None:
             soft = Problem(
-                f"conda-forge has no deepspeed build for torch {torch.major}.{torch.minor} with "
-                f"CUDA {build.cuda} ({newest_conda_text(kb, build.platform)})",
+                no_conda_text(kb, build, torch, toolkit.version, python),
                 f"pass --torch {torch} to take DeepSpeed from PyPI instead",
             )
     compat = _compatibility(kb, target, toolkit.version)

@@ -47,7 +47,7 @@ def choose(
     nvcc: MajorMinor,
     python: MajorMinor,
 ) -> tuple[DeepSpeedChoice | None, DeepSpeedChoice | None, str]:
-    """(conda choice, PyPI choice, why-not text). Either choice may be None."""
+    """(conda choice, PyPI choice, why there is no PyPI choice). Either choice may be None."""
     why = "no DeepSpeed release in the knowledge base"
     pypi = None
     for release in sorted(kb.deepspeed_releases, key=lambda r: r.since, reverse=True):
@@ -56,24 +56,61 @@ def choose(
             pypi = DeepSpeedChoice(release, release.latest, None)
             break
         why = f"DeepSpeed {release.since}-{release.latest} {problem}"
-    conda = None
-    if build.channel == "conda-forge":
-        torch_minor = MajorMinor(torch.major, torch.minor)
-        offers = [
-            (v, cb)
-            for cb in kb.deepspeed_conda_builds
-            for v in cb.versions
-            if cb.torch == torch_minor
-            and build.cuda in cb.cuda
-            and cb.platform == build.platform
-            and python in cb.python
-        ]
-        for version, cb in sorted(offers, key=lambda o: o[0], reverse=True):
-            row = release_of(kb, version)
-            if row is not None and _fits(row, torch, ccs, nvcc, build.cuda) is None:
-                conda = DeepSpeedChoice(row, version, cb)
-                break
-    return conda, pypi, why
+    return _conda_choice(kb, build, torch, ccs, nvcc, python), pypi, why
+
+
+def _conda_builds_for(kb: KnowledgeBase, build: TorchBuild, torch: Version) -> list[DeepSpeedCondaBuild]:
+    torch_minor = MajorMinor(torch.major, torch.minor)
+    if build.channel != "conda-forge":
+        return []
+    return [
+        cb
+        for cb in kb.deepspeed_conda_builds
+        if cb.torch == torch_minor and cb.cuda == build.cuda and cb.platform == build.platform
+    ]
+
+
+def _conda_choice(
+    kb: KnowledgeBase,
+    build: TorchBuild,
+    torch: Version,
+    ccs: tuple[MajorMinor, ...],
+    nvcc: MajorMinor,
+    python: MajorMinor,
+) -> DeepSpeedChoice | None:
+    offers = [
+        (version, cb)
+        for cb in _conda_builds_for(kb, build, torch)
+        if nvcc >= (cb.cuda_version_min or cb.cuda) and python in cb.python
+        for version in cb.versions
+    ]
+    for version, cb in sorted(offers, key=lambda o: o[0], reverse=True):
+        row = release_of(kb, version)
+        if row is not None and _fits(row, torch, ccs, nvcc, build.cuda) is None:
+            return DeepSpeedChoice(row, version, cb)
+    return None
+
+
+def no_conda_text(kb: KnowledgeBase, build: TorchBuild, torch: Version, nvcc: MajorMinor, python: MajorMinor) -> str:
+    """Why conda-forge has no deepspeed build for this candidate, in one clause."""
+    builds = _conda_builds_for(kb, build, torch)
+    torch_minor = f"{torch.major}.{torch.minor}"
+    if not builds:
+        return (
+            f"conda-forge has no deepspeed build for torch {torch_minor} with CUDA {build.cuda} "
+            f"({newest_conda_text(kb, build.platform)})"
+        )
+    newest = max(builds, key=lambda cb: max(cb.versions))
+    label = f"conda-forge's deepspeed {max(newest.versions)} cuda{build.cuda.nodot} build"
+    if newest.cuda_version_min is not None and nvcc < newest.cuda_version_min:
+        return (
+            f"{label} needs cuda-version >= {newest.cuda_version_min}, whose nvcc DeepSpeed's op builder rejects "
+            f"against torch built with CUDA {build.cuda} (it has no CUDA {build.cuda.major} minor allow-list)"
+        )
+    if python not in newest.python:
+        offered = ", ".join(str(p) for p in newest.python)
+        return f"{label} has no Python {python} build (it has {offered})"
+    return f"{label} does not fit the target GPUs"
 
 
 def newest_conda_text(kb: KnowledgeBase, platform: str) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from envsolver.kb.model import KnowledgeBase, Toolkit
 from envsolver.plan import CondaSpec, Reason
 from envsolver.resolve.candidates import Candidate
+from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.target import Target
 from envsolver.versions import MajorMinor
 
@@ -150,7 +151,7 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
             "the pytorch channel's torch cannot satisfy conda-forge's deepspeed CUDA builds, which need "
             "conda-forge's pytorch"
             if legacy
-            else f"conda-forge has no deepspeed build for torch {c.torch.major}.{c.torch.minor} with CUDA {build.cuda}"
+            else no_conda_text(kb, build, c.torch, c.toolkit.version, c.python)
         )
         reasons.append(
             Reason(
