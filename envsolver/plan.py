@@ -26,24 +26,22 @@ class Rejected:
 
 @dataclass(frozen=True)
 class CondaSpec:
-    """A conda match spec: name, optional version and build-string glob, optional channel."""
+    """A conda match spec: a name, an optional version constraint and an optional build-string glob.
+
+    `version` uses match-spec syntax: `2.10.0` (exactly), `3.13.*`, `<15`, `>=2`.
+    """
 
     name: str
     version: str | None = None
     build: str | None = None
-    channel: str | None = None
 
     def __str__(self) -> str:
-        """The environment.yml form: name=version=build (or name plus a range)."""
-        text = self.name
-        if self.version and self.build:
-            text = f"{self.name}={self.version}={self.build}"
-        elif self.build:
-            text = f"{self.name}=*={self.build}"
-        elif self.version:
-            sep = "" if self.version[0] in "<>=!" else "="
-            text = f"{self.name}{sep}{self.version}"
-        return f"{self.channel}::{text}" if self.channel else text
+        """The canonical match-spec form, `name version build`, which conda, mamba and rattler all read."""
+        if self.build:
+            return f"{self.name} {self.version or '*'} {self.build}"
+        if self.version:
+            return f"{self.name} {self.version}"
+        return self.name
 
 
 @dataclass(frozen=True)

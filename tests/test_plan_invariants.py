@@ -50,7 +50,7 @@ def test_invariants(kb: KnowledgeBase, gpu: str, driver: str | None, source: str
     # torch is pinned to a CUDA build string: a CPU build can never be chosen.
     torch_spec = next(s for s in plan.specs if s.name == "pytorch")
     assert torch_spec.build is not None and "cuda" in torch_spec.build and "cpu" not in torch_spec.build
-    assert torch_spec.version == plan.torch_version
+    assert torch_spec.version == f"=={plan.torch_version}"
     # nvcc and every header package are in, cudatoolkit-dev never is.
     names = {s.name for s in plan.specs}
     assert {h.package for h in kb.op_headers} | {"cuda-nvcc", "ninja"} <= names

@@ -367,6 +367,7 @@ def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
     targets = conda.rows(
         "targets_include", lambda r: (r.get("platform", _choice(PLATFORMS)), Fact(r.get("target", _str), r.source()))
     )
+    platform_vpkgs = conda.rows("platform_virtual_packages", _platform_vpkgs)
     kb = KnowledgeBase(
         gpus=gpus,
         cuda_majors=cuda.rows("majors", _cuda_major),
@@ -384,11 +385,23 @@ def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
         no_mixing=no_mixing or (MajorMinor(0, 0), MajorMinor(0, 0), ()),
         nvcc_package=cxx[0] if cxx else Fact("", ()),
         cxx_packages=cxx[1] if cxx else ((), ()),
+        platform_virtual_packages=dict(platform_vpkgs),
+        cudnn_cuda12_below=conda.one("cudnn_cuda12_below", _fact("version")) or Fact("", ()),
         sources=sources,
     )
     if problems:
         raise KnowledgeBaseError(problems)
     return kb
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError("expected a mapping of name -> quoted string")
+    return {str(k): v for k, v in value.items()}
+
+
+def _platform_vpkgs(r: _Row) -> tuple[str, tuple[dict[str, str], tuple[str, ...]]]:
+    return r.get("platform", _choice(PLATFORMS)), (r.get("packages", _str_map), r.source())
 
 
 def _toolchain(r: _Row) -> tuple[Fact, tuple[tuple[str, ...], tuple[str, ...]]]:

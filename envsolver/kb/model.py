@@ -168,6 +168,8 @@ class KnowledgeBase:
     no_mixing: tuple[MajorMinor, MajorMinor, tuple[str, ...]]
     nvcc_package: Fact
     cxx_packages: tuple[tuple[str, ...], tuple[str, ...]]
+    platform_virtual_packages: dict[str, tuple[dict[str, str], tuple[str, ...]]]
+    cudnn_cuda12_below: Fact
     sources: dict[str, str] = field(default_factory=dict)
 
     def cite(self, ids: tuple[str, ...]) -> str:

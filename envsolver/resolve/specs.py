@@ -9,11 +9,6 @@ from envsolver.plan import CondaSpec, Reason
 from envsolver.resolve.candidates import Candidate
 from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.target import Target
-from envsolver.versions import MajorMinor
-
-# cuDNN 9.11+ has no device code for pre-Turing GPUs (conda-forge cudnn-feedstock issue #124).
-CUDNN_PRE_TURING_CAP = "<9.11"
-TURING = MajorMinor(7, 5)
 
 
 @dataclass(frozen=True)
@@ -48,13 +43,13 @@ def _header_packages(kb: KnowledgeBase) -> list[str]:
 def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
     build = c.build
     legacy = build.channel == "pytorch"
-    specs: list[CondaSpec] = [CondaSpec("python", str(c.python))]
+    specs: list[CondaSpec] = [CondaSpec("python", f"{c.python}.*")]
     reasons: list[Reason] = []
-    specs.append(CondaSpec("pytorch", str(c.torch), build.build))
+    specs.append(CondaSpec("pytorch", f"=={c.torch}", build.build))
     if legacy:
-        specs.append(CondaSpec("pytorch-cuda", str(build.cuda)))
+        specs.append(CondaSpec("pytorch-cuda", f"{build.cuda}.*"))
     else:
-        specs.append(CondaSpec("cuda-version", str(c.toolkit.version)))
+        specs.append(CondaSpec("cuda-version", f"{c.toolkit.version}.*"))
 
     nvcc = kb.nvcc_package.value
     headers = _header_packages(kb)
@@ -110,16 +105,22 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
     specs.append(CondaSpec("ninja"))
 
     if not legacy:
-        cudnn_version = CUDNN_PRE_TURING_CAP if min(target.ccs) < TURING and build.cuda.major == 12 else None
+        cap = kb.cudnn_cuda12_below
+        cudnn_version = f"<{cap.value}" if build.cuda.major == 12 else None
         specs.append(CondaSpec("cudnn", cudnn_version))
         specs.append(CondaSpec("nccl"))
-        why_cudnn = " capped below 9.11, which dropped pre-Turing device code" if cudnn_version else ""
+        why_cudnn = (
+            f"; cuDNN is kept below {cap.value}: conda-forge keeps CUDA 12 at cuDNN 9.10, because 9.11+ dropped "
+            "pre-Turing device code and its CUDA 12 builds were marked broken"
+            if cudnn_version
+            else ""
+        )
         reasons.append(
             Reason(
                 "cudnn and nccl from conda-forge",
                 f"torch {c.torch} cu{build.cuda.nodot} runs with cuDNN {build.cudnn or '?'}.x and NCCL "
                 f"{build.nccl or '?'}.x or newer within the major (its run deps pin them){why_cudnn}.",
-                build.source,
+                build.source + (cap.source if cudnn_version else ()),
             )
         )
     else:
@@ -135,7 +136,7 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
     pip: list[str] = []
     ds = c.deepspeed
     if ds is not None and ds.conda is not None:
-        specs.append(CondaSpec("deepspeed", str(ds.version), f"cuda{build.cuda.nodot}*"))
+        specs.append(CondaSpec("deepspeed", f"=={ds.version}", f"cuda{build.cuda.nodot}*"))
         reasons.append(
             Reason(
                 f"deepspeed {ds.version} from conda-forge (cuda{build.cuda.nodot} build)",
