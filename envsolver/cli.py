@@ -14,15 +14,15 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
-from envsolver import __version__, detect, profile, render
-from envsolver.errors import EnvsolverError
-from envsolver.inputs import Inputs, Options, build_target, canonical_command
+from envsolver import __version__, detect, lock, outputs, profile, render
+from envsolver.errors import BadInputError, EnvsolverError
+from envsolver.inputs import Inputs, Options, build_target, make_command
 from envsolver.kb import default_kb
-from envsolver.kb.load import kb_date
+from envsolver.outputs import cache_dir
 from envsolver.plan import Plan
 from envsolver.resolve import resolve
-from envsolver.writers import environment, files
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -161,28 +161,85 @@ def explain(as_json: bool, **kwargs: Any) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("."),
     show_default=True,
-    help="Directory for environment.yml.",
+    help="Directory for environment.yml, conda-lock.yml and conda-<platform>.lock.",
 )
-@click.option("--force", is_flag=True, help="Overwrite an environment.yml that was edited by hand.")
+@click.option("--offline", is_flag=True, help="Lock against the bundled snapshot of real channel records.")
+@click.option(
+    "--channel",
+    "channels",
+    multiple=True,
+    metavar="URL",
+    help="Lock against this channel instead of the live ones (repeatable): a site mirror or a file:// channel.",
+)
+@click.option("--no-lock", is_flag=True, help="Write environment.yml only; do not solve.")
+@click.option("--force", is_flag=True, help="Overwrite files that were edited by hand.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written, and the plan, as JSON.")
-def make(name: str | None, out_dir: Path, force: bool, as_json: bool, **kwargs: Any) -> None:
-    """Resolve the target and write DIR/environment.yml."""
-    inputs, plan = _plan(kwargs)
-    command = canonical_command("make", inputs.target) + (f" --name {name}" if name else "")
-    text = environment.render(plan, command, kb_date(), name)
-    path = out_dir / "environment.yml"
-    outcome = files.write(path, text, force=force)
+def make(
+    name: str | None,
+    out_dir: Path,
+    offline: bool,
+    channels: tuple[str, ...],
+    no_lock: bool,
+    force: bool,
+    as_json: bool,
+    **kwargs: Any,
+) -> None:
+    """Resolve the target, solve it for the target platform and write environment.yml, conda-lock.yml and
+    conda-<platform>.lock to DIR."""
+    if offline and channels:
+        raise BadInputError("--offline and --channel exclude each other. Pass one of them.")
+    kb = default_kb()
+    inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
+    command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
+    console = Console(stderr=True)
+    if no_lock:
+        plan = resolve(inputs.target, kb)
+        written = outputs.write_environment(plan, out_dir, command, name, force)
+        lock_result = None
+    else:
+        mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
+        with console.status("resolving", spinner="dots") as status:
+            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), lambda m: status.update(m))
+        plan = lock_result.plan
+        written = outputs.write_all(lock_result, kb, out_dir, command, name, force)
     if as_json:
-        click.echo(json.dumps({"files": {str(path): outcome.value}, "plan": plan.to_json()}, indent=2))
+        doc: dict[str, Any] = {"files": {str(p): o.value for p, o in written.items()}, "plan": plan.to_json()}
+        if lock_result is not None:
+            doc["lock"] = {
+                "channels": list(lock_result.channels),
+                "used": lock_result.used,
+                "snapshot_date": lock_result.snapshot_date,
+                "packages": {p: len(r) for p, r in lock_result.records.items()},
+            }
+        click.echo(json.dumps(doc, indent=2))
         return
-    console = Console()
-    console.print(
-        f"{path}: {outcome.value} (torch {plan.torch_version}, CUDA {plan.cuda_version}, "
-        f"Python {plan.python_version}, TORCH_CUDA_ARCH_LIST={plan.torch_cuda_arch_list})"
+    out = Console()
+    for path, outcome in written.items():
+        out.print(f"{path}: {outcome.value}", highlight=False)
+    out.print(
+        f"torch {plan.torch_version} (CUDA {plan.torch_cuda} build), CUDA {plan.cuda_version}, Python "
+        f"{plan.python_version}, TORCH_CUDA_ARCH_LIST={plan.torch_cuda_arch_list}",
+        highlight=False,
     )
+    if lock_result is not None:
+        where = (
+            f"the bundled snapshot of {lock_result.snapshot_date}"
+            if lock_result.used == "snapshot"
+            else (", ".join(lock_result.channels))
+        )
+        count = sum(len(r) for r in lock_result.records.values())
+        out.print(f"locked {count} packages against {where}", highlight=False)
+        for w in lock_result.warnings:
+            out.print(f"[yellow]warning[/]: {escape(w)}")
     for w in plan.warnings:
-        console.print(f"[yellow]warning[/]: {w}")
-    console.print(f"Create it with: conda env create -f {path}   (or: micromamba create -f {path})")
+        out.print(f"[yellow]warning[/]: {escape(w)}")
+    lockfile = out_dir / "conda-lock.yml"
+    out.print(
+        f"Create it with: conda-lock install -n NAME {lockfile}   (or: envsolver install {lockfile} -p PREFIX)"
+        if lock_result
+        else f"Create it with: conda env create -f {out_dir / 'environment.yml'}",
+        highlight=False,
+    )
 
 
 @main.command()

@@ -15,6 +15,7 @@ from envsolver.errors import BadInputError, DetectionError
 from envsolver.kb.gpus import lookup
 from envsolver.kb.model import CHANNELS, PLATFORMS, KnowledgeBase
 from envsolver.profile import load as load_profile
+from envsolver.redact import redact
 from envsolver.target import DEFAULT_GLIBC, Target, torch_specifier
 
 
@@ -124,4 +125,23 @@ def canonical_command(verb: str, target: Target) -> str:
         parts.append(f"--driver-compat {target.driver_compat}")
     if target.glibc != DEFAULT_GLIBC:
         parts.append(f"--glibc {target.glibc}")
+    return " ".join(parts)
+
+
+def make_command(
+    target: Target,
+    name: str | None = None,
+    offline: bool = False,
+    channels: tuple[str, ...] = (),
+    no_lock: bool = False,
+) -> str:
+    """The `envsolver make` line that regenerates these files (channel credentials left out)."""
+    parts = [canonical_command("make", target)]
+    if name:
+        parts.append(f"--name {name}")
+    if offline:
+        parts.append("--offline")
+    parts += [f"--channel {redact(c)}" for c in channels]
+    if no_lock:
+        parts.append("--no-lock")
     return " ".join(parts)

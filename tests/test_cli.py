@@ -38,36 +38,50 @@ def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 
 def test_make_a100_writes_environment_yml(runner: CliRunner, tmp_path: Path) -> None:
-    result = runner.invoke(main, ["make", "--gpu", "a100", "--out", str(tmp_path / "x")])
+    result = runner.invoke(main, ["make", "--gpu", "a100", "--no-lock", "--out", str(tmp_path / "x")])
     assert result.exit_code == 0, result.output
     doc = yaml.safe_load((tmp_path / "x" / "environment.yml").read_text())
     assert doc["name"] == "envsolver-a100"
     assert "pytorch ==2.10.0 cuda129*" in doc["dependencies"]
     assert "written" in result.output
-    again = runner.invoke(main, ["make", "--gpu", "a100", "--out", str(tmp_path / "x")])
+    again = runner.invoke(main, ["make", "--gpu", "a100", "--no-lock", "--out", str(tmp_path / "x")])
     assert again.exit_code == 0 and "unchanged" in again.output
 
 
 def test_make_refuses_to_overwrite_hand_edits(runner: CliRunner, tmp_path: Path) -> None:
-    assert runner.invoke(main, ["make", "--gpu", "a100", "--out", str(tmp_path)]).exit_code == 0
+    assert runner.invoke(main, ["make", "--gpu", "a100", "--no-lock", "--out", str(tmp_path)]).exit_code == 0
     path = tmp_path / "environment.yml"
     path.write_text(path.read_text() + "  - jupyterlab\n")
-    result = runner.invoke(main, ["make", "--gpu", "h100", "--out", str(tmp_path)])
+    result = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "edited by hand" in result.output and "--force" in result.output
     assert "jupyterlab" in path.read_text()
-    forced = runner.invoke(main, ["make", "--gpu", "h100", "--out", str(tmp_path), "--force"])
+    forced = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(tmp_path), "--force"])
     assert forced.exit_code == 0 and "jupyterlab" not in path.read_text()
 
 
 def test_make_json(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(
         main,
-        ["make", "--profile", "v100", "--driver", "580.65.06", "--out", str(tmp_path), "--name", "train", "--json"],
+        [
+            "make",
+            "--profile",
+            "v100",
+            "--driver",
+            "580.65.06",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "train",
+            "--offline",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert doc["files"] == {str(tmp_path / "environment.yml"): "written"}
+    names = ("environment.yml", "conda-lock.yml", "conda-linux-64.lock")
+    assert doc["files"] == {str(tmp_path / n): "written" for n in names}
+    assert doc["lock"]["used"] == "snapshot" and doc["lock"]["packages"]["linux-64"] > 100
     assert doc["plan"]["torch_cuda_arch_list"] == "7.0+PTX"
     assert yaml.safe_load((tmp_path / "environment.yml").read_text())["name"] == "train"
     assert "--name train" in (tmp_path / "environment.yml").read_text().splitlines()[1]

@@ -41,6 +41,12 @@ def edited_by_hand(text: str) -> bool:
     return hashlib.sha256(rest.encode()).hexdigest() != digest.strip()
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write(path: Path, text: str, force: bool = False) -> Outcome:
     """Write stamped `text` to `path` atomically. Raises BadInputError when a hand edit would be lost."""
     stamped = stamp(text)
@@ -56,6 +62,7 @@ def write(path: Path, text: str, force: bool = False) -> Outcome:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(stamped)
             handle.flush()

@@ -1,0 +1,144 @@
+"""The only module that calls rattler: solve a set of specs for a target platform, index a local channel,
+install records into a prefix.
+
+Results come back as envsolver's own `Record` type, with URLs in their public form (a record read from a
+local copy of a channel, such as the bundled snapshot, gets the public channel's URL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from envsolver.errors import ConflictError, EnvsolverError
+
+
+@dataclass(frozen=True)
+class ChannelSource:
+    """A channel to read (`location`: https:// or file://) and the URL it stands for in written files."""
+
+    public: str
+    location: str
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str
+    version: str
+    build: str
+    build_number: int
+    subdir: str
+    channel: str
+    url: str
+    md5: str
+    sha256: str
+    size: int | None
+    depends: tuple[str, ...]
+    constrains: tuple[str, ...]
+    noarch: str | None = None
+
+    @property
+    def file_name(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+class SolveFailed(ConflictError):
+    """The solver found no solution (exit 1); the message carries its explanation."""
+
+
+class ChannelsUnreachable(EnvsolverError):
+    """Repodata could not be fetched from a channel (exit 2)."""
+
+
+def _public_url(url: str, sources: Sequence[ChannelSource]) -> tuple[str, str]:
+    for source in sources:
+        location = source.location.rstrip("/")
+        if url.startswith(location + "/"):
+            return source.public.rstrip("/") + url[len(location) :], source.public.rstrip("/")
+    return url, url.rsplit("/", 2)[0]
+
+
+async def _solve(
+    specs: Sequence[str],
+    sources: Sequence[ChannelSource],
+    platform: str,
+    virtual_packages: dict[str, str],
+    cache_dir: Path,
+    timeout: datetime.timedelta,
+) -> list[Record]:
+    import rattler
+    from rattler.channel import ChannelPriority
+    from rattler.exceptions import FetchRepoDataError, GatewayError, SolverError
+    from rattler.package.build_string import BuildString
+
+    gateway = rattler.Gateway(cache_dir=cache_dir)
+    channels = [rattler.Channel(s.location) for s in sources]
+    virtual = []
+    for name, value in sorted(virtual_packages.items()):
+        version, _, build = value.partition(" ")
+        virtual.append(
+            rattler.GenericVirtualPackage(
+                rattler.PackageName(name), rattler.Version(version), BuildString(build or "0")
+            )
+        )
+    try:
+        solved = await rattler.solve(
+            channels,
+            list(specs),
+            gateway=gateway,
+            platforms=[rattler.Subdir(platform), rattler.Subdir("noarch")],
+            virtual_packages=virtual,
+            channel_priority=ChannelPriority.Strict,
+            timeout=timeout,
+            timestamp_policy="allow-missing",
+        )
+    except SolverError as exc:
+        raise SolveFailed(f"no solution for {platform}:\n{exc}") from None
+    except (FetchRepoDataError, GatewayError) as exc:
+        raise ChannelsUnreachable(f"could not fetch repodata: {exc}") from None
+    out = []
+    for rec in solved:
+        url, channel = _public_url(rec.url, sources)
+        out.append(
+            Record(
+                name=rec.name.normalized,
+                version=str(rec.version),
+                build=str(rec.build),
+                build_number=rec.build_number,
+                subdir=rec.subdir,
+                channel=channel,
+                url=url,
+                md5=rec.md5.hex() if rec.md5 else "",
+                sha256=rec.sha256.hex() if rec.sha256 else "",
+                size=rec.size,
+                depends=tuple(rec.depends),
+                constrains=tuple(rec.constrains),
+                noarch="python" if rec.noarch.python else ("generic" if rec.noarch.generic else None),
+            )
+        )
+    return sorted(out, key=lambda r: r.name)
+
+
+def solve(
+    specs: Sequence[str],
+    sources: Sequence[ChannelSource],
+    platform: str,
+    virtual_packages: dict[str, str],
+    cache_dir: Path,
+    timeout_s: float = 300.0,
+) -> list[Record]:
+    """Solve `specs` for `platform` (plus noarch) with strict channel priority and exactly these virtual
+    packages (never the host's). Raises SolveFailed (exit 1) or ChannelsUnreachable (exit 2)."""
+    return asyncio.run(
+        _solve(specs, sources, platform, virtual_packages, cache_dir, datetime.timedelta(seconds=timeout_s))
+    )
+
+
+def index_channel(path: Path) -> None:
+    """Write repodata.json for every subdir of a local channel directory (tests build channels this way)."""
+    from rattler.index import index_fs
+
+    asyncio.run(index_fs(channel_directory=path, write_zst=False, write_shards=False))
