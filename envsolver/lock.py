@@ -25,7 +25,8 @@ from envsolver.target import Target
 
 Mode = Literal["live", "offline", "custom"]
 Progress = Callable[[str], None]
-LIVE_BASE = "https://conda.anaconda.org"
+LIVE_BASE = "https://conda.anaconda.org"  # the public name of a channel in written files
+LIVE_LOCATION = LIVE_BASE  # where live repodata is fetched from (tests point it at a closed port)
 MAX_SNAPSHOT_RETRIES = 8
 
 
@@ -47,7 +48,7 @@ def virtual_packages(kb: KnowledgeBase, plan: Plan) -> dict[str, str]:
 
 
 def _live(plan: Plan) -> list[ChannelSource]:
-    return [ChannelSource(f"{LIVE_BASE}/{c}", f"{LIVE_BASE}/{c}") for c in plan.channels]
+    return [ChannelSource(f"{LIVE_BASE}/{c}", f"{LIVE_LOCATION}/{c}") for c in plan.channels]
 
 
 def _snapshot(plan: Plan) -> list[ChannelSource]:

@@ -1,0 +1,262 @@
+"""Locking against local file:// channels: the bundled snapshot (real records from shared/realdata)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import conda_lock.lockfile.v1 as conda_lock_v1
+import jsonschema
+import pytest
+import yaml
+from click.testing import CliRunner
+from conda_lock.lockfile import parse_conda_lock_file
+
+from envsolver import lock, lockcheck, snapshot
+from envsolver.cli import main
+from envsolver.errors import ConflictError
+from envsolver.inputs import Options, build_target
+from envsolver.kb import KnowledgeBase
+from envsolver.redact import redact
+from envsolver.resolve import resolve
+from envsolver.solve import ChannelSource, SolveFailed, solve
+from envsolver.writers import condalock
+
+SCHEMA_PATH = Path(conda_lock_v1.__file__).parent / "conda-lock-v1.schema.json"
+
+
+def _no_progress(_: str) -> None:
+    return None
+
+
+def snapshot_index() -> dict[str, dict[str, object]]:
+    """filename -> record, for every record in the bundled snapshot."""
+    out: dict[str, dict[str, object]] = {}
+    for path in snapshot.data_dir().rglob("repodata.json"):
+        doc = json.loads(path.read_text())
+        for table in ("packages", "packages.conda"):
+            out.update(doc[table])
+    return out
+
+
+@pytest.fixture(scope="module")
+def a100_offline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("a100")
+    result = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_offline_make_writes_three_files(a100_offline: Path) -> None:
+    names = sorted(p.name for p in a100_offline.iterdir())
+    assert names == ["conda-linux-64.lock", "conda-lock.yml", "environment.yml"]
+
+
+def test_lock_urls_and_hashes_are_real_snapshot_records(a100_offline: Path) -> None:
+    index = snapshot_index()
+    lockfile = parse_conda_lock_file(a100_offline / "conda-lock.yml")
+    assert len(lockfile.package) > 100
+    for package in lockfile.package:
+        record = index[package.url.rsplit("/", 1)[-1]]
+        assert package.hash.sha256 == record["sha256"] and package.hash.md5 == record["md5"]
+        assert package.url.startswith("https://conda.anaconda.org/conda-forge/")
+    explicit = (a100_offline / "conda-linux-64.lock").read_text().splitlines()
+    urls = [line for line in explicit if line.startswith("https://")]
+    assert len(urls) == len(lockfile.package)
+    for line in urls:
+        url, md5 = line.split("#")
+        assert index[url.rsplit("/", 1)[-1]]["md5"] == md5
+
+
+def test_conda_lock_parses_and_validates(a100_offline: Path) -> None:
+    lockfile = parse_conda_lock_file(a100_offline / "conda-lock.yml")
+    assert lockfile.metadata.platforms == ["linux-64"]
+    meta = lockfile.metadata.custom_metadata
+    assert meta["envsolver_torch_cuda_arch_list"] == "8.0+PTX"
+    assert meta["envsolver_channels_used"] == "snapshot"
+    assert meta["envsolver_snapshot_date"] == snapshot.date()
+    assert meta["envsolver_virtual_linux-64_cuda_arch"] == "8.0"
+    doc = yaml.safe_load((a100_offline / "conda-lock.yml").read_text())
+    jsonschema.validate(doc, json.loads(SCHEMA_PATH.read_text()))
+    torch = next(p for p in lockfile.package if p.name == "pytorch")
+    assert torch.version == "2.10.0" and torch.build.startswith("cuda129")
+
+
+def test_explicit_lock_parses_with_rattler(a100_offline: Path) -> None:
+    from rattler.explicit_environment import ExplicitEnvironmentSpec
+
+    spec = ExplicitEnvironmentSpec.from_path(a100_offline / "conda-linux-64.lock")
+    assert str(spec.platform) == "linux-64"
+    assert len(spec.packages) > 100
+
+
+def test_reruns_are_byte_identical_and_not_rewritten(a100_offline: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
+    assert result.exit_code == 0
+    for name in ("environment.yml", "conda-lock.yml", "conda-linux-64.lock"):
+        assert (tmp_path / name).read_bytes() == (a100_offline / name).read_bytes()
+    before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    again = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
+    assert again.exit_code == 0 and again.output.count("unchanged") == 3
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
+
+
+def test_gh200_offline_locks_linux_aarch64(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["make", "--profile", "gh200", "--offline", "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["plan"]["platform"] == "linux-aarch64"
+    assert list(doc["lock"]["packages"]) == ["linux-aarch64"]
+    lockfile = parse_conda_lock_file(tmp_path / "conda-lock.yml")
+    assert {p.platform for p in lockfile.package} == {"linux-aarch64"}
+    assert all("/linux-aarch64/" in p.url or "/noarch/" in p.url for p in lockfile.package)
+    # DeepSpeed has no conda-forge aarch64 build: it is named as not locked.
+    assert lockfile.metadata.custom_metadata["envsolver_pip_not_locked"].startswith("deepspeed==")
+
+
+def test_offline_rejects_candidates_the_snapshot_cannot_solve(kb: KnowledgeBase, tmp_path: Path) -> None:
+    target = build_target(Options(gpus=("gh200",)), kb).target
+    result = lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    rejected = {r.candidate: r.because for r in result.plan.rejected}
+    assert "the snapshot cannot solve it" in rejected["torch 2.10.0 cu130"]
+    assert result.plan.torch_version == "2.10.0" and str(result.plan.torch_cuda) == "12.9"
+
+
+def test_offline_says_plainly_when_the_target_is_outside_the_snapshot(kb: KnowledgeBase, tmp_path: Path) -> None:
+    target = build_target(Options(gpus=("a100",), torch="2.13"), kb).target
+    with pytest.raises(ConflictError) as info:
+        lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    text = str(info.value)
+    assert "cannot serve this target" in text and "The snapshot holds:" in text and "torch 2.10.0" in text
+
+
+def test_live_unreachable_falls_back_to_the_snapshot(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lock, "LIVE_LOCATION", "https://127.0.0.1:9")  # nothing listens on loopback port 9
+    messages: list[str] = []
+    target = build_target(Options(gpus=("a100",)), kb).target
+    result = lock.lock(target, kb, "live", (), tmp_path / "cache", messages.append)
+    assert result.used == "snapshot" and result.snapshot_date == snapshot.date()
+    assert any("could not be reached" in w and snapshot.date() in w for w in result.warnings)
+
+
+def test_custom_channel_is_used_and_named(kb: KnowledgeBase, tmp_path: Path) -> None:
+    local = snapshot.channels()["https://conda.anaconda.org/conda-forge"]
+    target = build_target(Options(gpus=("a100",)), kb).target
+    result = lock.lock(target, kb, "custom", (local,), tmp_path / "cache", _no_progress)
+    assert result.used == "custom" and result.channels == (local,)
+    torch = next(r for r in result.records["linux-64"] if r.name == "pytorch")
+    assert torch.url.startswith(local)
+
+
+def _snapshot_sources() -> list[ChannelSource]:
+    return [ChannelSource(p, loc) for p, loc in snapshot.channels().items() if p.endswith("/conda-forge")]
+
+
+def test_unsatisfiable_exits_1_with_the_solver_explanation(tmp_path: Path) -> None:
+    with pytest.raises(SolveFailed) as info:
+        solve(
+            ["pytorch ==2.10.0 cuda129*", "cuda-version 12.6.*"],
+            _snapshot_sources(),
+            "linux-64",
+            {"__cuda": "12.9", "__glibc": "2.28", "__unix": "0", "__linux": "5.10"},
+            tmp_path,
+        )
+    assert info.value.exit_code == 1
+    assert "cuda-version" in str(info.value)
+
+
+def test_solve_uses_the_given_virtual_packages_not_the_hosts(tmp_path: Path) -> None:
+    # This machine has no GPU; with __cuda given, a CUDA torch build still solves.
+    records = solve(
+        ["pytorch ==2.10.0 cuda129*", "python 3.13.*"],
+        _snapshot_sources(),
+        "linux-64",
+        {"__cuda": "12.9", "__glibc": "2.28", "__unix": "0", "__linux": "5.10"},
+        tmp_path,
+    )
+    assert any(r.name == "pytorch" and r.build.startswith("cuda129") for r in records)
+    with pytest.raises(SolveFailed):  # without __cuda, pytorch's `__cuda` dependency cannot be met
+        solve(
+            ["pytorch ==2.10.0 cuda129*"],
+            _snapshot_sources(),
+            "linux-64",
+            {"__glibc": "2.28", "__unix": "0", "__linux": "5.10"},
+            tmp_path,
+        )
+
+
+def test_lockcheck_catches_a_solution_that_contradicts_the_plan(kb: KnowledgeBase, tmp_path: Path) -> None:
+    target = build_target(Options(gpus=("a100",)), kb).target
+    result = lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    records = list(result.records["linux-64"])
+    assert lockcheck.problems(result.plan, kb, records) == []
+    without_headers = [r for r in records if r.name != "libcusparse-dev"]
+    assert lockcheck.problems(result.plan, kb, without_headers) == [
+        "libcusparse-dev (cusparse.h) is missing from the solution"
+    ]
+    other_plan = resolve(build_target(Options(gpus=("a100",), torch="2.7"), kb).target, kb)
+    wrong = lockcheck.problems(other_plan, kb, records)
+    assert any("pytorch 2.10.0 was solved, the plan chose 2.7.1" in w for w in wrong)
+    assert any("cuda-version 12.9 was solved" in w for w in wrong) is False  # 2.7.1 also pins 12.9
+
+
+def test_two_platform_conda_lock(kb: KnowledgeBase, tmp_path: Path) -> None:
+    results = [
+        lock.lock(
+            build_target(Options(gpus=("h100",), platform=p), kb).target,
+            kb,
+            "offline",
+            (),
+            tmp_path / "cache",
+            _no_progress,
+        )
+        for p in ("linux-64", "linux-aarch64")
+    ]
+    records = {p: r for res in results for p, r in res.records.items()}
+    text = condalock.render(records, results[0].channels, {p: "0" * 64 for p in records}, {"k": "v"}, "cmd", "d")
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(text)
+    lockfile = parse_conda_lock_file(path)
+    assert lockfile.metadata.platforms == ["linux-64", "linux-aarch64"]
+    assert {p.platform for p in lockfile.package} == {"linux-64", "linux-aarch64"}
+    jsonschema.validate(yaml.safe_load(text), json.loads(SCHEMA_PATH.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("url", "clean"),
+    [
+        ("https://user:s3cret@mirror.example.org/conda-forge", "https://mirror.example.org/conda-forge"),
+        (
+            "https://conda.anaconda.org/t/ab-12cd34/private/linux-64/x-1-0.conda",
+            "https://conda.anaconda.org/private/linux-64/x-1-0.conda",
+        ),
+        ("file:///srv/channels/conda-forge", "file:///srv/channels/conda-forge"),
+    ],
+)
+def test_redact(url: str, clean: str) -> None:
+    assert redact(url) == clean
+
+
+def test_credentials_never_reach_a_written_file(kb: KnowledgeBase, tmp_path: Path) -> None:
+    target = build_target(Options(gpus=("a100",)), kb).target
+    result = lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    secret = [
+        r.__class__(**{**r.__dict__, "url": r.url.replace("https://", "https://alice:hunter2@")})
+        for r in result.records["linux-64"]
+    ]
+    text = condalock.render(
+        {"linux-64": secret},
+        ["https://bob:pw@mirror.example.org/t/tok-123/conda-forge"],
+        {"linux-64": "0" * 64},
+        {},
+        "envsolver make --gpu a100",
+        "d",
+    )
+    for leaked in ("hunter2", "alice", "bob:pw", "tok-123"):
+        assert leaked not in text
+    from envsolver.inputs import make_command
+
+    command = make_command(target, channels=("https://u:p@mirror.example.org/t/tok-9/conda-forge",))
+    assert "u:p@" not in command and "tok-9" not in command
