@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsolver.errors import ConflictError, EnvsolverError
+from envsolver.lockfile import LockEntry
 
 
 @dataclass(frozen=True)
@@ -142,3 +143,41 @@ def index_channel(path: Path) -> None:
     from rattler.index import index_fs
 
     asyncio.run(index_fs(channel_directory=path, write_zst=False, write_shards=False))
+
+
+def install_records(entries: Sequence[tuple[LockEntry, str]], prefix: Path, platform: str, cache_dir: Path) -> None:
+    """Link lock entries into `prefix` with rattler; each comes with the URL of its already-verified archive.
+    Packages in the prefix that the lock does not list are removed. Link scripts are not run."""
+    import rattler
+    from rattler.package.build_string import BuildString
+
+    records = []
+    for entry, url in entries:
+        package = rattler.PackageRecord(
+            name=entry.name,
+            version=entry.version,
+            build=BuildString(entry.build),
+            build_number=0,
+            subdir=entry.subdir,
+            depends=list(entry.depends),
+            sha256=bytes.fromhex(entry.sha256) if entry.sha256 else None,
+            md5=bytes.fromhex(entry.md5) if entry.md5 else None,
+        )
+        channel = entry.url.rsplit("/", 2)[0]
+        records.append(rattler.RepoDataRecord(package, entry.file_name, url, channel))
+    try:
+        asyncio.run(
+            rattler.install(
+                records,
+                prefix,
+                cache_dir=cache_dir,
+                platform=rattler.Subdir(platform),
+                execute_link_scripts=False,
+                show_progress=False,
+            )
+        )
+    except Exception as exc:  # rattler raises its own error types for IO, extraction and linking
+        raise EnvsolverError(
+            f"installing into {str(prefix)!r} failed: {exc}. Fix the cause and run the same "
+            "command again; it picks up where it stopped."
+        ) from None
