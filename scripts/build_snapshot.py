@@ -26,14 +26,50 @@ CHANNELS = ("conda-forge", "pytorch", "nvidia", "nvidia/label/cuda-12.1.0")
 SUBDIRS = ("linux-64", "linux-aarch64", "noarch")
 # What envsolver plans ask for; the snapshot keeps these and everything they depend on.
 ROOTS = (
-    "python", "pip", "pytorch", "pytorch-cuda", "cuda-version", "cuda-nvcc", "cuda-cudart-dev", "libcusparse-dev",
-    "libcublas-dev", "libcusolver-dev", "libcurand-dev", "cuda-profiler-api", "gxx", "gxx_linux-64",
-    "gxx_linux-aarch64", "ninja", "cudnn", "nccl", "deepspeed", "einops", "hjson-py", "msgpack-python", "numpy",
-    "packaging", "psutil", "py-cpuinfo", "pydantic", "tqdm", "nvidia-ml-py",
+    "python",
+    "pip",
+    "pytorch",
+    "pytorch-cuda",
+    "cuda-version",
+    "cuda-nvcc",
+    "cuda-cudart-dev",
+    "libcusparse-dev",
+    "libcublas-dev",
+    "libcusolver-dev",
+    "libcurand-dev",
+    "cuda-profiler-api",
+    "gxx",
+    "gxx_linux-64",
+    "gxx_linux-aarch64",
+    "ninja",
+    "cudnn",
+    "nccl",
+    "deepspeed",
+    "einops",
+    "hjson-py",
+    "msgpack-python",
+    "numpy",
+    "packaging",
+    "psutil",
+    "py-cpuinfo",
+    "pydantic",
+    "tqdm",
+    "nvidia-ml-py",
 )
 FORMAT_RANK = {"repodata": 0, "pixi": 1, "conda-lock": 2}
-FIELDS = ("name", "version", "build", "build_number", "depends", "constrains", "md5", "sha256", "size", "timestamp",
-          "subdir")
+FIELDS = (
+    "name",
+    "version",
+    "build",
+    "build_number",
+    "depends",
+    "constrains",
+    "md5",
+    "sha256",
+    "size",
+    "timestamp",
+    "subdir",
+)
 
 
 def load_normaliser(realdata: Path) -> Any:
@@ -170,15 +206,18 @@ def main(argv: list[str] | None = None) -> int:
 
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
     for (channel, subdir, fn), rec in kept.items():
-        doc = per_channel.setdefault((channel, subdir), {"info": {"subdir": subdir}, "packages": {},
-                                                           "packages.conda": {}, "repodata_version": 1})
+        doc = per_channel.setdefault(
+            (channel, subdir), {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}, "repodata_version": 1}
+        )
         table = "packages.conda" if fn.endswith(".conda") else "packages"
         doc[table][fn] = repodata_record(rec)
     # Every channel gets every subdir (an empty noarch too) so a solver can read the channel whole.
     for channel in sorted({c for c, _ in per_channel}):
         for subdir in SUBDIRS:
-            per_channel.setdefault((channel, subdir), {"info": {"subdir": subdir}, "packages": {},
-                                                       "packages.conda": {}, "repodata_version": 1})
+            per_channel.setdefault(
+                (channel, subdir),
+                {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}, "repodata_version": 1},
+            )
 
     if args.out.exists():
         for old in sorted(args.out.rglob("repodata.json")):
@@ -189,11 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     newest = max((r["timestamp"] for r in kept.values() if r.get("timestamp")), default=0)
     provenance = {
         "description": "Real conda package records copied unchanged from the files under shared/realdata "
-                       "(see shared/realdata/SOURCES.md for where each file came from), reduced to the GPU "
-                       "stack and its dependency closure by scripts/build_snapshot.py.",
+        "(see shared/realdata/SOURCES.md for where each file came from), reduced to the GPU "
+        "stack and its dependency closure by scripts/build_snapshot.py.",
         "newest_record_timestamp_ms": newest,
         "channels": {c: f"https://conda.anaconda.org/{c}" for c in sorted({c for c, _ in per_channel})},
-        "counts": {f"{c}/{s}": len(d["packages"]) + len(d["packages.conda"]) for (c, s), d in sorted(per_channel.items())},
+        "counts": {
+            f"{c}/{s}": len(d["packages"]) + len(d["packages.conda"]) for (c, s), d in sorted(per_channel.items())
+        },
         "sources": {f"{c}/{s}/{fn}": r["all_sources"] for (c, s, fn), r in sorted(kept.items())},
         "left_out": problems,
     }

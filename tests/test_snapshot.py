@@ -1,0 +1,56 @@
+"""The bundled snapshot: rebuilt from shared/realdata byte for byte, every record traced to its source file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from envsolver import snapshot
+from envsolver.kb import KnowledgeBase
+from envsolver.snapshot import coverage
+
+ROOT = Path(__file__).resolve().parent.parent
+REALDATA = ROOT.parent / "shared" / "realdata"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.skipif(not (REALDATA / "SOURCES.md").exists(), reason="needs ../shared/realdata beside the checkout")
+def test_snapshot_rebuilds_byte_for_byte(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("build_snapshot", ROOT / "scripts" / "build_snapshot.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--realdata", str(REALDATA), "--out", str(tmp_path / "data")]) == 0
+    assert _files(tmp_path / "data") == _files(snapshot.data_dir())
+
+
+def test_every_record_names_its_source_files() -> None:
+    provenance = snapshot.provenance()
+    for path in snapshot.data_dir().rglob("repodata.json"):
+        channel_subdir = path.parent.relative_to(snapshot.data_dir()).as_posix()
+        doc = json.loads(path.read_text())
+        for table in ("packages", "packages.conda"):
+            for file_name, record in doc[table].items():
+                sources = provenance["sources"][f"{channel_subdir}/{file_name}"]
+                assert sources and all(s.count("/") >= 1 for s in sources)
+                assert len(record["sha256"]) == 64 and len(record["md5"]) == 32
+
+
+def test_snapshot_date_is_its_newest_record() -> None:
+    assert snapshot.date() == "2026-07-02"
+
+
+def test_coverage_holds_the_default_stacks(kb: KnowledgeBase) -> None:
+    restricted = coverage.restrict(kb, snapshot.records())
+    lines = "\n".join(coverage.summary(restricted))
+    assert "conda-forge linux-64 CUDA 12.9: torch 2.10.0 (Python 3.13)" in lines
+    assert "conda-forge linux-aarch64 CUDA 12.9: torch 2.10.0" in lines
+    assert "pytorch linux-64 CUDA 12.1: torch 2.1.0" in lines
+    versions = {str(v) for b in restricted.deepspeed_conda_builds for v in b.versions}
+    assert versions == {"0.18.0", "0.18.8"}
