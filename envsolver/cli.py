@@ -34,8 +34,11 @@ Examples:
   envsolver make --profile gh200
   envsolver make --gpu a100 --torch 2.3.1 --python 3.11
   envsolver make --gpu auto            # on a GPU node: detect GPUs and driver
+  envsolver make --profile gh200 --offline                 # lock against the bundled snapshot
+  envsolver make --gpu a100 --channel https://mirror.example.org/conda-forge
+  envsolver make --gpu a100 --no-lock  # environment.yml only
 
-Exit codes: 0 ok, 1 no consistent stack for the target, 2 bad input.
+Exit codes: 0 ok, 1 no consistent stack for the target (or no solution), 2 bad input.
 """
 
 EPILOG_EXPLAIN = """\b
