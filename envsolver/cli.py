@@ -16,9 +16,13 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from envsolver import __version__, detect, lock, outputs, profile, render
+from envsolver import __version__, detect, lock, lockfile, outputs, profile, render
 from envsolver import install as installer
 from envsolver.errors import BadInputError, EnvsolverError
+from envsolver.hook import activation as hook_activation
+from envsolver.hook import build as hook_build
+from envsolver.hook import render as hook_render
+from envsolver.hook import run as hook_run
 from envsolver.inputs import Inputs, Options, build_target, make_command
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
@@ -298,32 +302,131 @@ def install_command(
     console = Console(stderr=True)
     with console.status("reading the lock", spinner="dots") as status:
         report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), lambda m: status.update(m))
-    hook = (
-        "not run (--no-hook)"
-        if no_hook
-        else "not available yet: activation scripts and op builds come with envsolver hook"
-    )
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "prefix": str(report.prefix),
-                    "platform": report.platform,
-                    "packages": report.packages,
-                    "fetched": report.fetched,
-                    "changed": report.changed,
-                    "hook": hook,
-                },
-                indent=2,
-            )
+    meta = lockfile.metadata(lock_path)
+    hook_run.save_lock_metadata(prefix, report.platform, meta)
+    hook_report = None
+    skipped = "not run (--no-hook); run `envsolver hook -p PREFIX` later"
+    if not no_hook and "envsolver_torch_cuda_arch_list" not in meta:
+        skipped = (
+            "skipped: the lock carries no envsolver metadata (it was not written by envsolver make); run "
+            "`envsolver hook -p PREFIX --arch-list ...`"
         )
+    elif not no_hook:
+        with console.status("post-install hook", spinner="dots") as status:
+            hook_report = hook_run.hook(
+                prefix,
+                default_kb(),
+                None,
+                None,
+                hook_build.DEFAULT_OPS,
+                hook_build.default_jobs(),
+                False,
+                None,
+                os.environ,
+                lambda m: status.update(m),
+            )
+    if as_json:
+        doc = {
+            "prefix": str(report.prefix),
+            "platform": report.platform,
+            "packages": report.packages,
+            "fetched": report.fetched,
+            "changed": report.changed,
+            "hook": hook_render.as_json(hook_report) if hook_report else skipped,
+        }
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        state = "installed" if report.changed else "already up to date"
+        out = Console()
+        out.print(
+            f"{report.prefix}: {state} ({report.packages} packages for {report.platform}, "
+            f"{report.fetched} fetched and verified)",
+            highlight=False,
+        )
+        if hook_report is not None:
+            hook_render.show(out, hook_report)
+        else:
+            out.print(f"post-install hook: {skipped}", highlight=False)
+    if hook_report is not None and not hook_report.ok:
+        sys.exit(1)
+
+
+@main.command(name="hook")
+@click.option(
+    "-p", "--prefix", required=True, type=click.Path(file_okay=False, path_type=Path), help="The environment to set up."
+)
+@click.option(
+    "--lock",
+    "lock_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The conda-lock.yml the env came from (default: what envsolver install kept in the prefix).",
+)
+@click.option("--arch-list", help="TORCH_CUDA_ARCH_LIST to build for, e.g. '8.0;9.0+PTX' (default: the lock's).")
+@click.option(
+    "--ops",
+    default=",".join(hook_build.DEFAULT_OPS),
+    show_default=True,
+    help="DeepSpeed ops to build, comma-separated.",
+)
+@click.option(
+    "--jobs",
+    type=int,
+    default=hook_build.default_jobs(),
+    show_default=True,
+    help="Parallel compile jobs, shared by the ops.",
+)
+@click.option("--no-build", is_flag=True, help="Write the activation scripts and run the pre-flight only.")
+@click.option("--print-env", is_flag=True, help="Print the settings as export lines and stop.")
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The env's python (default: PREFIX/bin/python).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def hook_command(
+    prefix: Path,
+    lock_path: Path | None,
+    arch_list: str | None,
+    ops: str,
+    jobs: int,
+    no_build: bool,
+    print_env: bool,
+    python: Path | None,
+    as_json: bool,
+) -> None:
+    """Write activation scripts (CUDA_HOME, CPATH, TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR),
+    check the toolchain before any compiler runs, then build DeepSpeed's ops for the target GPUs and prove them.
+
+    \b
+    Examples:
+      envsolver hook -p ~/envs/train
+      envsolver hook -p ~/envs/train --no-build
+      envsolver hook -p ~/envs/train --ops fused_adam --arch-list '8.0;9.0+PTX'
+      eval "$(envsolver hook -p ~/envs/train --print-env)"
+
+    Exit codes: 0 ok, 1 a pre-flight check or an op build failed, 2 bad input.
+    """
+    kb = default_kb()
+    if print_env:
+        arch, platform = hook_run.arch_list_and_platform(prefix, lock_path, arch_list)
+        click.echo(hook_activation.exports(prefix, arch, hook_run.TARGETS[platform]), nl=False)
         return
-    state = "installed" if report.changed else "already up to date"
-    Console().print(
-        f"{report.prefix}: {state} ({report.packages} packages for {report.platform}, "
-        f"{report.fetched} fetched and verified); post-install hook: {hook}",
-        highlight=False,
-    )
+    wanted = tuple(o.strip() for o in ops.split(",") if o.strip())
+    unknown = [o for o in wanted if o not in hook_build.KNOWN_OPS]
+    if unknown:
+        raise BadInputError(f"unknown op(s) {unknown}. Known: {', '.join(hook_build.KNOWN_OPS)}. Fix --ops.")
+    console = Console(stderr=True)
+    with console.status("hook", spinner="dots") as status:
+        report = hook_run.hook(
+            prefix, kb, lock_path, arch_list, wanted, jobs, no_build, python, os.environ, lambda m: status.update(m)
+        )
+    if as_json:
+        click.echo(json.dumps(hook_render.as_json(report), indent=2))
+    else:
+        hook_render.show(Console(), report)
+    if not report.ok:
+        sys.exit(1)
 
 
 @main.command()

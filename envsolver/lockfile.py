@@ -157,3 +157,12 @@ def apply_mirrors(entries: list[LockEntry], mirrors: dict[str, str]) -> list[Loc
             )
         )
     return out
+
+
+def metadata(path: Path) -> dict[str, str]:
+    """The custom_metadata of a conda-lock.yml (empty for explicit locks)."""
+    if "@EXPLICIT" in path.read_text(encoding="utf-8"):
+        return {}
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    return dict(parse_conda_lock_file(path).metadata.custom_metadata or {})

@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
 from envsolver import __version__
 from envsolver.kb.load import kb_date
 from envsolver.kb.model import KnowledgeBase
@@ -21,7 +19,11 @@ from envsolver.writers import condalock, environment, explicit, files
 
 def cache_dir() -> Path:
     """Where rattler keeps repodata and packages: ENVSOLVER_CACHE_DIR, else the user cache directory."""
-    return Path(os.environ.get("ENVSOLVER_CACHE_DIR") or platformdirs.user_cache_dir("envsolver"))
+    if os.environ.get("ENVSOLVER_CACHE_DIR"):
+        return Path(os.environ["ENVSOLVER_CACHE_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("envsolver"))
 
 
 def write_environment(

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from envsolver.errors import BadInputError
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 KEYS = {
     "description",
@@ -33,9 +36,16 @@ class Profile:
     values: dict[str, Any]
 
 
+def _root() -> Traversable:
+    """The profiles: the installed `envsolver.profiles` package, or profiles/ of a source checkout."""
+    try:
+        return resources.files("envsolver.profiles")
+    except ModuleNotFoundError:
+        return resources.files("envsolver").joinpath("..").joinpath("profiles")
+
+
 def available() -> list[str]:
-    root = resources.files("envsolver.profiles")
-    return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.name.removesuffix(".yaml") for p in _root().iterdir() if p.name.endswith(".yaml"))
 
 
 def load(name_or_path: str) -> Profile:
@@ -51,7 +61,7 @@ def load(name_or_path: str) -> Profile:
             ) from None
         name = path.stem
     else:
-        resource = resources.files("envsolver.profiles").joinpath(f"{name_or_path}.yaml")
+        resource = _root().joinpath(f"{name_or_path}.yaml")
         if not resource.is_file():
             raise BadInputError(
                 f"unknown profile {name_or_path!r}. Known profiles: {', '.join(available())}. "

@@ -32,7 +32,7 @@ def _records(channel: Path, tmp_path: Path) -> list[Record]:
     return solve(["tiny-app"], [source], "linux-64", {"__unix": "0"}, tmp_path / "solve-cache")
 
 
-def write_lock(channel: Path, tmp_path: Path, kind: str = "conda-lock") -> Path:
+def write_lock(channel: Path, tmp_path: Path, kind: str = "conda-lock", custom: dict[str, str] | None = None) -> Path:
     records = _records(channel, tmp_path)
     if kind == "explicit":
         path = tmp_path / "conda-linux-64.lock"
@@ -40,7 +40,9 @@ def write_lock(channel: Path, tmp_path: Path, kind: str = "conda-lock") -> Path:
     else:
         path = tmp_path / "conda-lock.yml"
         path.write_text(
-            condalock.render({"linux-64": records}, [channel.as_uri()], {"linux-64": "0" * 64}, {}, "test", "test")
+            condalock.render(
+                {"linux-64": records}, [channel.as_uri()], {"linux-64": "0" * 64}, custom or {}, "test", "test"
+            )
         )
     return path
 
@@ -176,3 +178,27 @@ def test_explicit_with_sha256_fragment(tmp_path: Path) -> None:
     platform, entries = lockfile.read(path, None)
     assert platform == "linux-64"
     assert (entries[0].name, entries[0].version, entries[0].build, entries[0].sha256) == ("pkg", "1.0", "h1_0", sha)
+
+
+def test_cli_install_runs_the_hook(channel: Path, tmp_path: Path) -> None:
+    """Without --no-hook the post-install hook runs: activation scripts, then a pre-flight that fails here
+    (the synthetic env has no python or torch), so install exits 1 after installing."""
+    lock = write_lock(channel, tmp_path, custom={"envsolver_torch_cuda_arch_list": "9.0+PTX"})
+    prefix = tmp_path / "env"
+    result = CliRunner().invoke(
+        main, ["install", str(lock), "-p", str(prefix), "--json"], env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
+    )
+    assert result.exit_code == 1
+    doc = json.loads(result.output)
+    assert doc["changed"] is True and doc["hook"]["ok"] is False
+    assert any(c["id"] == "torch" and c["status"] == "fail" for c in doc["hook"]["checks"])
+    assert (prefix / "etc" / "conda" / "activate.d" / "envsolver.sh").exists()
+    assert (prefix / "etc" / "envsolver" / "lock-metadata.json").exists()
+
+
+def test_cli_install_skips_the_hook_for_foreign_locks(channel: Path, tmp_path: Path) -> None:
+    lock = write_lock(channel, tmp_path)
+    result = CliRunner().invoke(
+        main, ["install", str(lock), "-p", str(tmp_path / "env")], env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
+    )
+    assert result.exit_code == 0 and "no envsolver metadata" in result.output

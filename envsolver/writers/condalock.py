@@ -11,8 +11,6 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
-from conda_lock.lockfile.v1.models import HashModel, LockedDependency, Lockfile, LockMeta
-
 from envsolver import __version__
 from envsolver.redact import redact
 from envsolver.solve import Record
@@ -40,6 +38,8 @@ def render(
     command: str,
     kb_date: str,
 ) -> str:
+    from conda_lock.lockfile.v1.models import HashModel, LockedDependency, Lockfile, LockMeta
+
     packages = [
         LockedDependency(
             name=r.name,

@@ -1,0 +1,65 @@
+"""Print a hook report: findings with their fixes, ops with proof, the GPU check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from envsolver.hook.run import HookReport
+
+MARK = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+
+
+def show(console: Console, report: HookReport) -> None:
+    for path, outcome in report.activation.items():
+        console.print(f"{path}: {outcome.value}", highlight=False)
+    console.print(f"TORCH_CUDA_ARCH_LIST={report.arch_list}", highlight=False)
+    for f in report.findings:
+        console.print(f"{MARK[f.status]} {escape(f.id)}: {escape(f.detail)}", highlight=False)
+        if f.fix and f.status != "ok":
+            console.print(f"       fix: {escape(f.fix)}", highlight=False)
+    for op in report.ops:
+        if not op.ok:
+            why = op.error or f"no SASS for {', '.join(f'sm_{a}' for a in op.missing_sass)}"
+            console.print(f"{MARK['fail']} op {op.op}: {escape(why)}", highlight=False)
+            continue
+        sass = ", ".join(f"sm_{a}" for a in op.sass) if op.sass else "not checked (CPU op or no cuobjdump)"
+        load = f"{op.load_seconds:.3f} s" if op.load_seconds is not None else "?"
+        built = f"{op.seconds:.1f} s" if op.seconds is not None else "?"
+        console.print(
+            f"{MARK['ok']} op {op.op}: built in {built}; SASS {sass}; load() in a new process {load}", highlight=False
+        )
+    if report.gpu_check is not None:
+        state = "ok" if report.gpu_check.get("ok") else "fail"
+        console.print(
+            f"{MARK[state]} FusedAdam vs torch.optim.AdamW, 5 steps: max |diff| = "
+            f"{report.gpu_check.get('max_abs_diff', report.gpu_check.get('error'))}",
+            highlight=False,
+        )
+
+
+def as_json(report: HookReport) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "prefix": str(report.prefix),
+        "torch_cuda_arch_list": report.arch_list,
+        "activation": {str(p): o.value for p, o in report.activation.items()},
+        "checks": [{"id": f.id, "status": f.status, "detail": f.detail, "fix": f.fix} for f in report.findings],
+        "ops": [
+            {
+                "op": o.op,
+                "ok": o.ok,
+                "build_seconds": o.seconds,
+                "file": o.file,
+                "error": o.error,
+                "sass": list(o.sass) if o.sass is not None else None,
+                "missing_sass": list(o.missing_sass),
+                "load_seconds": o.load_seconds,
+            }
+            for o in report.ops
+        ],
+        "gpu_check": report.gpu_check,
+        "unchanged": list(report.unchanged),
+    }

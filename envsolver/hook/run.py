@@ -1,0 +1,142 @@
+"""`envsolver hook`: activation scripts, pre-flight, then the ops built and proven for the target archs."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform as host
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envsolver.errors import BadInputError
+from envsolver.hook import activation, build, facts, preflight
+from envsolver.kb.model import KnowledgeBase
+from envsolver.writers import files
+
+METADATA = Path("etc") / "envsolver" / "lock-metadata.json"
+STATE = "envsolver-ops.json"  # in TORCH_EXTENSIONS_DIR: what was built, for which archs, torch and nvcc
+TARGETS = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
+
+
+@dataclass
+class HookReport:
+    prefix: Path
+    arch_list: str
+    activation: dict[Path, files.Outcome] = field(default_factory=dict)
+    findings: list[preflight.Finding] = field(default_factory=list)
+    ops: list[build.OpResult] = field(default_factory=list)
+    gpu_check: dict[str, object] | None = None
+    unchanged: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return (
+            all(f.status != "fail" for f in self.findings)
+            and all(o.ok for o in self.ops)
+            and (self.gpu_check is None or bool(self.gpu_check.get("ok")))
+        )
+
+
+def save_lock_metadata(prefix: Path, platform: str, custom: Mapping[str, str]) -> None:
+    """Keep the lock's assumptions in the prefix, for the hook and for verify."""
+    doc = {"platform": platform, "custom_metadata": dict(sorted(custom.items()))}
+    files.write(
+        prefix / METADATA,
+        "# envsolver: the lock this prefix was installed from\n" + json.dumps(doc, indent=2, sort_keys=True) + "\n",
+        force=True,
+    )
+
+
+def load_lock_metadata(prefix: Path) -> dict[str, object] | None:
+    path = prefix / METADATA
+    if not path.exists():
+        return None
+    text = path.read_text(encoding="utf-8")
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    doc = json.loads(body)
+    return doc if isinstance(doc, dict) else None
+
+
+def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None) -> tuple[str, str]:
+    """TORCH_CUDA_ARCH_LIST and conda platform: --arch-list, else the lock's metadata (--lock, or the one
+    `envsolver install` kept in the prefix). Raises BadInputError when none says."""
+    default_platform = "linux-aarch64" if host.machine() in ("aarch64", "arm64") else "linux-64"
+    meta: dict[str, object] | None = None
+    if lock is not None:
+        from envsolver import lockfile
+
+        platform, _ = lockfile.read(lock, None)
+        from conda_lock.lockfile import parse_conda_lock_file
+
+        meta = {"platform": platform, "custom_metadata": parse_conda_lock_file(lock).metadata.custom_metadata or {}}
+    else:
+        meta = load_lock_metadata(prefix)
+    custom = meta.get("custom_metadata") if meta else None
+    arch = given or (custom.get("envsolver_torch_cuda_arch_list") if isinstance(custom, dict) else None)
+    if not arch:
+        raise BadInputError(
+            f"no arch list for {str(prefix)!r}: it was not installed by envsolver install and no "
+            "--lock was given. Pass --lock conda-lock.yml or --arch-list '8.0;9.0+PTX'."
+        )
+    platform = str(meta["platform"]) if meta and meta.get("platform") else default_platform
+    return str(arch), platform
+
+
+def hook(
+    prefix: Path,
+    kb: KnowledgeBase,
+    lock: Path | None,
+    arch: str | None,
+    ops: tuple[str, ...],
+    jobs: int,
+    no_build: bool,
+    python: Path | None,
+    environ: Mapping[str, str],
+    progress: Callable[[str], None],
+    runner: facts.Runner = facts.run,
+) -> HookReport:
+    if not prefix.is_dir():
+        raise BadInputError(
+            f"prefix {str(prefix)!r} does not exist. Create it first (envsolver install "
+            "conda-lock.yml -p PREFIX), then run the hook."
+        )
+    arch_list, platform = arch_list_and_platform(prefix, lock, arch)
+    target = TARGETS[platform]
+    report = HookReport(prefix, arch_list)
+    report.activation = activation.write(prefix, arch_list, target, force=True)
+    py = python or prefix / "bin" / "python"
+    env = facts.environ_for_build(prefix, arch_list, target, environ)
+    headers = tuple(h.header for h in kb.op_headers)
+    progress("pre-flight")
+    gathered = facts.gather(prefix, py, headers, target, env, runner)
+    report.findings, fixed = preflight.run_all(gathered, kb, arch_list, str(prefix))
+    report.arch_list = fixed
+    if no_build or not report.ok:
+        return report
+    env = {**env, "TORCH_CUDA_ARCH_LIST": fixed}
+    key = {
+        "arch_list": fixed,
+        "torch": gathered.torch_version or "",
+        "torch_cuda": gathered.torch_cuda or "",
+        "nvcc": gathered.nvcc_version or "",
+    }
+    state_path = Path(env["TORCH_EXTENSIONS_DIR"]) / STATE
+    done = build.load_state(state_path, key)
+    todo = tuple(op for op in ops if op not in done)
+    built = build.build_ops(py, todo, env, jobs, progress, runner) if todo else []
+    archs = tuple(a.cc.sm for a in preflight.parse_arch_list(fixed))
+    progress("proving the ops (cuobjdump, load in a new process)")
+    report.ops = [done[op] for op in ops if op in done] + build.prove_all(
+        built, py, gathered.cuda_home, archs, env, runner
+    )
+    report.unchanged = tuple(op for op in ops if op in done)
+    build.save_state(state_path, key, [o for o in report.ops if o.ok])
+    if todo and all(o.ok for o in report.ops) and "fused_adam" in ops and _has_gpu(environ):
+        progress("FusedAdam against torch.optim.AdamW on the GPU")
+        report.gpu_check = build.adam_check(py, env, runner)
+    return report
+
+
+def _has_gpu(environ: Mapping[str, str]) -> bool:
+    return os.path.exists("/proc/driver/nvidia/version") and environ.get("CUDA_VISIBLE_DEVICES", "0") != ""
