@@ -32,7 +32,7 @@ unset TORCH_EXTENSIONS_DIR
 fi
 
 # 2. The hook, arch 9.0 then the guides' list, each into a fresh prefix.
-for case in "9.0" "7.0;7.5;8.0;8.6;8.9;9.0"; do
+for case in ${CASES:-"9.0" "7.0;7.5;8.0;8.6;8.9;9.0"}; do
   name=$(echo "$case" | tr ';' '_')
   prefix=/tmp/env_$name
   rm -rf "$prefix"; mkdir -p "$prefix"
