@@ -28,6 +28,9 @@ from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
 from envsolver.plan import Plan
 from envsolver.resolve import resolve
+from envsolver.verify import checks as verify_checks
+from envsolver.verify import render as verify_render
+from envsolver.verify import run as verify_run
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -426,6 +429,65 @@ def hook_command(
     else:
         hook_render.show(Console(), report)
     if not report.ok:
+        sys.exit(1)
+
+
+@main.command(name="verify")
+@click.option("-p", "--prefix", type=click.Path(file_okay=False, path_type=Path), help="The environment to check.")
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The interpreter to check (default: PREFIX/bin/python, the active conda env, or python3).",
+)
+@click.option(
+    "--lock",
+    "lock_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Compare the installed packages and this host with a conda-lock.yml.",
+)
+@click.option("--gpu-test", is_flag=True, help="Also run five FusedAdam steps against torch.optim.AdamW on the GPU.")
+@click.option(
+    "--check",
+    "only",
+    multiple=True,
+    type=click.Choice(list(verify_checks.IDS)),
+    help="Run only these checks (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
+def verify_command(
+    prefix: Path | None,
+    python: Path | None,
+    lock_path: Path | None,
+    gpu_test: bool,
+    only: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,
+    DeepSpeed's ops, the lock. Every failure names its fix.
+
+    \b
+    Examples:
+      envsolver verify                       # the active conda env
+      envsolver verify -p ~/envs/train --lock conda-lock.yml
+      envsolver verify --python ./venv/bin/python --json
+      envsolver verify --gpu-test            # on a GPU node
+
+    Exit codes: 0 everything passed (warnings allowed), 1 a check failed, 2 verify could not run.
+    """
+    kb = default_kb()
+    console = Console(stderr=True)
+    with console.status("probing the environment (torch is imported in a child process)", spinner="dots"):
+        chosen, _, checks = verify_run.verify(kb, prefix, python, lock_path, gpu_test, only, os.environ)
+    if as_json:
+        click.echo(json.dumps(verify_render.as_json(chosen.python, chosen.prefix, checks), indent=2))
+    else:
+        out = Console()
+        out.print(f"verify {chosen.python}" + (f" (prefix {chosen.prefix})" if chosen.prefix else ""), highlight=False)
+        for check in checks:
+            verify_render.line(out, check)
+        out.print(verify_render.summary(checks), highlight=False)
+    if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
 

@@ -64,6 +64,9 @@ def compiler_line(text: str) -> str:
     for line in text.splitlines():
         if "fatal error" in line or "nvcc fatal" in line or re.search(r"\berror\b:", line):
             return line.strip()
+    for line in text.splitlines():
+        if re.match(r"^\w+(Error|Exception): ", line.strip()):
+            return line.strip()
     return text.strip().splitlines()[-1] if text.strip() else ""
 
 

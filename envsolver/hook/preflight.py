@@ -161,6 +161,9 @@ def check_arch_list(f: Facts, kb: KnowledgeBase, arch_list: str) -> tuple[Findin
             f"TORCH_CUDA_ARCH_LIST {arch_list!r} is malformed",
             "pass --arch-list like '8.0;9.0+PTX'",
         ), arch_list
+    suffixed = [str(a) for a in archs if a.suffix]
+    if suffixed:
+        archs = tuple(Arch(a.cc, a.ptx) for a in archs)
     able = buildable(f, kb)
     if able is None:
         return Finding(
@@ -176,6 +179,14 @@ def check_arch_list(f: Facts, kb: KnowledgeBase, arch_list: str) -> tuple[Findin
             "use a toolkit that builds these GPUs: regenerate the env with envsolver make",
         ), arch_list
     fixed = _with_ptx(keep)
+    if suffixed:
+        return Finding(
+            "arch_list",
+            "warn",
+            f"{', '.join(suffixed)} built as plain archs ({fixed}): DeepSpeed's op "
+            f"builder cannot parse arch suffixes (seen with DeepSpeed {kb.deepspeed_arch_suffixes.value})",
+            "use plain major.minor entries in TORCH_CUDA_ARCH_LIST",
+        ), fixed
     if dropped:
         names = ", ".join(str(a.cc) for a in dropped)
         return Finding(

@@ -6,6 +6,7 @@ collected; `load_kb` raises one KnowledgeBaseError listing them all with file an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -164,14 +165,20 @@ def _choice(options: Iterable[str]) -> Callable[[Any], str]:
     return convert
 
 
+_ARCH = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
+
+
 def parse_arch_list(text: str) -> tuple[Arch, ...]:
-    """'5.0;8.6;9.0+PTX' -> archs; ValueError on a malformed entry."""
+    """'5.0;8.6;9.0a;10.0f;12.0+PTX' (';' or spaces between) -> archs. Raises ValueError on a malformed entry."""
     archs = []
     for item in text.replace(" ", ";").split(";"):
         if not item:
             continue
-        ptx = item.endswith("+PTX")
-        archs.append(Arch(_mm(item.removesuffix("+PTX")), ptx))
+        match = _ARCH.match(item.strip())
+        if not match:
+            raise ValueError(f"{item!r} is not an arch such as 8.6, 9.0a or 9.0+PTX")
+        cc = MajorMinor(int(match.group(1)), int(match.group(2)))
+        archs.append(Arch(cc, bool(match.group(4)), match.group(3)))
     if not archs:
         raise ValueError("empty arch list")
     return tuple(archs)
@@ -386,6 +393,7 @@ def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
         nvcc_package=cxx[0] if cxx else Fact("", ()),
         cxx_packages=cxx[1] if cxx else ((), ()),
         platform_virtual_packages=dict(platform_vpkgs),
+        deepspeed_arch_suffixes=ds.one("arch_suffixes", _fact("breaks_versions")) or Fact("", ()),
         cudnn_cuda12_below=conda.one("cudnn_cuda12_below", _fact("version")) or Fact("", ()),
         sources=sources,
     )

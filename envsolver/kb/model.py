@@ -71,11 +71,14 @@ class ArchRename:
 
 @dataclass(frozen=True)
 class Arch:
+    """One TORCH_CUDA_ARCH_LIST entry: 8.6, 9.0+PTX, or an arch-specific (9.0a) or family (10.0f) target."""
+
     cc: MajorMinor
     ptx: bool
+    suffix: str = ""
 
     def __str__(self) -> str:
-        return f"{self.cc}+PTX" if self.ptx else str(self.cc)
+        return f"{self.cc}{self.suffix}" + ("+PTX" if self.ptx else "")
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,7 @@ class KnowledgeBase:
     nvcc_package: Fact
     cxx_packages: tuple[tuple[str, ...], tuple[str, ...]]
     platform_virtual_packages: dict[str, tuple[dict[str, str], tuple[str, ...]]]
+    deepspeed_arch_suffixes: Fact
     cudnn_cuda12_below: Fact
     sources: dict[str, str] = field(default_factory=dict)
 

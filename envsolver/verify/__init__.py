@@ -1,0 +1,1 @@
+"""`envsolver verify`: probe (runs in the target python) -> facts -> checks (pure) -> report."""

@@ -1,0 +1,353 @@
+"""Runs inside the TARGET python (standard library only) and prints one JSON document of facts.
+
+One `try` per fact: a fact that cannot be had is null, with the error text beside it. torch is imported in
+a child process with a timeout, so a hung CUDA initialisation cannot hang the probe.
+Usage: python probe.py [--timeout SECONDS] [--deepspeed] [--gpu-test]
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+HEADERS = [
+    "cuda.h",
+    "cuda_runtime_api.h",
+    "cusparse.h",
+    "cublas_v2.h",
+    "cublasLt.h",
+    "cusolverDn.h",
+    "curand.h",
+    "cuda_profiler_api.h",
+]
+ENV_KEYS = [
+    "CONDA_PREFIX",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CPATH",
+    "LD_LIBRARY_PATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "TORCH_EXTENSIONS_DIR",
+    "DS_ACCELERATOR",
+    "CXX",
+    "CUDA_VISIBLE_DEVICES",
+    "DS_SKIP_CUDA_CHECK",
+]
+
+TORCH_CHILD = r"""
+import json, os, sys
+out = {}
+try:
+    import torch
+    out["version"] = torch.__version__
+    out["file"] = torch.__file__
+    out["cuda"] = torch.version.cuda
+    try:
+        out["arch_list"] = torch.cuda.get_arch_list()
+    except Exception as exc:
+        out["arch_list"] = None; out["arch_list_error"] = str(exc)
+    try:
+        out["cudnn"] = torch.backends.cudnn.version()
+    except Exception as exc:
+        out["cudnn"] = None; out["cudnn_error"] = str(exc)
+    try:
+        out["available"] = torch.cuda.is_available()
+        out["device_count"] = torch.cuda.device_count()
+        out["devices"] = [{"name": torch.cuda.get_device_name(i),
+                           "capability": "%d.%d" % torch.cuda.get_device_capability(i)}
+                          for i in range(out["device_count"])]
+    except Exception as exc:
+        out["available"] = False; out["cuda_error"] = str(exc)
+    try:
+        v = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+    except Exception as exc:
+        out["nccl"] = None; out["nccl_error"] = str(exc)
+    try:
+        if out.get("available"):
+            torch.zeros(1, device="cuda")
+        with open("/proc/self/maps") as maps:
+            libs = sorted({line.split()[-1] for line in maps if "libcudart" in line or "libcudnn.so" in line
+                           or "libnccl" in line})
+        out["loaded_libs"] = libs
+    except Exception as exc:
+        out["loaded_libs"] = None; out["loaded_libs_error"] = str(exc)
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+DS_CHILD = r"""
+import json, time
+out = {}
+try:
+    import deepspeed
+    out["version"] = deepspeed.__version__
+    from deepspeed.accelerator import get_accelerator
+    out["accelerator"] = get_accelerator()._name
+    from deepspeed.git_version_info import installed_ops, compatible_ops
+    out["installed_ops"] = {k: bool(v) for k, v in installed_ops.items()}
+    out["compatible_ops"] = {k: bool(v) for k, v in compatible_ops.items()}
+    import os, sys, torch
+    from torch.utils.cpp_extension import get_default_build_root
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        flavour = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
+        root = os.path.join(get_default_build_root(), "py%d%d%s_%s" % (sys.version_info[0], sys.version_info[1],
+                                                                        getattr(sys, "abiflags", ""), flavour))
+    so = os.path.join(root, "fused_adam", "fused_adam.so")
+    out["fused_adam_cache"] = so
+    out["fused_adam_built"] = bool(out["installed_ops"].get("fused_adam")) or os.path.exists(so)
+    if out["accelerator"] == "cuda" and out["fused_adam_built"]:
+        from deepspeed.ops.op_builder import FusedAdamBuilder
+        builder = FusedAdamBuilder()
+        start = time.perf_counter()
+        try:
+            builder.load(verbose=False)
+            out["fused_adam_load_seconds"] = time.perf_counter() - start
+            out["fused_adam_loads"] = True
+        except Exception as exc:
+            out["fused_adam_loads"] = False
+            out["fused_adam_error"] = "%s: %s" % (type(exc).__name__, str(exc)[-1500:])
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+GPU_CHILD = r"""
+import json
+out = {}
+try:
+    import torch
+    from deepspeed.ops.adam import FusedAdam
+    torch.manual_seed(0)
+    params = [torch.randn(1024, 257, device="cuda"), torch.randn(4099, device="cuda")]
+    ours = [p.clone().requires_grad_(True) for p in params]
+    ref = [p.clone().requires_grad_(True) for p in params]
+    opt = FusedAdam(ours, lr=1e-3, weight_decay=0.01, adam_w_mode=True)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-3, weight_decay=0.01)
+    for _ in range(5):
+        grads = [torch.randn_like(p) for p in params]
+        for p, g in zip(ours, grads):
+            p.grad = g.clone()
+        for p, g in zip(ref, grads):
+            p.grad = g.clone()
+        opt.step(); ref_opt.step()
+    out["max_abs_diff"] = max((a - b).abs().max().item() for a, b in zip(ours, ref))
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+
+def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = None) -> tuple[int, str]:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        return done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %ss" % timeout
+    except OSError as exc:
+        return 127, str(exc)
+
+
+def _child(code: str, timeout: float) -> dict[str, Any]:
+    rc, out = _run([sys.executable, "-c", code], timeout)
+    for line in reversed(out.strip().splitlines()):
+        try:
+            doc = json.loads(line)
+            if isinstance(doc, dict):
+                return doc
+        except ValueError:
+            continue
+    return {"error": out.strip()[-2000:] or ("exit %d" % rc)}
+
+
+def fact(facts: dict[str, Any], name: str, getter: Any) -> None:
+    try:
+        facts[name] = getter()
+    except Exception as exc:  # one try per fact: record the error, keep going
+        facts[name] = None
+        facts[name + "_error"] = "%s: %s" % (type(exc).__name__, exc)
+
+
+def driver() -> dict[str, Any]:
+    out: dict[str, Any] = {"source": None, "version": None, "cuda": None, "gpus": []}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        rc, text = _run([smi, "--query-gpu=name,compute_cap,memory.total,driver_version", "--format=csv,noheader"])
+        if rc == 0:
+            for line in text.strip().splitlines():
+                cells = [c.strip() for c in line.split(",")]
+                if len(cells) >= 4:
+                    out["gpus"].append({"name": cells[0], "compute_capability": cells[1], "memory": cells[2]})
+                    out["version"] = cells[3]
+            out["source"] = "nvidia-smi"
+            rc, banner = _run([smi])
+            match = re.search(r"CUDA Version:\s*([\d.]+)", banner)
+            out["cuda"] = match.group(1) if match else None
+    if out["version"] is None:
+        for path in ("/sys/module/nvidia/version", "/proc/driver/nvidia/version"):
+            if os.path.exists(path):
+                with open(path) as handle:
+                    text = handle.read()
+                match = re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
+                if match:
+                    out["version"], out["source"] = match.group(1), path
+                    break
+    return out
+
+
+def find_cuda_home() -> dict[str, Any]:
+    """As torch.utils.cpp_extension._find_cuda_home: CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda."""
+    for key in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(key):
+            return {"path": os.environ[key], "how": key}
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return {"path": os.path.dirname(os.path.dirname(nvcc)), "how": "nvcc on PATH"}
+    if os.path.exists("/usr/local/cuda"):
+        return {"path": "/usr/local/cuda", "how": "/usr/local/cuda"}
+    return {"path": None, "how": None}
+
+
+def nvcc(home: str | None) -> dict[str, Any]:
+    path = os.path.join(home, "bin", "nvcc") if home else None
+    if not path or not os.path.exists(path):
+        return {"path": path, "exists": False, "version": None, "archs": None}
+    _, text = _run([path, "--version"])
+    match = re.search(r"release (\d+\.\d+)", text)
+    rc2, archs = _run([path, "--list-gpu-arch"])
+    found = sorted({int(m) for m in re.findall(r"compute_(\d+)", archs)}) if rc2 == 0 else None
+    return {"path": path, "exists": True, "version": match.group(1) if match else None, "archs": found or None}
+
+
+def include_dirs(home: str | None) -> list[str]:
+    dirs = []
+    if home:
+        dirs.append(os.path.join(home, "include"))
+        dirs += sorted(glob.glob(os.path.join(home, "targets", "*", "include")))
+    dirs += [p for p in os.environ.get("CPATH", "").split(":") if p]
+    seen = []
+    for d in dirs:
+        if d not in seen:
+            seen.append(d)
+    return seen
+
+
+def headers(dirs: list[str]) -> dict[str, str | None]:
+    return {h: next((os.path.join(d, h) for d in dirs if os.path.exists(os.path.join(d, h))), None) for h in HEADERS}
+
+
+def compiler() -> dict[str, Any]:
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not cxx:
+        return {"path": None, "version": None}
+    _, text = _run([cxx, "--version"])
+    first = text.splitlines()[0] if text.strip() else ""
+    match = re.search(r"(\d+)\.\d+(?:\.\d+)?\s*$", first)
+    return {"path": cxx, "version": first.strip(), "major": int(match.group(1)) if match else None}
+
+
+def libcudart_candidates() -> list[str]:
+    dirs = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    out = []
+    for d in dirs:
+        out += sorted(glob.glob(os.path.join(d, "libcudart.so*")))
+    return out
+
+
+def conda_meta() -> list[dict[str, str]]:
+    meta = os.path.join(sys.prefix, "conda-meta")
+    out = []
+    for path in sorted(glob.glob(os.path.join(meta, "*.json"))):
+        try:
+            with open(path) as handle:
+                doc = json.load(handle)
+            out.append({"name": doc["name"], "version": doc["version"], "build": doc["build"]})
+        except Exception:
+            continue
+    return out
+
+
+def pip_cuda_wheels() -> list[dict[str, str]]:
+    """pip-installed NVIDIA CUDA wheels (nvidia-cublas-cu12, nvidia-cuda-runtime, nvidia-cudnn-cu13, ...)."""
+    from importlib import metadata
+
+    out = []
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name.startswith(("nvidia-cuda", "nvidia-cublas", "nvidia-cudnn", "nvidia-cusparse", "nvidia-nccl")):
+            out.append({"name": name, "version": dist.version})
+    return sorted(out, key=lambda d: d["name"])
+
+
+def torch_installer() -> str | None:
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("torch")
+    except metadata.PackageNotFoundError:
+        return None
+    text = dist.read_text("INSTALLER")
+    return text.strip() if text else None
+
+
+def extensions_cache() -> dict[str, Any]:
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "torch_extensions")
+    entries = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    return {"root": root, "entries": entries}
+
+
+def shm() -> dict[str, Any]:
+    stat = os.statvfs("/dev/shm")
+    return {"bytes": stat.f_frsize * stat.f_blocks}
+
+
+def main(argv: list[str]) -> int:
+    timeout = 120.0
+    if "--timeout" in argv:
+        timeout = float(argv[argv.index("--timeout") + 1])
+    facts: dict[str, Any] = {"probe_version": 1}
+    fact(
+        facts,
+        "python",
+        lambda: {
+            "executable": sys.executable,
+            "version": platform.python_version(),
+            "prefix": sys.prefix,
+            "machine": platform.machine(),
+        },
+    )
+    fact(facts, "env", lambda: {k: os.environ.get(k) for k in ENV_KEYS})
+    fact(facts, "glibc", lambda: platform.libc_ver()[1] or None)
+    fact(facts, "driver", driver)
+    fact(facts, "cuda_home", find_cuda_home)
+    home = (facts.get("cuda_home") or {}).get("path")
+    fact(facts, "nvcc", lambda: nvcc(home))
+    fact(facts, "include_dirs", lambda: include_dirs(home))
+    fact(facts, "headers", lambda: headers(facts.get("include_dirs") or []))
+    fact(facts, "compiler", compiler)
+    fact(facts, "ld_library_path_cudart", libcudart_candidates)
+    fact(facts, "torch", lambda: _child(TORCH_CHILD, timeout))
+    fact(facts, "torch_installer", torch_installer)
+    fact(facts, "conda_meta", conda_meta)
+    fact(facts, "pip_cuda_wheels", pip_cuda_wheels)
+    fact(facts, "extensions_cache", extensions_cache)
+    fact(facts, "shm", shm)
+    if "--deepspeed" in argv:
+        fact(facts, "deepspeed", lambda: _child(DS_CHILD, timeout))
+    if "--gpu-test" in argv:
+        fact(facts, "gpu_test", lambda: _child(GPU_CHILD, timeout))
+    print(json.dumps(facts, indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,323 @@
+"""verify: every check in each of its states on canned facts (real captures from the H200 machine and this CPU
+machine, in tests/data/verify), the probe against this interpreter, lock drift on a fake prefix, and the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from envsolver.cli import main
+from envsolver.kb import KnowledgeBase
+from envsolver.lockfile import LockEntry
+from envsolver.verify import checks, probe
+from envsolver.verify import run as verify_run
+from tests.conftest import DATA
+
+FACTS = DATA / "verify"
+
+
+def facts(name: str = "h200-image-facts") -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((FACTS / f"{name}.json").read_text())
+    return doc
+
+
+def healthy() -> dict[str, Any]:
+    """The H200 image's facts with a plain arch list and a built DeepSpeed (from the DeepSpeed capture)."""
+    doc = facts()
+    doc["env"]["TORCH_CUDA_ARCH_LIST"] = "9.0+PTX"
+    doc["deepspeed"] = {
+        **facts("h200-deepspeed-facts")["deepspeed"],
+        "fused_adam_loads": True,
+        "fused_adam_load_seconds": 0.02,
+    }
+    doc["deepspeed"].pop("fused_adam_error", None)
+    return doc
+
+
+def result(kb: KnowledgeBase, check_id: str, doc: dict[str, Any], **ctx: Any) -> checks.Check:
+    function = next(f for i, f, _ in checks.CHECKS if i == check_id)
+    return function(checks.Context(doc, kb, **ctx))
+
+
+def edit(path: str, value: Any) -> Any:
+    def apply(doc: dict[str, Any]) -> dict[str, Any]:
+        doc = copy.deepcopy(doc)
+        target = doc
+        keys = path.split(".")
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+        return doc
+
+    return apply
+
+
+def same(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc
+
+
+# (check id, how to change the healthy facts, expected status, phrase in detail or fix)
+TABLE = [
+    ("driver", same, "pass", "driver 580.159.04"),
+    ("driver", edit("driver", {"source": None, "version": None, "cuda": None, "gpus": []}), "fail", "no NVIDIA driver"),
+    ("gpus", same, "pass", "NVIDIA H200: CC 9.0"),
+    (
+        "gpus",
+        edit("driver.gpus", [{"name": "NVIDIA Quantum 9000", "compute_capability": "15.0"}]),
+        "warn",
+        "not in the knowledge base",
+    ),
+    ("gpus", edit("driver.gpus", []), "skip", "no GPU"),
+    ("torch_import", same, "pass", "torch 2.11.0+cu130"),
+    (
+        "torch_import",
+        edit("torch", {"error": "ModuleNotFoundError: No module named 'torch'"}),
+        "fail",
+        "envsolver install",
+    ),
+    ("torch_cuda_build", same, "pass", "CUDA 13.0 build"),
+    ("torch_cuda_build", edit("torch.cuda", None), "fail", "CPU-only"),
+    ("driver_supports_torch_cuda", same, "pass", "fully supports CUDA 13.0"),
+    ("driver_supports_torch_cuda", edit("driver.version", "580.0"), "warn", "minor-version compatibility"),
+    ("driver_supports_torch_cuda", edit("driver.version", "550.54.14"), "fail", "upgrade the driver to 580.65.06"),
+    ("driver_supports_torch_cuda", edit("torch.cuda", None), "skip", "needs"),
+    ("cuda_available", same, "pass", "1 device"),
+    ("cuda_available", edit("torch.available", False), "fail", "is_available() is False"),
+    ("arch_coverage", same, "pass", "sm_90"),
+    (
+        "arch_coverage",
+        edit("driver.gpus", [{"name": "Tesla V100-SXM2-32GB", "compute_capability": "7.0"}]),
+        "fail",
+        "no kernel image",
+    ),
+    ("arch_coverage", edit("torch.arch_list", []), "skip", "needs"),
+    ("nvcc", same, "pass", "nvcc 13.0"),
+    ("nvcc", edit("nvcc", {"path": "/x/bin/nvcc", "exists": False}), "fail", "cuda-nvcc cuda-version=13.0"),
+    ("cuda_version_match", same, "pass", "nvcc 13.0 = torch.version.cuda"),
+    ("cuda_version_match", edit("nvcc.version", "13.2"), "fail", "does not match the version torch was compiled with"),
+    ("cuda_version_match", edit("nvcc.version", "12.9"), "fail", "refuses a different major"),
+    ("cuda_version_match", edit("nvcc.version", None), "skip", "needs"),
+    ("headers", same, "pass", "all 8 headers"),
+    ("headers", lambda d: {**d, "headers": {**d["headers"], "cusparse.h": None}}, "fail", "libcusparse-dev"),
+    ("headers", edit("headers", {}), "skip", "no include"),
+    ("libcudart", same, "pass", "libcudart.so.13"),
+    (
+        "libcudart",
+        edit("ld_library_path_cudart", ["/usr/local/cuda-11.8/lib64/libcudart.so.11.0"]),
+        "warn",
+        "LD_LIBRARY_PATH",
+    ),
+    ("libcudart", edit("torch.loaded_libs", []), "warn", "loaded no libcudart"),
+    ("libcudart", edit("torch.cuda", None), "skip", "needs"),
+    ("cudnn", same, "pass", "cuDNN 91900"),
+    ("cudnn", edit("torch.cudnn", None), "fail", "does not load"),
+    ("nccl", same, "pass", "NCCL 2.28.9"),
+    ("nccl", edit("torch.nccl", None), "warn", "unknown"),
+    ("host_compiler", same, "pass", "GCC 13"),
+    ("host_compiler", edit("compiler.major", 16), "fail", "gxx<16"),
+    ("host_compiler", edit("compiler", {"path": None, "version": None}), "fail", "no C++ compiler"),
+    ("torch_cuda_arch_list", same, "pass", "covers the GPUs"),
+    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "7.0;9.0"), "fail", "nvcc cannot build 7.0"),
+    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "8.0"), "fail", "does not cover NVIDIA H200"),
+    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "9.0a"), "warn", "cannot parse arch suffixes"),
+    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "nine"), "fail", "malformed"),
+    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", None), "skip", "not set"),
+    ("deepspeed_ops", same, "pass", "FusedAdam loads"),
+    ("deepspeed_ops", edit("deepspeed.fused_adam_built", False), "fail", "not built"),
+    ("deepspeed_ops", edit("deepspeed.accelerator", "cpu"), "fail", "DS_ACCELERATOR=cuda"),
+    (
+        "deepspeed_ops",
+        edit("deepspeed", {"error": "ModuleNotFoundError: No module named 'deepspeed'"}),
+        "warn",
+        "No module named",
+    ),
+    ("extensions_cache", same, "pass", "empty"),
+    (
+        "extensions_cache",
+        edit("extensions_cache", {"root": "/c", "entries": ["py312_cu126", "py312_cu130"]}),
+        "warn",
+        "rm -rf /c/py312_cu126",
+    ),
+    ("pip_conda_mix", same, "pass", "CUDA comes from pip wheels"),
+    (
+        "pip_conda_mix",
+        edit("conda_meta", [{"name": "cuda-version", "version": "12.9", "build": "h0"}]),
+        "warn",
+        "beside conda CUDA 12.9",
+    ),
+    ("pip_conda_mix", edit("pip_cuda_wheels", []), "pass", "no pip"),
+    ("shm", same, "pass", "128.0 GiB"),
+    ("shm", edit("shm.bytes", 64 * 2**20), "warn", "DataLoader"),
+]
+
+
+@pytest.mark.parametrize(
+    ("check_id", "change", "status", "phrase"),
+    [pytest.param(*row, id=f"{row[0]}-{row[2]}-{i}") for i, row in enumerate(TABLE)],
+)
+def test_check_states(kb: KnowledgeBase, check_id: str, change: Any, status: str, phrase: str) -> None:
+    check = result(kb, check_id, change(healthy()))
+    assert check.status == status, check
+    assert phrase in check.detail + " " + check.fix
+    if status in ("fail", "warn") and check_id not in ("nccl",):
+        assert check.fix
+
+
+def test_gpu_test_mismatch_fails(kb: KnowledgeBase) -> None:
+    doc = healthy()
+    doc["gpu_test"] = {"max_abs_diff": 0.5}
+    assert result(kb, "deepspeed_ops", doc, gpu_test=True).status == "fail"
+    doc["gpu_test"] = {"max_abs_diff": 1.9e-6}
+    assert "match AdamW" in result(kb, "deepspeed_ops", doc, gpu_test=True).detail
+
+
+LOCK = (
+    LockEntry("pytorch", "2.11.0", "cuda130_x", "linux-64", "linux-64", "u", None, None),
+    LockEntry("python", "3.12.3", "h0", "linux-64", "linux-64", "u", None, None),
+)
+
+
+@pytest.mark.parametrize(
+    ("installed", "status", "phrase"),
+    [
+        ([("pytorch", "2.11.0", "cuda130_x"), ("python", "3.12.3", "h0")], "pass", "match the lock"),
+        ([("pytorch", "2.11.0", "cuda130_x")], "fail", "missing: python"),
+        ([("pytorch", "2.11.0", "cpu_x"), ("python", "3.12.3", "h0"), ("pip", "25", "h0")], "fail", "extra: pip"),
+        ([("pytorch", "2.10.0", "cuda130_x"), ("python", "3.12.3", "h0")], "fail", "pytorch 2.10.0 (lock 2.11.0)"),
+    ],
+)
+def test_lock_drift(kb: KnowledgeBase, installed: list[tuple[str, str, str]], status: str, phrase: str) -> None:
+    doc = healthy()
+    doc["conda_meta"] = [{"name": n, "version": v, "build": b} for n, v, b in installed]
+    check = result(kb, "lock_drift", doc, lock_entries=LOCK)
+    assert check.status == status and phrase in check.detail
+    assert result(kb, "lock_drift", doc).status == "skip"
+
+
+def test_lock_drift_reads_a_fake_prefix(kb: KnowledgeBase, tmp_path: Path) -> None:
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    for name, version, build in (("pytorch", "2.11.0", "cuda130_x"), ("python", "3.12.3", "h0")):
+        (meta / f"{name}-{version}-{build}.json").write_text(
+            json.dumps({"name": name, "version": version, "build": build})
+        )
+    code = (
+        "import json, sys; sys.prefix = sys.argv[1]; sys.path.insert(0, sys.argv[2]); import probe;"
+        " print(json.dumps(probe.conda_meta()))"
+    )
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(Path(probe.__file__).parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc = healthy()
+    doc["conda_meta"] = json.loads(out.stdout)
+    assert result(kb, "lock_drift", doc, lock_entries=LOCK).status == "pass"
+
+
+LOCK_META = {
+    "envsolver_compute_capabilities": "9.0",
+    "envsolver_driver_min_minor_compat": "580",
+    "envsolver_virtual_linux-64_cuda": "13.0",
+    "envsolver_virtual_linux-64_glibc": "2.28",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "meta", "status", "phrase"),
+    [
+        (same, LOCK_META, "pass", "meets the lock"),
+        (edit("driver.version", "575.51.03"), LOCK_META, "fail", "older than the lock's floor 580"),
+        (edit("glibc", "2.17"), LOCK_META, "fail", "glibc 2.17 is older"),
+        (same, {**LOCK_META, "envsolver_compute_capabilities": "8.0"}, "fail", "not a target of the lock"),
+        (same, {}, "skip", "no lock metadata"),
+    ],
+)
+def test_host_vs_lock(kb: KnowledgeBase, change: Any, meta: dict[str, str], status: str, phrase: str) -> None:
+    check = result(kb, "host_vs_lock", change(healthy()), lock_meta=meta)
+    assert check.status == status and phrase in check.detail
+
+
+def test_failed_prerequisites_skip_dependents(kb: KnowledgeBase) -> None:
+    results = {c.id: c for c in checks.run(checks.Context(facts("cpu-venv-facts"), kb))}
+    assert results["torch_cuda_build"].status == "fail"
+    for dependent in ("driver_supports_torch_cuda", "cuda_available", "cuda_version_match", "cudnn", "nccl"):
+        assert results[dependent].status == "skip" and "did not pass" in results[dependent].detail
+
+
+def test_a_crashing_check_is_reported_not_raised(kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(ctx: checks.Context) -> checks.Check:
+        raise KeyError("surprise")
+
+    table = tuple((i, boom if i == "shm" else f, n) for i, f, n in checks.CHECKS)
+    monkeypatch.setattr(checks, "CHECKS", table)
+    shm = next(c for c in checks.run(checks.Context(healthy(), kb)) if c.id == "shm")
+    assert shm.status == "fail" and "KeyError" in shm.detail
+
+
+def test_real_cpu_machine_report(kb: KnowledgeBase) -> None:
+    """This CPU machine, captured: torch 2.13.0+cpu in a venv, nvcc 13.0 without cusparse.h, no driver."""
+    results = {c.id: c for c in checks.run(checks.Context(facts("cpu-venv-facts"), kb))}
+    assert results["torch_cuda_build"].status == "fail" and "envsolver install" in results["torch_cuda_build"].fix
+    assert results["headers"].status == "fail" and "cusparse.h" in results["headers"].detail
+    assert results["driver"].status == "fail"
+    assert results["gpus"].status == "skip"
+
+
+def test_real_h200_reports(kb: KnowledgeBase) -> None:
+    image = checks.run(checks.Context(facts("h200-image-facts"), kb))
+    assert not [c for c in image if c.status == "fail"]
+    arch = {c.id: c for c in checks.run(checks.Context(facts("h200-archlist-7.0-9.0-facts"), kb))}
+    assert arch["torch_cuda_arch_list"].status == "fail"
+    assert "compute_70" in arch["deepspeed_ops"].detail
+    ds = {c.id: c for c in checks.run(checks.Context(facts("h200-deepspeed-facts"), kb))}
+    assert "invalid literal for int() with base 10: '0a'" in ds["deepspeed_ops"].detail
+
+
+def test_h200_cli_runs_recorded() -> None:
+    text = (FACTS / "h200-verify-image-cli.txt").read_text()
+    assert "17 pass, 2 warn, 0 fail, 2 skip" in text
+    doc = json.loads((FACTS / "h200-verify-archlist-cli.json").read_text())
+    assert doc["ok"] is False
+    assert {c["id"]: c["status"] for c in doc["checks"]}["torch_cuda_arch_list"] == "fail"
+
+
+def test_probe_runs_in_this_interpreter() -> None:
+    doc = verify_run.probe(
+        Path(sys.executable), deepspeed=False, gpu_test=False, timeout=60, environ={"PATH": "/usr/bin:/bin"}
+    )
+    assert doc["python"]["executable"] == sys.executable
+    assert set(doc) >= {"driver", "torch", "nvcc", "headers", "compiler", "shm", "env", "conda_meta"}
+    assert isinstance(doc["torch"], dict)  # torch is not installed here: an error text, not a crash
+
+
+def test_cli_json_golden_for_the_cpu_venv(kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify_run, "probe", lambda *a, **k: facts("cpu-venv-facts"))
+    result_ = CliRunner().invoke(main, ["verify", "--python", sys.executable, "--json"])
+    assert result_.exit_code == 1
+    doc = json.loads(result_.output)
+    golden = FACTS / "cpu-venv-verify.golden.json"
+    doc["target"]["python"] = "PYTHON"
+    if os.environ.get("ENVSOLVER_UPDATE_GOLDEN") == "1":
+        golden.write_text(json.dumps(doc, indent=2) + "\n")
+    assert doc == json.loads(golden.read_text())
+    ids = {c["id"]: c["status"] for c in doc["checks"]}
+    assert ids["torch_cuda_build"] == "fail" and list(ids) == list(checks.IDS)
+
+
+def test_cli_check_filter_and_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(verify_run, "probe", lambda *a, **k: healthy())
+    ok = CliRunner().invoke(main, ["verify", "--python", sys.executable, "--check", "shm", "--check", "nvcc"])
+    assert ok.exit_code == 0 and "pass shm" in ok.output and "torch_import" not in ok.output
+    missing = CliRunner().invoke(main, ["verify", "-p", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "has no bin/python" in missing.output
