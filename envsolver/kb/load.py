@@ -394,6 +394,7 @@ def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
         cxx_packages=cxx[1] if cxx else ((), ()),
         platform_virtual_packages=dict(platform_vpkgs),
         deepspeed_arch_suffixes=ds.one("arch_suffixes", _fact("breaks_versions")) or Fact("", ()),
+        extra_headers=conda.rows("extra_headers", _op_header),
         cudnn_cuda12_below=conda.one("cudnn_cuda12_below", _fact("version")) or Fact("", ()),
         sources=sources,
     )

@@ -173,6 +173,7 @@ class KnowledgeBase:
     cxx_packages: tuple[tuple[str, ...], tuple[str, ...]]
     platform_virtual_packages: dict[str, tuple[dict[str, str], tuple[str, ...]]]
     deepspeed_arch_suffixes: Fact
+    extra_headers: tuple[OpHeader, ...]
     cudnn_cuda12_below: Fact
     sources: dict[str, str] = field(default_factory=dict)
 

@@ -22,7 +22,6 @@ from envsolver.versions import DriverVersion, MajorMinor
 from envsolver.versions import driver as parse_driver
 
 Status = Literal["pass", "fail", "warn", "skip"]
-HEADER_PACKAGES_EXTRA = {"cuda.h": "cuda-driver-dev"}
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ def check_headers(ctx: Context) -> Check:
         return Check("headers", "skip", "no include directories to search")
     if not missing:
         return Check("headers", "pass", f"all {len(found)} headers found")
-    packages = {h.header: h.package for h in ctx.kb.op_headers} | HEADER_PACKAGES_EXTRA
+    packages = {h.header: h.package for h in (*ctx.kb.op_headers, *ctx.kb.extra_headers)}
     wanted = sorted({packages[h] for h in missing if h in packages})
     dirs = ", ".join(ctx.facts.get("include_dirs") or [])
     return Check(

@@ -2,7 +2,7 @@
 
 One `try` per fact: a fact that cannot be had is null, with the error text beside it. torch is imported in
 a child process with a timeout, so a hung CUDA initialisation cannot hang the probe.
-Usage: python probe.py [--timeout SECONDS] [--deepspeed] [--gpu-test]
+Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--deepspeed] [--gpu-test]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import subprocess
 import sys
 from typing import Any
 
+# The default header list; envsolver passes the knowledge base's with --headers.
 HEADERS = [
     "cuda.h",
     "cuda_runtime_api.h",
@@ -332,7 +333,8 @@ def main(argv: list[str]) -> int:
     home = (facts.get("cuda_home") or {}).get("path")
     fact(facts, "nvcc", lambda: nvcc(home))
     fact(facts, "include_dirs", lambda: include_dirs(home))
-    fact(facts, "headers", lambda: headers(facts.get("include_dirs") or []))
+    names = argv[argv.index("--headers") + 1].split(",") if "--headers" in argv else HEADERS
+    fact(facts, "headers", lambda: headers(facts.get("include_dirs") or [], names))
     fact(facts, "compiler", compiler)
     fact(facts, "ld_library_path_cudart", libcudart_candidates)
     fact(facts, "torch", lambda: _child(TORCH_CHILD, timeout))

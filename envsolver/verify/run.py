@@ -49,8 +49,16 @@ def target(prefix: Path | None, python: Path | None, environ: Mapping[str, str])
     return Target(Path(found), None)
 
 
-def probe(python: Path, deepspeed: bool, gpu_test: bool, timeout: float, environ: Mapping[str, str]) -> dict[str, Any]:
+def probe(
+    python: Path,
+    deepspeed: bool,
+    gpu_test: bool,
+    timeout: float,
+    environ: Mapping[str, str],
+    headers: tuple[str, ...] = (),
+) -> dict[str, Any]:
     argv = [str(python), str(PROBE), "--timeout", str(timeout)]
+    argv += ["--headers", ",".join(headers)] if headers else []
     argv += ["--deepspeed"] if deepspeed else []
     argv += ["--gpu-test"] if gpu_test else []
     try:
@@ -99,7 +107,8 @@ def verify(
     timeout: float = 120.0,
 ) -> tuple[Target, dict[str, Any], list[Check]]:
     chosen = target(prefix, python, environ)
-    facts = probe(chosen.python, True, gpu_test, timeout, environ)
+    wanted = tuple(h.header for h in (*kb.extra_headers, *kb.op_headers))
+    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted)
     if chosen.prefix is None and facts.get("python", {}).get("prefix"):
         guessed = Path(facts["python"]["prefix"])
         chosen = Target(chosen.python, guessed if (guessed / "conda-meta").exists() else None)
