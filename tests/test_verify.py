@@ -107,6 +107,7 @@ TABLE = [
     ("headers", same, "pass", "all 8 headers"),
     ("headers", lambda d: {**d, "headers": {**d["headers"], "cusparse.h": None}}, "fail", "libcusparse-dev"),
     ("headers", edit("headers", {}), "skip", "no include"),
+    ("headers", edit("headers_error", "TypeError: boom"), "fail", "could not look for headers"),
     ("libcudart", same, "pass", "libcudart.so.13"),
     (
         "libcudart",

@@ -249,6 +249,13 @@ def check_cuda_version_match(ctx: Context) -> Check:
 def check_headers(ctx: Context) -> Check:
     found = ctx.facts.get("headers") or {}
     missing = [h for h, path in found.items() if path is None]
+    if ctx.facts.get("headers_error"):
+        return Check(
+            "headers",
+            "fail",
+            f"the probe could not look for headers: {ctx.facts['headers_error']}",
+            "report it with `envsolver verify --json` output attached",
+        )
     if not found:
         return Check("headers", "skip", "no include directories to search")
     if not missing:

@@ -242,8 +242,8 @@ def include_dirs(home: str | None) -> list[str]:
     return seen
 
 
-def headers(dirs: list[str]) -> dict[str, str | None]:
-    return {h: next((os.path.join(d, h) for d in dirs if os.path.exists(os.path.join(d, h))), None) for h in HEADERS}
+def headers(dirs: list[str], names: list[str]) -> dict[str, str | None]:
+    return {h: next((os.path.join(d, h) for d in dirs if os.path.exists(os.path.join(d, h))), None) for h in names}
 
 
 def compiler() -> dict[str, Any]:
