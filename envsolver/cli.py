@@ -476,16 +476,15 @@ def verify_command(
     Exit codes: 0 everything passed (warnings allowed), 1 a check failed, 2 verify could not run.
     """
     kb = default_kb()
-    console = Console(stderr=True)
-    with console.status("probing the environment (torch is imported in a child process)", spinner="dots"):
-        chosen, _, checks = verify_run.verify(kb, prefix, python, lock_path, gpu_test, only, os.environ)
+    out = Console()
     if as_json:
+        chosen, _, checks = verify_run.verify(kb, prefix, python, lock_path, gpu_test, only, os.environ)
         click.echo(json.dumps(verify_render.as_json(chosen.python, chosen.prefix, checks), indent=2))
     else:
-        out = Console()
-        out.print(f"verify {chosen.python}" + (f" (prefix {chosen.prefix})" if chosen.prefix else ""), highlight=False)
-        for check in checks:
-            verify_render.line(out, check)
+        out.print(f"verify {python or prefix or 'the active environment'}", highlight=False)
+        chosen, _, checks = verify_run.verify(
+            kb, prefix, python, lock_path, gpu_test, only, os.environ, on_check=lambda c: verify_render.line(out, c)
+        )
         out.print(verify_render.summary(checks), highlight=False)
     if any(c.status == "fail" for c in checks):
         sys.exit(1)

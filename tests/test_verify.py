@@ -322,3 +322,36 @@ def test_cli_check_filter_and_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert ok.exit_code == 0 and "pass shm" in ok.output and "torch_import" not in ok.output
     missing = CliRunner().invoke(main, ["verify", "-p", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "has no bin/python" in missing.output
+
+
+def test_host_checks_arrive_before_torch_has_imported(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """The probe streams the host facts first; verify reports the host-only checks from them at once."""
+    full = facts("h200-image-facts")
+    host = {k: v for k, v in full.items() if k not in ("torch", "deepspeed", "gpu_test")}
+    stamp = tmp_path / "stamps"
+    script = tmp_path / "python"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo '{json.dumps({'partial': host})}'\n"
+        f"sleep 1; date +%s.%N >> {stamp}\n"
+        f"echo '{json.dumps(full)}'\n"
+    )
+    script.chmod(0o755)
+    seen: list[tuple[str, bool]] = []
+
+    def record(check: checks.Check) -> None:
+        seen.append((check.id, stamp.exists()))
+
+    _, _, results = verify_run.verify(kb, None, script, None, False, (), {"PATH": "/usr/bin:/bin"}, on_check=record)
+    early = [i for i, after in seen if not after]
+    assert early == list(checks.HOST_ONLY)
+    assert [c.id for c in results] == list(checks.IDS)
+    assert {i for i, after in seen if after} == set(checks.IDS) - set(checks.HOST_ONLY)
+
+
+def test_a_crashing_probe_is_exit_2(tmp_path: Path) -> None:
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 3\n")
+    script.chmod(0o755)
+    result_ = CliRunner().invoke(main, ["verify", "--python", str(script)])
+    assert result_.exit_code == 2 and "the probe crashed" in result_.output and "boom" in result_.output

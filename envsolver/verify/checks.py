@@ -600,6 +600,19 @@ CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
     ("shm", check_shm, ()),
 )
 IDS = tuple(c[0] for c in CHECKS)
+# Checks that read only host facts (no torch, no DeepSpeed): they can run before torch has imported.
+HOST_ONLY = (
+    "driver",
+    "gpus",
+    "nvcc",
+    "headers",
+    "host_compiler",
+    "torch_cuda_arch_list",
+    "pip_conda_mix",
+    "lock_drift",
+    "host_vs_lock",
+    "shm",
+)
 
 
 def run(ctx: Context, only: tuple[str, ...] = ()) -> list[Check]:

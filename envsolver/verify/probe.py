@@ -2,7 +2,9 @@
 
 One `try` per fact: a fact that cannot be had is null, with the error text beside it. torch is imported in
 a child process with a timeout, so a hung CUDA initialisation cannot hang the probe.
-Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--deepspeed] [--gpu-test]
+Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--deepspeed] [--gpu-test] [--stream]
+With --stream, a first line {"partial": facts} carries the host facts (everything but torch and DeepSpeed) as
+soon as they are known; the last line is always the complete document.
 """
 
 from __future__ import annotations
@@ -158,8 +160,26 @@ def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = No
         return 127, str(exc)
 
 
+def _start(code: str) -> subprocess.Popen[str]:
+    """Start a child python now (torch imports take seconds); collect it later with _finish."""
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(child: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        return {"error": "timed out after %ss (a hung CUDA initialisation?)" % timeout}
+    return _parse(out, child.returncode)
+
+
 def _child(code: str, timeout: float) -> dict[str, Any]:
-    rc, out = _run([sys.executable, "-c", code], timeout)
+    return _finish(_start(code), timeout)
+
+
+def _parse(out: str, rc: int) -> dict[str, Any]:
     for line in reversed(out.strip().splitlines()):
         try:
             doc = json.loads(line)
@@ -316,6 +336,9 @@ def main(argv: list[str]) -> int:
     if "--timeout" in argv:
         timeout = float(argv[argv.index("--timeout") + 1])
     facts: dict[str, Any] = {"probe_version": 1}
+    # torch (and DeepSpeed) import in children started first, so the host facts below cost no extra time.
+    torch_child = _start(TORCH_CHILD)
+    ds_child = _start(DS_CHILD) if "--deepspeed" in argv else None
     fact(
         facts,
         "python",
@@ -337,17 +360,19 @@ def main(argv: list[str]) -> int:
     fact(facts, "headers", lambda: headers(facts.get("include_dirs") or [], names))
     fact(facts, "compiler", compiler)
     fact(facts, "ld_library_path_cudart", libcudart_candidates)
-    fact(facts, "torch", lambda: _child(TORCH_CHILD, timeout))
     fact(facts, "torch_installer", torch_installer)
     fact(facts, "conda_meta", conda_meta)
     fact(facts, "pip_cuda_wheels", pip_cuda_wheels)
     fact(facts, "extensions_cache", extensions_cache)
     fact(facts, "shm", shm)
-    if "--deepspeed" in argv:
-        fact(facts, "deepspeed", lambda: _child(DS_CHILD, timeout))
+    if "--stream" in argv:  # the host facts now, for checks that need no torch; everything at the end
+        print(json.dumps({"partial": facts}, sort_keys=True), flush=True)
+    fact(facts, "torch", lambda: _finish(torch_child, timeout))
+    if ds_child is not None:
+        fact(facts, "deepspeed", lambda: _finish(ds_child, timeout))
     if "--gpu-test" in argv:
         fact(facts, "gpu_test", lambda: _child(GPU_CHILD, timeout))
-    print(json.dumps(facts, indent=1, sort_keys=True))
+    print(json.dumps(facts, sort_keys=True) if "--stream" in argv else json.dumps(facts, indent=1, sort_keys=True))
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from envsolver import lockfile
 from envsolver.errors import EnvsolverError
 from envsolver.hook.run import load_lock_metadata
 from envsolver.kb.model import KnowledgeBase
-from envsolver.verify.checks import Check, Context, run
+from envsolver.verify.checks import HOST_ONLY, Check, Context, run
 
 PROBE = Path(__file__).with_name("probe.py")
 
@@ -56,28 +56,47 @@ def probe(
     timeout: float,
     environ: Mapping[str, str],
     headers: tuple[str, ...] = (),
+    on_partial: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    argv = [str(python), str(PROBE), "--timeout", str(timeout)]
+    """Run the probe in `python`. `on_partial` gets the host facts as soon as the probe has them (before
+    torch has finished importing in its child). Raises VerifyError when the probe cannot run or crashes."""
+    argv = [str(python), str(PROBE), "--timeout", str(timeout), "--stream"]
     argv += ["--headers", ",".join(headers)] if headers else []
     argv += ["--deepspeed"] if deepspeed else []
     argv += ["--gpu-test"] if gpu_test else []
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout * 3 + 60, env=dict(environ), check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(environ))
+    except OSError as exc:
         raise VerifyError(f"the probe could not run in {python}: {exc}. Check the interpreter works.") from None
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    partial = _json(first)
+    if on_partial is not None and isinstance(partial, dict) and isinstance(partial.get("partial"), dict):
+        on_partial(partial["partial"])
     try:
-        facts = json.loads(done.stdout)
-    except ValueError:
-        tail = (done.stderr or done.stdout).strip()[-800:]
+        rest, err = proc.communicate(timeout=timeout * 3 + 60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
         raise VerifyError(
-            f"the probe crashed in {python} (exit {done.returncode}): {tail}. Check the interpreter "
-            "runs `python -c 'import json'`."
+            f"the probe in {python} did not finish in {timeout * 3 + 60:.0f} s. Check the "
+            "interpreter, or the GPU (a hung CUDA initialisation)."
         ) from None
-    if not isinstance(facts, dict):
-        raise VerifyError(f"the probe in {python} printed no facts. Check the interpreter.")
+    lines = [line for line in (first + rest).splitlines() if line.strip()]
+    facts = _json(lines[-1]) if lines else None
+    if not isinstance(facts, dict) or "partial" in facts:
+        tail = (err or rest or first).strip()[-800:]
+        raise VerifyError(
+            f"the probe crashed in {python} (exit {proc.returncode}): {tail}. Check the interpreter "
+            "runs `python -c 'import json'`."
+        )
     return facts
+
+
+def _json(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def context(
@@ -105,12 +124,34 @@ def verify(
     only: tuple[str, ...],
     environ: Mapping[str, str],
     timeout: float = 120.0,
+    on_check: Callable[[Check], None] | None = None,
 ) -> tuple[Target, dict[str, Any], list[Check]]:
+    """Probe and check. `on_check` sees each check as soon as it is known: the host-only ones while torch is
+    still importing in the probe's child, the rest at the end. Returns the checks in their stable order."""
     chosen = target(prefix, python, environ)
     wanted = tuple(h.header for h in (*kb.extra_headers, *kb.op_headers))
-    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted)
-    if chosen.prefix is None and facts.get("python", {}).get("prefix"):
-        guessed = Path(facts["python"]["prefix"])
-        chosen = Target(chosen.python, guessed if (guessed / "conda-meta").exists() else None)
-    ctx = context(facts, kb, chosen.prefix, lock, gpu_test)
-    return chosen, facts, run(ctx, only)
+    early: set[str] = set()
+
+    def host_checks(partial: dict[str, Any]) -> None:
+        ids = tuple(i for i in HOST_ONLY if not only or i in only)
+        for check in run(context(partial, kb, _prefix_of(chosen, partial), lock, gpu_test), ids):
+            early.add(check.id)
+            if on_check is not None:
+                on_check(check)
+
+    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks)
+    chosen = Target(chosen.python, _prefix_of(chosen, facts))
+    checks = run(context(facts, kb, chosen.prefix, lock, gpu_test), only)
+    if on_check is not None:
+        for check in checks:
+            if check.id not in early:
+                on_check(check)
+    return chosen, facts, checks
+
+
+def _prefix_of(chosen: Target, facts: Mapping[str, Any]) -> Path | None:
+    """The given prefix, else the interpreter's sys.prefix when it is a conda env (has conda-meta/)."""
+    if chosen.prefix is not None:
+        return chosen.prefix
+    guessed = (facts.get("python") or {}).get("prefix")
+    return Path(guessed) if guessed and (Path(guessed) / "conda-meta").exists() else None
