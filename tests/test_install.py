@@ -202,3 +202,25 @@ def test_cli_install_skips_the_hook_for_foreign_locks(channel: Path, tmp_path: P
         main, ["install", str(lock), "-p", str(tmp_path / "env")], env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
     )
     assert result.exit_code == 0 and "no envsolver metadata" in result.output
+
+
+def test_hook_no_build_on_an_installed_env_writes_working_activation(channel: Path, tmp_path: Path) -> None:
+    """Done-when of the hook: `envsolver hook -p P --no-build` on an env installed by `envsolver install`."""
+    import subprocess
+
+    lock = write_lock(channel, tmp_path, custom={"envsolver_torch_cuda_arch_list": "8.0;9.0+PTX"})
+    prefix = tmp_path / "env"
+    env = {"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
+    assert CliRunner().invoke(main, ["install", str(lock), "-p", str(prefix), "--no-hook"], env=env).exit_code == 0
+    result = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--no-build", "--json"], env=env)
+    doc = json.loads(result.output)
+    assert doc["torch_cuda_arch_list"] == "8.0;9.0+PTX"  # from the lock metadata install kept
+    activate = prefix / "etc" / "conda" / "activate.d" / "envsolver.sh"
+    out = subprocess.run(
+        ["bash", "-c", f". {activate}; echo $CUDA_HOME $TORCH_CUDA_ARCH_LIST $DS_ACCELERATOR"],
+        env={"PATH": "/usr/bin:/bin", "CONDA_PREFIX": str(prefix)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == [str(prefix), "8.0;9.0+PTX", "cuda"]
