@@ -133,15 +133,7 @@ def _lock_snapshot(
             records = _solve_all(plan, kb, _snapshot(plan), cache, progress)
         except SolveFailed as exc:
             raise ConflictError(_snapshot_gap(plan, restricted, str(exc))) from None
-        return LockResult(
-            plan,
-            records,
-            tuple(f"{LIVE_BASE}/{c}" for c in plan.channels),
-            "snapshot",
-            snapshot.date(),
-            {plan.platform: virtual_packages(kb, plan)},
-            tuple(warnings),
-        )
+        return _snapshot_result(kb, plan, records, warnings)
     extra: list[Rejected] = []
     for _ in range(MAX_SNAPSHOT_RETRIES):
         try:
@@ -165,18 +157,25 @@ def _lock_snapshot(
             restricted = _without(restricted, candidate)
             continue
         final = dataclasses.replace(candidate, rejected=candidate.rejected + tuple(extra))
-        return LockResult(
-            final,
-            records,
-            tuple(f"{LIVE_BASE}/{c}" for c in final.channels),
-            "snapshot",
-            snapshot.date(),
-            {final.platform: virtual_packages(kb, final)},
-            tuple(warnings),
-        )
+        return _snapshot_result(kb, final, records, warnings)
     raise ConflictError(
         f"the bundled snapshot ({snapshot.date()}) could not lock any of the first "
         f"{MAX_SNAPSHOT_RETRIES} candidates: " + "; ".join(f"{r.candidate}: {r.because}" for r in extra)
+    )
+
+
+def _snapshot_result(
+    kb: KnowledgeBase, plan: Plan, records: dict[str, tuple[Record, ...]], warnings: list[str]
+) -> LockResult:
+    channels = tuple(f"{LIVE_BASE}/{c}" for c in plan.channels)
+    return LockResult(
+        plan,
+        records,
+        channels,
+        "snapshot",
+        snapshot.date(),
+        {plan.platform: virtual_packages(kb, plan)},
+        tuple(warnings),
     )
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from envsolver import toolchain
 from envsolver.hook.facts import Facts
 from envsolver.kb.load import parse_arch_list as parse_arch_list
 from envsolver.kb.model import Arch, KnowledgeBase
-from envsolver.resolve.specs import gcc_max
 from envsolver.versions import MajorMinor, cuda
 
 Status = Literal["ok", "warn", "fail"]
@@ -66,32 +66,11 @@ def check_cuda_match(f: Facts, kb: KnowledgeBase) -> Finding:
     nvcc, built = _mm(f.nvcc_version), _mm(f.torch_cuda)
     if nvcc is None or built is None:
         return Finding("cuda_version_match", "warn", "skipped: nvcc or torch's CUDA version is unknown")
+    verdict, detail = toolchain.nvcc_vs_torch(kb, nvcc, built)
     fix = f"install nvcc of CUDA {built}: conda install -c conda-forge cuda-nvcc cuda-version={built}"
-    if nvcc.major != built.major:
-        return Finding(
-            "cuda_version_match",
-            "fail",
-            f"nvcc {nvcc} and torch's CUDA {built} differ in the major version, which torch's extension "
-            "builder refuses",
-            fix,
-        )
-    if nvcc == built:
-        return Finding("cuda_version_match", "ok", f"nvcc {nvcc} = torch.version.cuda {built}")
-    newest = max(kb.deepspeed_releases, key=lambda r: r.since)
-    if newest.accepts_mismatch(nvcc, built):
-        return Finding(
-            "cuda_version_match",
-            "warn",
-            f"nvcc {nvcc} vs torch's CUDA {built}: accepted by torch and by DeepSpeed's allow-list (>= {newest.since})",
-        )
-    return Finding(
-        "cuda_version_match",
-        "fail",
-        f"nvcc {nvcc} vs torch's CUDA {built}: DeepSpeed's op builder has no CUDA {built.major} "
-        "minor-version allow-list for this pair and stops with 'Installed CUDA version ... does not "
-        "match the version torch was compiled with'",
-        fix + " (or set DS_SKIP_CUDA_CHECK=1)",
-    )
+    if verdict == "fail" and nvcc.major == built.major:
+        fix += " (or set DS_SKIP_CUDA_CHECK=1)"
+    return Finding("cuda_version_match", verdict, detail, fix if verdict != "ok" else "")
 
 
 def check_headers(f: Facts, kb: KnowledgeBase, prefix: str) -> list[Finding]:
@@ -116,8 +95,7 @@ def check_headers(f: Facts, kb: KnowledgeBase, prefix: str) -> list[Finding]:
 
 def check_host_compiler(f: Facts, kb: KnowledgeBase) -> Finding:
     nvcc = _mm(f.nvcc_version)
-    toolkit = kb.toolkit(nvcc) if nvcc else None
-    limit, _ = gcc_max(kb, toolkit) if toolkit else (None, None)
+    limit = toolchain.gcc_limit(kb, nvcc)
     if f.cxx is None or f.cxx_major is None:
         return Finding(
             "host_compiler",

@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envsolver import toolchain
 from envsolver.hook.build import compiler_line
 from envsolver.kb.gpus import lookup
 from envsolver.kb.load import parse_arch_list
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lockfile import LockEntry
 from envsolver.resolve import driver as driver_rules
-from envsolver.resolve.specs import gcc_max
 from envsolver.versions import DriverVersion, MajorMinor
 from envsolver.versions import driver as parse_driver
 
@@ -219,31 +219,11 @@ def check_cuda_version_match(ctx: Context) -> Check:
     nvcc, built = _mm((ctx.facts.get("nvcc") or {}).get("version")), _mm(_torch(ctx).get("cuda"))
     if nvcc is None or built is None:
         return Check("cuda_version_match", "skip", "needs nvcc and a CUDA torch")
+    verdict, detail = toolchain.nvcc_vs_torch(ctx.kb, nvcc, built)
     fix = f"conda install -p {_prefix(ctx)} -c conda-forge cuda-nvcc cuda-version={built}"
-    if nvcc.major != built.major:
-        return Check(
-            "cuda_version_match",
-            "fail",
-            f"nvcc {nvcc} vs torch's CUDA {built}: torch's extension builder refuses a different major",
-            fix,
-        )
-    if nvcc == built:
-        return Check("cuda_version_match", "pass", f"nvcc {nvcc} = torch.version.cuda")
-    newest = max(ctx.kb.deepspeed_releases, key=lambda r: r.since)
-    if newest.accepts_mismatch(nvcc, built):
-        return Check(
-            "cuda_version_match",
-            "warn",
-            f"nvcc {nvcc} vs torch's CUDA {built}: torch and DeepSpeed (allow-list) accept it",
-            fix,
-        )
-    return Check(
-        "cuda_version_match",
-        "fail",
-        f"nvcc {nvcc} vs torch's CUDA {built}: DeepSpeed's op builder raises "
-        "'Installed CUDA version ... does not match the version torch was compiled with'",
-        fix + " (or DS_SKIP_CUDA_CHECK=1)",
-    )
+    if verdict == "fail" and nvcc.major == built.major:
+        fix += " (or DS_SKIP_CUDA_CHECK=1)"
+    return Check("cuda_version_match", "pass" if verdict == "ok" else verdict, detail, fix if verdict != "ok" else "")
 
 
 def check_headers(ctx: Context) -> Check:
@@ -331,8 +311,7 @@ def check_host_compiler(ctx: Context) -> Check:
         return Check(
             "host_compiler", "fail", "no C++ compiler (CXX, c++, g++)", "conda install -c conda-forge gxx gxx_linux-64"
         )
-    toolkit = ctx.kb.toolkit(nvcc) if nvcc else None
-    limit, _ = gcc_max(ctx.kb, toolkit) if toolkit else (None, None)
+    limit = toolchain.gcc_limit(ctx.kb, nvcc)
     major = c.get("major")
     if limit is None or major is None:
         return Check("host_compiler", "skip", f"{c.get('path')}: {c.get('version')} (no nvcc range to compare)")

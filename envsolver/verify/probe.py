@@ -124,30 +124,8 @@ except Exception as exc:
 print(json.dumps(out))
 """
 
-GPU_CHILD = r"""
-import json
-out = {}
-try:
-    import torch
-    from deepspeed.ops.adam import FusedAdam
-    torch.manual_seed(0)
-    params = [torch.randn(1024, 257, device="cuda"), torch.randn(4099, device="cuda")]
-    ours = [p.clone().requires_grad_(True) for p in params]
-    ref = [p.clone().requires_grad_(True) for p in params]
-    opt = FusedAdam(ours, lr=1e-3, weight_decay=0.01, adam_w_mode=True)
-    ref_opt = torch.optim.AdamW(ref, lr=1e-3, weight_decay=0.01)
-    for _ in range(5):
-        grads = [torch.randn_like(p) for p in params]
-        for p, g in zip(ours, grads):
-            p.grad = g.clone()
-        for p, g in zip(ref, grads):
-            p.grad = g.clone()
-        opt.step(); ref_opt.step()
-    out["max_abs_diff"] = max((a - b).abs().max().item() for a, b in zip(ours, ref))
-except Exception as exc:
-    out["error"] = "%s: %s" % (type(exc).__name__, exc)
-print(json.dumps(out))
-"""
+# The FusedAdam-against-AdamW test is the hook's (envsolver/hook/op_runner.py adam-check), run as a file.
+OP_RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "hook", "op_runner.py")
 
 
 def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -173,10 +151,6 @@ def _finish(child: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
         child.communicate()
         return {"error": "timed out after %ss (a hung CUDA initialisation?)" % timeout}
     return _parse(out, child.returncode)
-
-
-def _child(code: str, timeout: float) -> dict[str, Any]:
-    return _finish(_start(code), timeout)
 
 
 def _parse(out: str, rc: int) -> dict[str, Any]:
@@ -331,6 +305,11 @@ def shm() -> dict[str, Any]:
     return {"bytes": stat.f_frsize * stat.f_blocks}
 
 
+def _gpu_test(timeout: float) -> dict[str, Any]:
+    rc, out = _run([sys.executable, OP_RUNNER, "adam-check"], timeout)
+    return _parse(out, rc)
+
+
 def main(argv: list[str]) -> int:
     timeout = 120.0
     if "--timeout" in argv:
@@ -371,7 +350,7 @@ def main(argv: list[str]) -> int:
     if ds_child is not None:
         fact(facts, "deepspeed", lambda: _finish(ds_child, timeout))
     if "--gpu-test" in argv:
-        fact(facts, "gpu_test", lambda: _child(GPU_CHILD, timeout))
+        fact(facts, "gpu_test", lambda: _gpu_test(timeout))
     print(json.dumps(facts, sort_keys=True) if "--stream" in argv else json.dumps(facts, indent=1, sort_keys=True))
     return 0
 
