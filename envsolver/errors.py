@@ -53,7 +53,7 @@ class DetectionError(BadInputError):
 class ConflictError(EnvsolverError):
     """No consistent stack exists for the target (exit 1).
 
-    `facts` holds the clashing facts, each a sentence; the message names them and the way out.
+    The message names the clashing facts and the way out; `rejected` keeps (candidate, why) pairs.
     """
 
     exit_code = 1

@@ -54,12 +54,6 @@ class Toolkit:
     source: tuple[str, ...]
     note: str | None = None
 
-    def can_build(self, cc: MajorMinor) -> bool | None:
-        """True/False when the SM list is known, None when it is not."""
-        if self.sm is None:
-            return None
-        return cc.sm in self.sm
-
 
 @dataclass(frozen=True)
 class ArchRename:
@@ -176,9 +170,6 @@ class KnowledgeBase:
     extra_headers: tuple[OpHeader, ...]
     cudnn_cuda12_below: Fact
     sources: dict[str, str] = field(default_factory=dict)
-
-    def cite(self, ids: tuple[str, ...]) -> str:
-        return "; ".join(f"[{i}] {self.sources.get(i, '?')}" for i in ids)
 
     def toolkit(self, version: MajorMinor) -> Toolkit | None:
         return next((t for t in self.toolkits if t.version == version), None)
