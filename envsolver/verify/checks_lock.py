@@ -1,0 +1,67 @@
+"""Checks against the lock the environment came from."""
+
+from __future__ import annotations
+
+from envsolver.resolve import driver as driver_rules
+from envsolver.verify.checks_base import Check, Context, driver_version, mm, prefix_of
+from envsolver.versions import driver as parse_driver
+
+
+def check_lock_drift(ctx: Context) -> Check:
+    if not ctx.lock_entries:
+        return Check("lock_drift", "skip", "no lock (pass --lock, or install with envsolver install)")
+    have = {m["name"]: (m["version"], m["build"]) for m in ctx.facts.get("conda_meta") or []}
+    want = {e.name: (e.version, e.build) for e in ctx.lock_entries}
+    missing = sorted(set(want) - set(have))
+    extra = sorted(set(have) - set(want))
+    changed = sorted(n for n in set(want) & set(have) if want[n] != have[n])
+    if not (missing or extra or changed):
+        return Check("lock_drift", "pass", f"the {len(want)} packages match the lock")
+    parts = []
+    if missing:
+        parts.append(f"missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
+    if extra:
+        parts.append(f"extra: {', '.join(extra[:8])}{' …' if len(extra) > 8 else ''}")
+    if changed:
+        parts.append("changed: " + ", ".join(f"{n} {have[n][0]} (lock {want[n][0]})" for n in changed[:8]))
+    return Check(
+        "lock_drift",
+        "fail",
+        "; ".join(parts),
+        f"envsolver install conda-lock.yml -p {prefix_of(ctx)} (it brings the prefix back to the lock)",
+    )
+
+
+def check_host_vs_lock(ctx: Context) -> Check:
+    meta = ctx.lock_meta
+    if not meta:
+        return Check("host_vs_lock", "skip", "no lock metadata")
+    problems = []
+    version = driver_version(ctx)
+    plat = next((k for k in meta if k.endswith("_cuda") and k.startswith("envsolver_virtual_")), None)
+    if version is not None and plat:
+        wanted = mm(meta[plat])
+        have = driver_rules.newest_full_cuda(ctx.kb, version)
+        floor = meta.get("envsolver_driver_min_minor_compat")
+        if floor and version < parse_driver(floor):
+            problems.append(f"driver {version} is older than the lock's floor {floor}")
+        elif wanted and have and have.version < wanted:
+            problems.append(
+                f"the lock was solved for __cuda={wanted}; driver {version} fully supports CUDA <= {have.version}"
+            )
+    glibc_key = next((k for k in meta if k.endswith("_glibc") and k.startswith("envsolver_virtual_")), None)
+    host_glibc = mm(ctx.facts.get("glibc"))
+    lock_glibc = mm(meta[glibc_key]) if glibc_key else None
+    if host_glibc and lock_glibc and host_glibc < lock_glibc:
+        problems.append(f"host glibc {host_glibc} is older than the lock's {lock_glibc}")
+    ccs = [c for c in (meta.get("envsolver_compute_capabilities") or "").split(";") if c]
+    for g in (ctx.facts.get("driver") or {}).get("gpus") or []:
+        if ccs and g.get("compute_capability") not in ccs:
+            problems.append(
+                f"{g['name']} (CC {g.get('compute_capability')}) is not a target of the lock ({', '.join(ccs)})"
+            )
+    if problems:
+        return Check(
+            "host_vs_lock", "fail", "; ".join(problems), "remake the lock for this host: envsolver make --gpu auto"
+        )
+    return Check("host_vs_lock", "pass", "this host meets the lock's driver, glibc and GPU assumptions")

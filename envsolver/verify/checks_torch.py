@@ -1,0 +1,249 @@
+"""Checks of torch and DeepSpeed inside the environment (they need the probe's torch facts)."""
+
+from __future__ import annotations
+
+import re
+
+from envsolver import toolchain
+from envsolver.hook.build import compiler_line
+from envsolver.resolve import driver as driver_rules
+from envsolver.verify.checks_base import Check, Context, driver_version, mm, prefix_of, torch_facts
+
+
+def check_torch_import(ctx: Context) -> Check:
+    t = torch_facts(ctx)
+    if not t.get("version"):
+        return Check(
+            "torch_import",
+            "fail",
+            f"torch does not import: {t.get('error') or ctx.facts.get('torch_error')}",
+            f"install the environment from its lock: envsolver install conda-lock.yml -p {prefix_of(ctx)}",
+        )
+    how = (
+        "conda"
+        if any(m["name"] == "pytorch" for m in ctx.facts.get("conda_meta") or [])
+        else (ctx.facts.get("torch_installer") or "unknown")
+    )
+    return Check("torch_import", "pass", f"torch {t['version']} at {t.get('file')} (installed by {how})")
+
+
+def check_torch_cuda_build(ctx: Context) -> Check:
+    t = torch_facts(ctx)
+    if t.get("cuda"):
+        return Check("torch_cuda_build", "pass", f"torch is a CUDA {t['cuda']} build")
+    return Check(
+        "torch_cuda_build",
+        "fail",
+        f"torch {t.get('version')} is a CPU-only build (torch.version.cuda is None): the silent fallback",
+        "reinstall torch as a CUDA build: envsolver make --gpu <your GPU> && envsolver install conda-lock.yml "
+        f"-p {prefix_of(ctx)} (the lock pins a CUDA build string)",
+    )
+
+
+def check_driver_supports_torch_cuda(ctx: Context) -> Check:
+    version, built = driver_version(ctx), mm(torch_facts(ctx).get("cuda"))
+    if version is None or built is None:
+        return Check("driver_supports_torch_cuda", "skip", "needs the driver and torch's CUDA version")
+    level = driver_rules.support(ctx.kb, version, built)
+    toolkit = ctx.kb.toolkit(built)
+    need = f"{toolkit.driver}" if toolkit else "a newer driver"
+    if level == "full":
+        return Check("driver_supports_torch_cuda", "pass", f"driver {version} fully supports CUDA {built}")
+    if level == "minor":
+        return Check(
+            "driver_supports_torch_cuda",
+            "warn",
+            f"driver {version} runs CUDA {built} only through minor-version compatibility: PTX JIT of code "
+            "built with a newer toolkit fails",
+            f"upgrade the driver to {need} or newer",
+        )
+    return Check(
+        "driver_supports_torch_cuda",
+        "fail",
+        f"{driver_rules.requirement_text(ctx.kb, built)}; driver "
+        f"{version} {driver_rules.supports_text(ctx.kb, version)}",
+        f"upgrade the driver to {need} or newer",
+    )
+
+
+def check_cuda_available(ctx: Context) -> Check:
+    t = torch_facts(ctx)
+    if t.get("available"):
+        return Check("cuda_available", "pass", f"torch.cuda.is_available(): True, {t.get('device_count')} device(s)")
+    why = t.get("cuda_error") or "torch.cuda.is_available() is False"
+    return Check(
+        "cuda_available",
+        "fail",
+        str(why),
+        "check the driver (nvidia-smi), CUDA_VISIBLE_DEVICES, and that this torch is a CUDA build",
+    )
+
+
+def check_arch_coverage(ctx: Context) -> Check:
+    arch_list = torch_facts(ctx).get("arch_list") or []
+    sass = {int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"sm_\d+", a)}
+    ptx = {int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"compute_\d+", a)}
+    gpus = (ctx.facts.get("driver") or {}).get("gpus") or []
+    if not gpus or not arch_list:
+        return Check("arch_coverage", "skip", "needs visible GPUs and torch's arch list")
+    bad = []
+    for g in gpus:
+        cc = mm(g.get("compute_capability"))
+        if cc is None:
+            continue
+        has_sass = any(s // 10 == cc.major and s % 10 <= cc.minor for s in sass)
+        has_ptx = any(p <= cc.sm for p in ptx)
+        if not has_sass and not has_ptx:
+            bad.append(f"{g['name']} (sm_{cc.sm})")
+    if bad:
+        return Check(
+            "arch_coverage",
+            "fail",
+            f"torch has no kernel for {', '.join(bad)} (its archs: "
+            f"{' '.join(arch_list)}): 'no kernel image is available for execution on the device'",
+            "install a torch build with SASS for these GPUs: envsolver make --gpu auto",
+        )
+    return Check("arch_coverage", "pass", f"every visible GPU has SASS or PTX in {' '.join(arch_list)}")
+
+
+def check_cuda_version_match(ctx: Context) -> Check:
+    nvcc, built = mm((ctx.facts.get("nvcc") or {}).get("version")), mm(torch_facts(ctx).get("cuda"))
+    if nvcc is None or built is None:
+        return Check("cuda_version_match", "skip", "needs nvcc and a CUDA torch")
+    verdict, detail = toolchain.nvcc_vs_torch(ctx.kb, nvcc, built)
+    fix = f"conda install -p {prefix_of(ctx)} -c conda-forge cuda-nvcc cuda-version={built}"
+    if verdict == "fail" and nvcc.major == built.major:
+        fix += " (or DS_SKIP_CUDA_CHECK=1)"
+    return Check("cuda_version_match", "pass" if verdict == "ok" else verdict, detail, fix if verdict != "ok" else "")
+
+
+def check_libcudart(ctx: Context) -> Check:
+    t = torch_facts(ctx)
+    loaded = [p for p in (t.get("loaded_libs") or []) if "libcudart" in p]
+    others = ctx.facts.get("ld_library_path_cudart") or []
+    if not t.get("cuda"):
+        return Check("libcudart", "skip", "needs a CUDA torch")
+    if not loaded:
+        return Check(
+            "libcudart",
+            "warn",
+            "torch loaded no libcudart (CUDA not initialised, or linked statically)",
+            "run verify on a GPU node, where the probe initialises CUDA and sees which libcudart loads",
+        )
+    shadow = [p for p in others if not any(p.startswith(lp.rsplit("/", 1)[0]) for lp in loaded)]
+    if shadow:
+        return Check(
+            "libcudart",
+            "warn",
+            f"torch loaded {loaded[0]}; LD_LIBRARY_PATH also offers {', '.join(shadow)}",
+            "remove the other CUDA runtime from LD_LIBRARY_PATH (unset LD_LIBRARY_PATH in the env)",
+        )
+    return Check("libcudart", "pass", f"torch loaded {loaded[0]}")
+
+
+def check_cudnn(ctx: Context) -> Check:
+    t = torch_facts(ctx)
+    if not t.get("cuda"):
+        return Check("cudnn", "skip", "needs a CUDA torch")
+    if t.get("cudnn"):
+        return Check("cudnn", "pass", f"cuDNN {t['cudnn']}")
+    return Check(
+        "cudnn",
+        "fail",
+        f"cuDNN does not load: {t.get('cudnn_error')}",
+        "install the environment from its lock (the cudnn package of torch's CUDA major)",
+    )
+
+
+def check_nccl(ctx: Context) -> Check:
+    t = torch_facts(ctx)
+    if not t.get("cuda"):
+        return Check("nccl", "skip", "needs a CUDA torch")
+    if t.get("nccl"):
+        return Check("nccl", "pass", f"NCCL {t['nccl']}")
+    return Check(
+        "nccl",
+        "warn",
+        f"NCCL version unknown: {t.get('nccl_error')}",
+        "install the environment from its lock (the nccl package)",
+    )
+
+
+def check_deepspeed_ops(ctx: Context) -> Check:
+    ds = ctx.facts.get("deepspeed")
+    if not isinstance(ds, dict):
+        return Check("deepspeed_ops", "skip", "not probed (pass --deepspeed, or --gpu-test)")
+    if ds.get("error"):
+        return Check(
+            "deepspeed_ops",
+            "warn" if not ctx.deepspeed_wanted else "fail",
+            f"DeepSpeed: {ds['error']}",
+            "install the environment from its lock (deepspeed is in it)",
+        )
+    installed = sorted(k for k, v in (ds.get("installed_ops") or {}).items() if v)
+    if ds.get("accelerator") and ds.get("accelerator") != "cuda":
+        return Check(
+            "deepspeed_ops",
+            "fail",
+            f"DeepSpeed {ds.get('version')} selected its "
+            f"{ds.get('accelerator')!r} accelerator, so its CUDA ops are not used",
+            "use a CUDA torch and export DS_ACCELERATOR=cuda (envsolver hook sets it on activation)",
+        )
+    if not ds.get("fused_adam_built"):
+        return Check(
+            "deepspeed_ops",
+            "fail",
+            f"DeepSpeed {ds.get('version')}: FusedAdam is not built (not prebuilt, "
+            f"not in {ds.get('fused_adam_cache')}); its first use would JIT-compile it",
+            f"envsolver hook -p {prefix_of(ctx)} (builds the ops for the target GPUs and proves them)",
+        )
+    if not ds.get("fused_adam_loads"):
+        return Check(
+            "deepspeed_ops",
+            "fail",
+            f"DeepSpeed {ds.get('version')}: FusedAdam does not load: {compiler_line(str(ds.get('fused_adam_error')))}",
+            f"envsolver hook -p {prefix_of(ctx)} (builds and proves the ops)",
+        )
+    gpu = ctx.facts.get("gpu_test")
+    if ctx.gpu_test and isinstance(gpu, dict):
+        diff = gpu.get("max_abs_diff")
+        if diff is None or diff > 1e-5:
+            return Check(
+                "deepspeed_ops",
+                "fail",
+                f"FusedAdam vs torch.optim.AdamW: {gpu.get('error') or diff}",
+                f"rebuild the ops: rm -rf the extensions cache, then envsolver hook -p {prefix_of(ctx)}",
+            )
+    extra = (
+        f"; 5 FusedAdam steps match AdamW (max |diff| {gpu['max_abs_diff']:.1e})"
+        if (ctx.gpu_test and isinstance(gpu, dict) and gpu.get("max_abs_diff") is not None)
+        else ""
+    )
+    prebuilt = f"; prebuilt: {', '.join(installed)}" if installed else ""
+    return Check(
+        "deepspeed_ops",
+        "pass",
+        f"DeepSpeed {ds.get('version')}: FusedAdam loads in "
+        f"{ds.get('fused_adam_load_seconds', 0):.3f} s{prebuilt}{extra}",
+    )
+
+
+def check_extensions_cache(ctx: Context) -> Check:
+    cache = ctx.facts.get("extensions_cache") or {}
+    t = torch_facts(ctx)
+    entries = cache.get("entries") or []
+    if not entries:
+        return Check("extensions_cache", "pass", f"{cache.get('root')}: empty")
+    py = (ctx.facts.get("python") or {}).get("version", "")
+    flavour = "cu" + "".join(str(t["cuda"]).split(".")[:2]) if t.get("cuda") else "cpu"
+    want = "py" + "".join(py.split(".")[:2]) + "_" + flavour
+    stale = [e for e in entries if re.match(r"py\d+_(cu\d+|cpu)", e) and e != want]
+    if stale:
+        root = cache.get("root")
+        return Check(
+            "extensions_cache",
+            "warn",
+            f"{root} holds ops built for another Python, torch or CUDA: {', '.join(stale)} (this env is {want})",
+            " ".join(f"rm -rf {root}/{e}" for e in stale),
+        )
+    return Check("extensions_cache", "pass", f"{cache.get('root')}: {', '.join(entries)}")
