@@ -221,6 +221,7 @@ def make(
                 "used": lock_result.used,
                 "snapshot_date": lock_result.snapshot_date,
                 "packages": {p: len(r) for p, r in lock_result.records.items()},
+                "warnings": list(lock_result.warnings),
             }
         click.echo(json.dumps(doc, indent=2))
         return
