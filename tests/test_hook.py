@@ -279,3 +279,67 @@ def test_cli_hook_print_env_and_bad_input(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "--arch-list" in missing.output
     bad_op = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--arch-list", "9.0", "--ops", "warp_drive"])
     assert bad_op.exit_code == 2 and "unknown op" in bad_op.output
+
+
+def _fake_ops_runner(sass_by_mode: dict[str, str], calls: list[list[str]]) -> facts.Runner:
+    """Answers op_runner and cuobjdump calls like a prefix whose DeepSpeed shipped prebuilt ops."""
+
+    def runner(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+        calls.append(argv)
+        if len(argv) >= 3 and argv[1] == str(build.RUNNER):
+            mode, op = argv[2], argv[3] if len(argv) > 3 else ""
+            if mode in ("build", "jit"):
+                doc = {
+                    "op": op,
+                    "ok": True,
+                    "seconds": 0.1 if mode == "build" else 40.0,
+                    "file": f"/x/{mode}/{op}.so",
+                    "prebuilt": mode == "build",
+                }
+                return 0, json.dumps(doc)
+            if mode == "load":
+                return 0, json.dumps({"op": op, "ok": True, "load_seconds": 0.01})
+            return 0, json.dumps({"ok": True, "max_abs_diff": 0.0})
+        if argv[0].endswith("cuobjdump"):
+            mode = argv[-1].split("/")[2]
+            return 0, sass_by_mode[mode]
+        return facts.run(argv, env)
+
+    return runner
+
+
+@pytest.mark.parametrize(
+    ("prebuilt_sass", "rebuilt"),
+    [
+        ("ELF file    1: fused_adam_op.1.sm_90.cubin\n", False),
+        ("ELF file    1: fused_adam_op.1.sm_80.cubin\n", True),
+    ],
+    ids=["prebuilt-covers-targets", "prebuilt-misses-a-target"],
+)
+def test_prebuilt_ops_are_proven_and_rebuilt_only_when_short(
+    kb: KnowledgeBase, tmp_path: Path, prebuilt_sass: str, rebuilt: bool
+) -> None:
+    prefix = fake_prefix(tmp_path)
+    (prefix / "bin" / "cuobjdump").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "cuobjdump").chmod(0o755)
+    calls: list[list[str]] = []
+    runner = _fake_ops_runner({"build": prebuilt_sass, "jit": "ELF file    1: fused_adam.1.sm_90.cubin\n"}, calls)
+    report = hook_run.hook(
+        prefix,
+        kb,
+        None,
+        "9.0",
+        ("fused_adam",),
+        4,
+        False,
+        None,
+        {"PATH": os.environ["PATH"], "CUDA_VISIBLE_DEVICES": ""},
+        lambda _: None,
+        runner,
+    )
+    assert report.ok
+    op = report.ops[0]
+    assert op.sass == (90,)
+    jit_calls = [c for c in calls if len(c) > 2 and c[1] == str(build.RUNNER) and c[2] == "jit"]
+    assert bool(jit_calls) == rebuilt
+    assert op.prebuilt is (not rebuilt)

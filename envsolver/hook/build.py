@@ -42,6 +42,7 @@ class OpResult:
     sass: tuple[int, ...] | None = None
     missing_sass: tuple[int, ...] = ()
     load_seconds: float | None = None
+    prebuilt: bool = False  # shipped built with DeepSpeed (e.g. conda-forge's), proven rather than rebuilt
 
 
 def parse_elf_list(text: str) -> tuple[int, ...]:
@@ -77,14 +78,16 @@ def build_ops(
     jobs: int,
     progress: Callable[[str], None],
     runner: Runner = run,
+    mode: str = "build",
 ) -> list[OpResult]:
-    """Build the ops concurrently (each op's compile uses MAX_JOBS = jobs // len(ops), at least 1)."""
+    """Build the ops concurrently (each op's compile uses MAX_JOBS = jobs // len(ops), at least 1). Mode "build"
+    loads an op DeepSpeed was installed with instead of compiling it; mode "jit" always compiles."""
     per_op = max(1, jobs // max(1, len(ops)))
     build_env = {**env, "MAX_JOBS": str(per_op)}
 
     def one(op: str) -> OpResult:
         progress(f"building {op}")
-        code, out = runner([str(python), str(RUNNER), "build", op], build_env)
+        code, out = runner([str(python), str(RUNNER), mode, op], build_env)
         doc = _json_line(out)
         ok = code == 0 and bool(doc.get("ok"))
         error = None if ok else compiler_line(str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out)
@@ -96,6 +99,7 @@ def build_ops(
             float(seconds) if isinstance(seconds, (int, float)) else None,
             str(doc["file"]) if doc.get("file") else None,
             error,
+            prebuilt=bool(doc.get("prebuilt")),
         )
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(ops), jobs))) as pool:
@@ -134,6 +138,7 @@ def prove(
         sass,
         missing,
         float(load) if isinstance(load, (int, float)) else None,
+        result.prebuilt,
     )
 
 

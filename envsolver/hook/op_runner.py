@@ -2,6 +2,8 @@
 
 Standard library plus torch and deepspeed only; prints one JSON line. Usage:
     python op_runner.py build OP        # JIT-build OP for TORCH_CUDA_ARCH_LIST into TORCH_EXTENSIONS_DIR
+                                        # (an op DeepSpeed was installed with, e.g. conda-forge's, is loaded)
+    python op_runner.py jit OP          # JIT-build OP even when DeepSpeed has it prebuilt
     python op_runner.py load OP         # time OP's load() after `import torch` (a prebuilt op loads at once)
     python op_runner.py adam-check      # 5 FusedAdam steps against torch.optim.AdamW on the GPU
 """
@@ -32,10 +34,20 @@ def builder(op: str) -> Any:
     return getattr(op_builder, BUILDERS[op])()
 
 
-def build(op: str) -> dict[str, Any]:
+def build(op: str, jit: bool = False) -> dict[str, Any]:
+    """Build (or, for an op DeepSpeed was installed with, load) OP. With jit, always JIT-build it."""
+    from deepspeed.git_version_info import installed_ops  # type: ignore[import-not-found]
+
+    op_builder = builder(op)
+    prebuilt = bool(installed_ops.get(op)) and not jit
     started = time.perf_counter()
-    module = builder(op).load(verbose=False)
-    return {"op": op, "seconds": time.perf_counter() - started, "file": getattr(module, "__file__", None)}
+    module = op_builder.jit_load(verbose=False) if jit else op_builder.load(verbose=False)
+    return {
+        "op": op,
+        "seconds": time.perf_counter() - started,
+        "file": getattr(module, "__file__", None),
+        "prebuilt": prebuilt,
+    }
 
 
 def load(op: str) -> dict[str, Any]:
@@ -80,6 +92,8 @@ def main(argv: list[str]) -> int:
     try:
         if argv[0] == "build":
             result = build(argv[1])
+        elif argv[0] == "jit":
+            result = build(argv[1], jit=True)
         elif argv[0] == "load":
             result = load(argv[1])
         elif argv[0] == "adam-check":

@@ -57,6 +57,7 @@ def as_json(report: HookReport) -> dict[str, Any]:
                 "sass": list(o.sass) if o.sass is not None else None,
                 "missing_sass": list(o.missing_sass),
                 "load_seconds": o.load_seconds,
+                "prebuilt": o.prebuilt,
             }
             for o in report.ops
         ],

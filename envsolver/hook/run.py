@@ -127,9 +127,16 @@ def hook(
     built = build.build_ops(py, todo, env, jobs, progress, runner) if todo else []
     archs = tuple(a.cc.sm for a in preflight.parse_arch_list(fixed))
     progress("proving the ops (cuobjdump, load in a new process)")
-    report.ops = [done[op] for op in ops if op in done] + build.prove_all(
-        built, py, gathered.cuda_home, archs, env, runner
-    )
+    proven = build.prove_all(built, py, gathered.cuda_home, archs, env, runner)
+    # An op DeepSpeed shipped prebuilt (conda-forge's) is kept when it has SASS for every target arch, and
+    # rebuilt for the target archs when one is missing.
+    short = tuple(o.op for o in proven if o.prebuilt and o.missing_sass)
+    if short:
+        progress(f"prebuilt {', '.join(short)} lack a target arch: rebuilding for {fixed}")
+        rebuilt = build.build_ops(py, short, env, jobs, progress, runner, mode="jit")
+        again = {o.op: o for o in build.prove_all(rebuilt, py, gathered.cuda_home, archs, env, runner)}
+        proven = [again.get(o.op, o) for o in proven]
+    report.ops = [done[op] for op in ops if op in done] + proven
     report.unchanged = tuple(op for op in ops if op in done)
     build.save_state(state_path, key, [o for o in report.ops if o.ok])
     if todo and all(o.ok for o in report.ops) and "fused_adam" in ops and _has_gpu(environ):
