@@ -343,3 +343,23 @@ def test_prebuilt_ops_are_proven_and_rebuilt_only_when_short(
     jit_calls = [c for c in calls if len(c) > 2 and c[1] == str(build.RUNNER) and c[2] == "jit"]
     assert bool(jit_calls) == rebuilt
     assert op.prebuilt is (not rebuilt)
+
+
+def test_a_failed_build_names_the_compiler_line_and_leaves_nothing(tmp_path: Path) -> None:
+    ext = tmp_path / "ext"
+    (ext / "fused_adam").mkdir(parents=True)
+    (ext / "fused_adam" / "multi_tensor_adam.cuda.o").write_text("partial")
+    log = (
+        "[1/3] nvcc ... -c multi_tensor_adam.cu\nIn file included from x.h:1:\n"
+        "/env/include/ATen/cuda/CUDAContextLight.h:8:10: fatal error: cusparse.h: No such file or directory\n"
+    )
+
+    def runner(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+        return 1, log + json.dumps({"ok": False, "error": "RuntimeError: Error building extension 'fused_adam'"})
+
+    results = build.build_ops(
+        Path("python"), ("fused_adam",), {"TORCH_EXTENSIONS_DIR": str(ext)}, 2, lambda _: None, runner
+    )
+    assert not results[0].ok
+    assert results[0].error is not None and "fatal error: cusparse.h" in results[0].error
+    assert not (ext / "fused_adam").exists()

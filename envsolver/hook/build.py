@@ -91,6 +91,9 @@ def build_ops(
         doc = _json_line(out)
         ok = code == 0 and bool(doc.get("ok"))
         error = None if ok else compiler_line(str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out)
+        if not ok and env.get("TORCH_EXTENSIONS_DIR"):
+            # Leave no half-written op behind: the next build starts clean instead of reusing partial objects.
+            shutil.rmtree(Path(env["TORCH_EXTENSIONS_DIR"]) / op, ignore_errors=True)
         progress(f"{op}: {'built' if ok else 'failed'}")
         seconds = doc.get("seconds")
         return OpResult(
