@@ -356,3 +356,25 @@ def test_a_crashing_probe_is_exit_2(tmp_path: Path) -> None:
     script.chmod(0o755)
     result_ = CliRunner().invoke(main, ["verify", "--python", str(script)])
     assert result_.exit_code == 2 and "the probe crashed" in result_.output and "boom" in result_.output
+
+
+def test_check_filter_with_streaming(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """--check with a torch check prints only that check, never host checks on partial facts."""
+    full = facts("cpu-venv-facts")
+    host = {k: v for k, v in full.items() if k not in ("torch", "deepspeed")}
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\necho '{json.dumps({'partial': host})}'\necho '{json.dumps(full)}'\n")
+    script.chmod(0o755)
+    seen: list[str] = []
+    _, _, results = verify_run.verify(
+        kb,
+        None,
+        script,
+        None,
+        False,
+        ("torch_cuda_build",),
+        {"PATH": "/usr/bin:/bin"},
+        on_check=lambda c: seen.append(c.id),
+    )
+    assert seen == ["torch_cuda_build"] and [c.id for c in results] == ["torch_cuda_build"]
+    assert results[0].status == "fail"

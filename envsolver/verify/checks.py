@@ -76,8 +76,9 @@ HOST_ONLY = (
 )
 
 
-def run(ctx: Context, only: tuple[str, ...] = ()) -> list[Check]:
-    """Every check in order (or only the named ones); a failed or skipped prerequisite skips its dependents."""
+def run(ctx: Context, only: tuple[str, ...] | None = None) -> list[Check]:
+    """Every check in order, or only the named ones (an empty tuple names none); a failed or skipped
+    prerequisite skips its dependents."""
     results: dict[str, Check] = {}
     for check_id, function, needs in CHECKS:
         blocked = [n for n in needs if n in results and results[n].status in ("fail", "skip")]
@@ -93,4 +94,4 @@ def run(ctx: Context, only: tuple[str, ...] = ()) -> list[Check]:
                 f"the check itself failed on these facts: {type(exc).__name__}: {exc}",
                 "report it with `envsolver verify --json` output attached",
             )
-    return [results[i] for i in IDS if not only or i in only]
+    return [results[i] for i in IDS if only is None or i in only]

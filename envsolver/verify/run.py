@@ -134,6 +134,8 @@ def verify(
 
     def host_checks(partial: dict[str, Any]) -> None:
         ids = tuple(i for i in HOST_ONLY if not only or i in only)
+        if not ids:
+            return
         for check in run(context(partial, kb, _prefix_of(chosen, partial), lock, gpu_test), ids):
             early.add(check.id)
             if on_check is not None:
@@ -141,7 +143,7 @@ def verify(
 
     facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks)
     chosen = Target(chosen.python, _prefix_of(chosen, facts))
-    checks = run(context(facts, kb, chosen.prefix, lock, gpu_test), only)
+    checks = run(context(facts, kb, chosen.prefix, lock, gpu_test), only or None)
     if on_check is not None:
         for check in checks:
             if check.id not in early:
