@@ -1,0 +1,265 @@
+"""The environment commands of `envsolver`: install, hook, verify. Parse options, call, print, exit.
+
+Exit codes: 0 ok; 1 a check, a pre-flight or an op build failed; 2 bad input, or the command could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from envsolver import install as installer
+from envsolver import lockfile
+from envsolver.cli import main
+from envsolver.errors import BadInputError
+from envsolver.hook import activation as hook_activation
+from envsolver.hook import build as hook_build
+from envsolver.hook import render as hook_render
+from envsolver.hook import run as hook_run
+from envsolver.kb import default_kb
+from envsolver.outputs import cache_dir
+from envsolver.verify import checks as verify_checks
+from envsolver.verify import render as verify_render
+from envsolver.verify import run as verify_run
+
+
+@main.command(name="install")
+@click.argument(
+    "lock_path", metavar="[LOCK]", default="conda-lock.yml", type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "-p",
+    "--prefix",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The environment directory to create or update.",
+)
+@click.option(
+    "--platform",
+    type=click.Choice(["linux-64", "linux-aarch64"]),
+    default=None,
+    help="Which platform of a multi-platform lock (default: the lock's only one).",
+)
+@click.option(
+    "--mirror",
+    "mirrors",
+    multiple=True,
+    metavar="FROM=TO",
+    help="Rewrite package URLs starting with FROM to start with TO (a site mirror); repeatable.",
+)
+@click.option("--no-hook", is_flag=True, help="Do not run the post-install hook.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def install_command(
+    lock_path: Path, prefix: Path, platform: str | None, mirrors: tuple[str, ...], no_hook: bool, as_json: bool
+) -> None:
+    """Install a conda-lock.yml or explicit lock into PREFIX, without conda.
+
+    Every archive is checked against the lock's sha256 before the prefix changes; a tampered or truncated
+    archive is refused and the prefix is left as it was. Re-running on an unchanged prefix does nothing.
+
+    \b
+    Examples:
+      envsolver install conda-lock.yml -p ~/envs/train
+      envsolver install conda-linux-64.lock -p /scratch/envs/train
+      envsolver install -p ./env --mirror https://conda.anaconda.org=https://mirror.example.org/conda
+    """
+    mirror_map = {}
+    for item in mirrors:
+        old, sep, new = item.partition("=")
+        if not sep or "://" not in old or "://" not in new:
+            raise BadInputError(
+                f"--mirror {item!r} is not FROM=TO with two URLs. Pass e.g. "
+                "--mirror https://conda.anaconda.org=https://mirror.example.org/conda."
+            )
+        mirror_map[old] = new
+    console = Console(stderr=True)
+    with console.status("reading the lock", spinner="dots") as status:
+        report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), lambda m: status.update(m))
+    meta = lockfile.metadata(lock_path)
+    hook_run.save_lock_metadata(prefix, report.platform, meta)
+    hook_report = None
+    skipped = "not run (--no-hook); run `envsolver hook -p PREFIX` later"
+    if not no_hook and "envsolver_torch_cuda_arch_list" not in meta:
+        skipped = (
+            "skipped: the lock carries no envsolver metadata (it was not written by envsolver make); run "
+            "`envsolver hook -p PREFIX --arch-list ...`"
+        )
+    elif not no_hook:
+        with console.status("post-install hook", spinner="dots") as status:
+            hook_report = hook_run.hook(
+                prefix,
+                default_kb(),
+                None,
+                None,
+                hook_build.DEFAULT_OPS,
+                hook_build.default_jobs(),
+                False,
+                None,
+                os.environ,
+                lambda m: status.update(m),
+            )
+    if as_json:
+        doc = {
+            "prefix": str(report.prefix),
+            "platform": report.platform,
+            "packages": report.packages,
+            "fetched": report.fetched,
+            "changed": report.changed,
+            "hook": hook_render.as_json(hook_report) if hook_report else skipped,
+        }
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        state = "installed" if report.changed else "already up to date"
+        out = Console()
+        out.print(
+            f"{report.prefix}: {state} ({report.packages} packages for {report.platform}, "
+            f"{report.fetched} fetched and verified)",
+            highlight=False,
+        )
+        if hook_report is not None:
+            hook_render.show(out, hook_report)
+        else:
+            out.print(f"post-install hook: {skipped}", highlight=False)
+    if hook_report is not None and not hook_report.ok:
+        sys.exit(1)
+
+
+@main.command(name="hook")
+@click.option(
+    "-p", "--prefix", required=True, type=click.Path(file_okay=False, path_type=Path), help="The environment to set up."
+)
+@click.option(
+    "--lock",
+    "lock_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The conda-lock.yml the env came from (default: what envsolver install kept in the prefix).",
+)
+@click.option("--arch-list", help="TORCH_CUDA_ARCH_LIST to build for, e.g. '8.0;9.0+PTX' (default: the lock's).")
+@click.option(
+    "--ops",
+    default=",".join(hook_build.DEFAULT_OPS),
+    show_default=True,
+    help="DeepSpeed ops to build, comma-separated.",
+)
+@click.option(
+    "--jobs",
+    type=int,
+    default=hook_build.default_jobs(),
+    show_default=True,
+    help="Parallel compile jobs, shared by the ops.",
+)
+@click.option("--no-build", is_flag=True, help="Write the activation scripts and run the pre-flight only.")
+@click.option("--print-env", is_flag=True, help="Print the settings as export lines and stop.")
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The env's python (default: PREFIX/bin/python).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def hook_command(
+    prefix: Path,
+    lock_path: Path | None,
+    arch_list: str | None,
+    ops: str,
+    jobs: int,
+    no_build: bool,
+    print_env: bool,
+    python: Path | None,
+    as_json: bool,
+) -> None:
+    """Write activation scripts (CUDA_HOME, CPATH, TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR),
+    check the toolchain before any compiler runs, then build DeepSpeed's ops for the target GPUs and prove them.
+
+    \b
+    Examples:
+      envsolver hook -p ~/envs/train
+      envsolver hook -p ~/envs/train --no-build
+      envsolver hook -p ~/envs/train --ops fused_adam --arch-list '8.0;9.0+PTX'
+      eval "$(envsolver hook -p ~/envs/train --print-env)"
+
+    Exit codes: 0 ok, 1 a pre-flight check or an op build failed, 2 bad input.
+    """
+    kb = default_kb()
+    if print_env:
+        arch, platform = hook_run.arch_list_and_platform(prefix, lock_path, arch_list)
+        click.echo(hook_activation.exports(prefix, arch, hook_run.TARGETS[platform]), nl=False)
+        return
+    wanted = tuple(o.strip() for o in ops.split(",") if o.strip())
+    unknown = [o for o in wanted if o not in hook_build.KNOWN_OPS]
+    if unknown:
+        raise BadInputError(f"unknown op(s) {unknown}. Known: {', '.join(hook_build.KNOWN_OPS)}. Fix --ops.")
+    console = Console(stderr=True)
+    with console.status("hook", spinner="dots") as status:
+        report = hook_run.hook(
+            prefix, kb, lock_path, arch_list, wanted, jobs, no_build, python, os.environ, lambda m: status.update(m)
+        )
+    if as_json:
+        click.echo(json.dumps(hook_render.as_json(report), indent=2))
+    else:
+        hook_render.show(Console(), report)
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command(name="verify")
+@click.option("-p", "--prefix", type=click.Path(file_okay=False, path_type=Path), help="The environment to check.")
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The interpreter to check (default: PREFIX/bin/python, the active conda env, or python3).",
+)
+@click.option(
+    "--lock",
+    "lock_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Compare the installed packages and this host with a conda-lock.yml.",
+)
+@click.option("--gpu-test", is_flag=True, help="Also run five FusedAdam steps against torch.optim.AdamW on the GPU.")
+@click.option(
+    "--check",
+    "only",
+    multiple=True,
+    type=click.Choice(list(verify_checks.IDS)),
+    help="Run only these checks (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
+def verify_command(
+    prefix: Path | None,
+    python: Path | None,
+    lock_path: Path | None,
+    gpu_test: bool,
+    only: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,
+    DeepSpeed's ops, the lock. Every failure names its fix.
+
+    \b
+    Examples:
+      envsolver verify                       # the active conda env
+      envsolver verify -p ~/envs/train --lock conda-lock.yml
+      envsolver verify --python ./venv/bin/python --json
+      envsolver verify --gpu-test            # on a GPU node
+
+    Exit codes: 0 everything passed (warnings allowed), 1 a check failed, 2 verify could not run.
+    """
+    kb = default_kb()
+    out = Console()
+    if as_json:
+        chosen, _, checks = verify_run.verify(kb, prefix, python, lock_path, gpu_test, only, os.environ)
+        click.echo(json.dumps(verify_render.as_json(chosen.python, chosen.prefix, checks), indent=2))
+    else:
+        out.print(f"verify {python or prefix or 'the active environment'}", highlight=False)
+        chosen, _, checks = verify_run.verify(
+            kb, prefix, python, lock_path, gpu_test, only, os.environ, on_check=lambda c: verify_render.line(out, c)
+        )
+        out.print(verify_render.summary(checks), highlight=False)
+    if any(c.status == "fail" for c in checks):
+        sys.exit(1)
