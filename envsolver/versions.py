@@ -12,6 +12,7 @@ from functools import total_ordering
 from envsolver.errors import BadInputError
 
 _MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
+_LEADING_MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)")
 _DRIVER = re.compile(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?\s*$")
 
 
@@ -66,6 +67,13 @@ def python(text: str) -> MajorMinor:
 
 def cc(text: str) -> MajorMinor:
     return parse_major_minor(text, "compute capability", "8.0", "--gpu")
+
+
+def leading_major_minor(text: object) -> MajorMinor | None:
+    """The `major.minor` a reported version starts with (`12.4.131` -> 12.4), or None. For facts read from a
+    machine (nvcc, torch.version.cuda), where a malformed value is unknown rather than bad input."""
+    match = _LEADING_MAJOR_MINOR.match(str(text or ""))
+    return MajorMinor(int(match.group(1)), int(match.group(2))) if match else None
 
 
 def sm_to_cc(sm: int) -> MajorMinor:

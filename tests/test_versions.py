@@ -57,3 +57,21 @@ def test_torch_specifier(text: str, inside: str, outside: str) -> None:
 def test_bad_torch(bad: str) -> None:
     with pytest.raises(BadInputError, match=r"--torch 2\.5"):
         torch_specifier(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("13.0", versions.MajorMinor(13, 0)),
+        ("12.4.131", versions.MajorMinor(12, 4)),
+        ("12.4.1.2", versions.MajorMinor(12, 4)),
+        (" 9.0", versions.MajorMinor(9, 0)),
+        ("2.39", versions.MajorMinor(2, 39)),
+        (None, None),
+        ("", None),
+        ("unknown", None),
+        ("13", None),
+    ],
+)
+def test_leading_major_minor_reads_machine_facts(text: str | None, expected: versions.MajorMinor | None) -> None:
+    assert versions.leading_major_minor(text) == expected

@@ -10,7 +10,7 @@ from envsolver import toolchain
 from envsolver.hook.facts import Facts
 from envsolver.kb.load import parse_arch_list as parse_arch_list
 from envsolver.kb.model import Arch, KnowledgeBase
-from envsolver.versions import MajorMinor, cuda
+from envsolver.versions import leading_major_minor
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -21,15 +21,6 @@ class Finding:
     status: Status
     detail: str
     fix: str = ""
-
-
-def _mm(text: str | None) -> MajorMinor | None:
-    if not text:
-        return None
-    try:
-        return cuda(text)
-    except ValueError:
-        return None
 
 
 def check_nvcc(f: Facts, prefix: str) -> Finding:
@@ -63,7 +54,7 @@ def check_torch(f: Facts) -> Finding:
 
 
 def check_cuda_match(f: Facts, kb: KnowledgeBase) -> Finding:
-    nvcc, built = _mm(f.nvcc_version), _mm(f.torch_cuda)
+    nvcc, built = leading_major_minor(f.nvcc_version), leading_major_minor(f.torch_cuda)
     if nvcc is None or built is None:
         return Finding("cuda_version_match", "warn", "skipped: nvcc or torch's CUDA version is unknown")
     verdict, detail = toolchain.nvcc_vs_torch(kb, nvcc, built)
@@ -94,7 +85,7 @@ def check_headers(f: Facts, kb: KnowledgeBase, prefix: str) -> list[Finding]:
 
 
 def check_host_compiler(f: Facts, kb: KnowledgeBase) -> Finding:
-    nvcc = _mm(f.nvcc_version)
+    nvcc = leading_major_minor(f.nvcc_version)
     limit = toolchain.gcc_limit(kb, nvcc)
     if f.cxx is None or f.cxx_major is None:
         return Finding(
@@ -123,7 +114,7 @@ def buildable(f: Facts, kb: KnowledgeBase) -> set[int] | None:
     """The SM numbers this nvcc builds: from `nvcc --list-gpu-arch`, else the KB row for its version."""
     if f.nvcc_archs is not None:
         return set(f.nvcc_archs)
-    nvcc = _mm(f.nvcc_version)
+    nvcc = leading_major_minor(f.nvcc_version)
     toolkit = kb.toolkit(nvcc) if nvcc else None
     return set(toolkit.sm) if toolkit and toolkit.sm is not None else None
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lockfile import LockEntry
-from envsolver.versions import DriverVersion, MajorMinor
+from envsolver.versions import DriverVersion
 from envsolver.versions import driver as parse_driver
 
 Status = Literal["pass", "fail", "warn", "skip"]
@@ -31,11 +30,6 @@ class Context:
     lock_entries: tuple[LockEntry, ...] = ()
     deepspeed_wanted: bool = False
     gpu_test: bool = False
-
-
-def mm(text: Any) -> MajorMinor | None:
-    match = re.match(r"^\s*(\d+)\.(\d+)", str(text or ""))
-    return MajorMinor(int(match.group(1)), int(match.group(2))) if match else None
 
 
 def driver_version(ctx: Context) -> DriverVersion | None:

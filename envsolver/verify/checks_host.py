@@ -6,7 +6,8 @@ from envsolver import toolchain
 from envsolver.kb.gpus import lookup
 from envsolver.kb.load import parse_arch_list
 from envsolver.resolve import driver as driver_rules
-from envsolver.verify.checks_base import Check, Context, driver_version, mm, prefix_of, torch_facts
+from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
+from envsolver.versions import leading_major_minor
 
 
 def check_driver(ctx: Context) -> Check:
@@ -92,7 +93,7 @@ def check_headers(ctx: Context) -> Check:
 
 def check_host_compiler(ctx: Context) -> Check:
     c = ctx.facts.get("compiler") or {}
-    nvcc = mm((ctx.facts.get("nvcc") or {}).get("version"))
+    nvcc = leading_major_minor((ctx.facts.get("nvcc") or {}).get("version"))
     if not c.get("path"):
         return Check(
             "host_compiler", "fail", "no C++ compiler (CXX, c++, g++)", "conda install -c conda-forge gxx gxx_linux-64"
@@ -132,7 +133,7 @@ def check_torch_cuda_arch_list(ctx: Context) -> Check:
             problems.append(f"nvcc cannot build {', '.join(bad)} ('nvcc fatal : Unsupported gpu architecture')")
     ccs = {a.cc for a in archs}
     for g in (ctx.facts.get("driver") or {}).get("gpus") or []:
-        cc = mm(g.get("compute_capability"))
+        cc = leading_major_minor(g.get("compute_capability"))
         if cc and not any(c.major == cc.major and c.minor <= cc.minor for c in ccs):
             problems.append(f"it does not cover {g['name']} ({cc})")
     suffixed = [str(a) for a in archs if a.suffix]

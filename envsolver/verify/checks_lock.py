@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from envsolver.resolve import driver as driver_rules
-from envsolver.verify.checks_base import Check, Context, driver_version, mm, prefix_of
+from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of
 from envsolver.versions import driver as parse_driver
+from envsolver.versions import leading_major_minor
 
 
 def check_lock_drift(ctx: Context) -> Check:
@@ -40,7 +41,7 @@ def check_host_vs_lock(ctx: Context) -> Check:
     version = driver_version(ctx)
     plat = next((k for k in meta if k.endswith("_cuda") and k.startswith("envsolver_virtual_")), None)
     if version is not None and plat:
-        wanted = mm(meta[plat])
+        wanted = leading_major_minor(meta[plat])
         have = driver_rules.newest_full_cuda(ctx.kb, version)
         floor = meta.get("envsolver_driver_min_minor_compat")
         if floor and version < parse_driver(floor):
@@ -50,8 +51,8 @@ def check_host_vs_lock(ctx: Context) -> Check:
                 f"the lock was solved for __cuda={wanted}; driver {version} fully supports CUDA <= {have.version}"
             )
     glibc_key = next((k for k in meta if k.endswith("_glibc") and k.startswith("envsolver_virtual_")), None)
-    host_glibc = mm(ctx.facts.get("glibc"))
-    lock_glibc = mm(meta[glibc_key]) if glibc_key else None
+    host_glibc = leading_major_minor(ctx.facts.get("glibc"))
+    lock_glibc = leading_major_minor(meta[glibc_key]) if glibc_key else None
     if host_glibc and lock_glibc and host_glibc < lock_glibc:
         problems.append(f"host glibc {host_glibc} is older than the lock's {lock_glibc}")
     ccs = [c for c in (meta.get("envsolver_compute_capabilities") or "").split(";") if c]

@@ -7,7 +7,8 @@ import re
 from envsolver import toolchain
 from envsolver.hook.build import compiler_line
 from envsolver.resolve import driver as driver_rules
-from envsolver.verify.checks_base import Check, Context, driver_version, mm, prefix_of, torch_facts
+from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
+from envsolver.versions import leading_major_minor
 
 
 def check_torch_import(ctx: Context) -> Check:
@@ -41,7 +42,7 @@ def check_torch_cuda_build(ctx: Context) -> Check:
 
 
 def check_driver_supports_torch_cuda(ctx: Context) -> Check:
-    version, built = driver_version(ctx), mm(torch_facts(ctx).get("cuda"))
+    version, built = driver_version(ctx), leading_major_minor(torch_facts(ctx).get("cuda"))
     if version is None or built is None:
         return Check("driver_supports_torch_cuda", "skip", "needs the driver and torch's CUDA version")
     level = driver_rules.support(ctx.kb, version, built)
@@ -88,7 +89,7 @@ def check_arch_coverage(ctx: Context) -> Check:
         return Check("arch_coverage", "skip", "needs visible GPUs and torch's arch list")
     bad = []
     for g in gpus:
-        cc = mm(g.get("compute_capability"))
+        cc = leading_major_minor(g.get("compute_capability"))
         if cc is None:
             continue
         has_sass = any(s // 10 == cc.major and s % 10 <= cc.minor for s in sass)
@@ -107,7 +108,8 @@ def check_arch_coverage(ctx: Context) -> Check:
 
 
 def check_cuda_version_match(ctx: Context) -> Check:
-    nvcc, built = mm((ctx.facts.get("nvcc") or {}).get("version")), mm(torch_facts(ctx).get("cuda"))
+    nvcc = leading_major_minor((ctx.facts.get("nvcc") or {}).get("version"))
+    built = leading_major_minor(torch_facts(ctx).get("cuda"))
     if nvcc is None or built is None:
         return Check("cuda_version_match", "skip", "needs nvcc and a CUDA torch")
     verdict, detail = toolchain.nvcc_vs_torch(ctx.kb, nvcc, built)
