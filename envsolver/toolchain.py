@@ -36,3 +36,14 @@ def gcc_limit(kb: KnowledgeBase, nvcc: MajorMinor | None) -> int | None:
     """The newest GCC major this nvcc accepts, or None when the KB cannot say."""
     toolkit = kb.toolkit(nvcc) if nvcc else None
     return gcc_max(kb, toolkit)[0] if toolkit else None
+
+
+def gcc_vs_nvcc(cxx: str, major: int, nvcc: MajorMinor | None, limit: int) -> tuple[Verdict, str, str]:
+    """(verdict, detail, fix) for host compiler `cxx` of GCC `major` under nvcc's newest accepted GCC `limit`."""
+    if major > limit:
+        return (
+            "fail",
+            f"{cxx} is GCC {major}; nvcc {nvcc} accepts GCC <= {limit}",
+            f"conda install -c conda-forge 'gxx<{limit + 1}' 'gxx_linux-64<{limit + 1}'",
+        )
+    return "ok", f"{cxx} is GCC {major} (nvcc {nvcc} accepts <= {limit})", ""

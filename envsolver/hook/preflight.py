@@ -100,14 +100,7 @@ def check_host_compiler(f: Facts, kb: KnowledgeBase) -> Finding:
             "warn",
             f"{f.cxx} is GCC {f.cxx_major}; the newest GCC nvcc {f.nvcc_version} accepts is not in the knowledge base",
         )
-    if f.cxx_major > limit:
-        return Finding(
-            "host_compiler",
-            "fail",
-            f"{f.cxx} is GCC {f.cxx_major}; nvcc {nvcc} accepts GCC <= {limit}",
-            f"conda install -c conda-forge 'gxx<{limit + 1}' 'gxx_linux-64<{limit + 1}'",
-        )
-    return Finding("host_compiler", "ok", f"{f.cxx} is GCC {f.cxx_major} (nvcc {nvcc} accepts <= {limit})")
+    return Finding("host_compiler", *toolchain.gcc_vs_nvcc(f.cxx, f.cxx_major, nvcc, limit))
 
 
 def buildable(f: Facts, kb: KnowledgeBase) -> set[int] | None:

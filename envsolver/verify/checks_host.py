@@ -102,14 +102,8 @@ def check_host_compiler(ctx: Context) -> Check:
     major = c.get("major")
     if limit is None or major is None:
         return Check("host_compiler", "skip", f"{c.get('path')}: {c.get('version')} (no nvcc range to compare)")
-    if major > limit:
-        return Check(
-            "host_compiler",
-            "fail",
-            f"{c['path']} is GCC {major}; nvcc {nvcc} accepts GCC <= {limit}",
-            f"conda install -c conda-forge 'gxx<{limit + 1}' 'gxx_linux-64<{limit + 1}'",
-        )
-    return Check("host_compiler", "pass", f"{c['path']} is GCC {major} (nvcc {nvcc} accepts <= {limit})")
+    verdict, detail, fix = toolchain.gcc_vs_nvcc(c["path"], major, nvcc, limit)
+    return Check("host_compiler", "pass" if verdict == "ok" else verdict, detail, fix)
 
 
 def check_torch_cuda_arch_list(ctx: Context) -> Check:
