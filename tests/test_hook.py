@@ -12,18 +12,11 @@ import pytest
 
 from envsolver.hook import activation, build, facts, preflight
 from envsolver.hook import run as hook_run
-from envsolver.kb import KnowledgeBase
+from envsolver.kb import KnowledgeBase, default_kb
 from tests.conftest import DATA
 
-HEADERS = (
-    "cuda_runtime_api.h",
-    "cusparse.h",
-    "cublas_v2.h",
-    "cublasLt.h",
-    "cusolverDn.h",
-    "curand.h",
-    "cuda_profiler_api.h",
-)
+# The headers the hook's pre-flight looks for: every fake prefix below has them unless a test removes some.
+HEADERS = tuple(h.header for h in default_kb().op_headers)
 
 
 def _env_after(script: str, prefix: Path, before: dict[str, str]) -> dict[str, str]:

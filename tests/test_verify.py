@@ -172,6 +172,12 @@ def test_check_states(kb: KnowledgeBase, check_id: str, change: Any, status: str
         assert check.fix
 
 
+def test_probe_default_headers_are_the_knowledge_base_list(kb: KnowledgeBase) -> None:
+    """The probe is stdlib-only and cannot read the KB; its default (used when run by hand) must not drift from
+    the list verify passes with --headers."""
+    assert tuple(probe.HEADERS) == tuple(h.header for h in (*kb.extra_headers, *kb.op_headers))
+
+
 def test_gpu_test_mismatch_fails(kb: KnowledgeBase) -> None:
     doc = healthy()
     doc["gpu_test"] = {"max_abs_diff": 0.5}
