@@ -54,11 +54,6 @@ def installed(prefix: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def up_to_date(entries: list[LockEntry], prefix: Path) -> bool:
-    wanted = {e.name: (e.version, e.build) for e in entries}
-    return installed(prefix) == wanted
-
-
 def _digest(path: Path, algorithm: str) -> str:
     hasher = hashlib.new(algorithm)
     with path.open("rb") as handle:
@@ -115,9 +110,9 @@ def install(
     """Make PREFIX hold exactly the lock's packages for the platform. Raises EnvsolverError (exit 2)."""
     chosen, entries = lockfile.read(lock_path, platform)
     entries = lockfile.apply_mirrors(entries, mirrors)
-    if prefix.exists() and up_to_date(entries, prefix):
-        return InstallReport(prefix, chosen, len(entries), 0, False)
     have = installed(prefix) if prefix.exists() else {}
+    if prefix.exists() and have == {e.name: (e.version, e.build) for e in entries}:
+        return InstallReport(prefix, chosen, len(entries), 0, False)
     missing = [e for e in entries if have.get(e.name) != (e.version, e.build)]
     local: dict[str, Path] = {}
     for number, entry in enumerate(missing, start=1):
