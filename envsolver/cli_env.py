@@ -14,7 +14,6 @@ import click
 from rich.console import Console
 
 from envsolver import install as installer
-from envsolver import lockfile
 from envsolver.cli import main
 from envsolver.errors import BadInputError
 from envsolver.hook import activation as hook_activation
@@ -80,7 +79,7 @@ def install_command(
     console = Console(stderr=True)
     with console.status("reading the lock", spinner="dots") as status:
         report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), lambda m: status.update(m))
-    meta = lockfile.metadata(lock_path)
+    meta = report.lock_metadata
     hook_run.save_lock_metadata(prefix, report.platform, meta)
     hook_report = None
     skipped = "not run (--no-hook); run `envsolver hook -p PREFIX` later"

@@ -39,6 +39,7 @@ class InstallReport:
     packages: int
     fetched: int
     changed: bool
+    lock_metadata: dict[str, str]
 
 
 def installed(prefix: Path) -> dict[str, tuple[str, str]]:
@@ -108,11 +109,12 @@ def install(
     lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str, str], cache: Path, progress: Progress
 ) -> InstallReport:
     """Make PREFIX hold exactly the lock's packages for the platform. Raises EnvsolverError (exit 2)."""
-    chosen, entries = lockfile.read(lock_path, platform)
-    entries = lockfile.apply_mirrors(entries, mirrors)
+    lock = lockfile.read(lock_path, platform)
+    chosen, meta = lock.platform, lock.metadata
+    entries = lockfile.apply_mirrors(lock.entries, mirrors)
     have = installed(prefix) if prefix.exists() else {}
     if prefix.exists() and have == {e.name: (e.version, e.build) for e in entries}:
-        return InstallReport(prefix, chosen, len(entries), 0, False)
+        return InstallReport(prefix, chosen, len(entries), 0, False, meta)
     missing = [e for e in entries if have.get(e.name) != (e.version, e.build)]
     local: dict[str, Path] = {}
     for number, entry in enumerate(missing, start=1):
@@ -121,4 +123,4 @@ def install(
     progress(f"linking {len(entries)} packages into {prefix}")
     staged = [(e, local[e.name].as_uri() if e.name in local else e.url) for e in entries]
     solve.install_records(staged, prefix, chosen, cache / "pkgs")
-    return InstallReport(prefix, chosen, len(entries), len(missing), True)
+    return InstallReport(prefix, chosen, len(entries), len(missing), True, meta)

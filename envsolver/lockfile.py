@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,15 @@ class LockEntry:
         return self.url.rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class Lock:
+    """A lock read back: the platform chosen, its entries, and the custom_metadata (empty for explicit locks)."""
+
+    platform: str
+    entries: list[LockEntry]
+    metadata: dict[str, str]
+
+
 def split_file_name(file_name: str) -> tuple[str, str, str]:
     """'pytorch-2.10.0-cuda129_mkl_py313_h623d66f_303.conda' -> ('pytorch', '2.10.0', 'cuda129_…_303')."""
     stem = file_name.removesuffix(".conda").removesuffix(".tar.bz2")
@@ -40,8 +50,8 @@ def split_file_name(file_name: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def read(path: Path, platform: str | None) -> tuple[str, list[LockEntry]]:
-    """(platform, entries) of a conda-lock.yml or explicit lock. Raises BadInputError (exit 2)."""
+def read(path: Path, platform: str | None) -> Lock:
+    """A conda-lock.yml or explicit lock, parsed once. Raises BadInputError (exit 2)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -54,7 +64,7 @@ def read(path: Path, platform: str | None) -> tuple[str, list[LockEntry]]:
     return _conda_lock(path, platform)
 
 
-def _explicit(text: str, path: Path, platform: str | None) -> tuple[str, list[LockEntry]]:
+def _explicit(text: str, path: Path, platform: str | None) -> Lock:
     declared = next(
         (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None
     )
@@ -85,10 +95,10 @@ def _explicit(text: str, path: Path, platform: str | None) -> tuple[str, list[Lo
                 name, version, build, url.rsplit("/", 2)[-2], chosen, url, match.group("md5"), match.group("sha256")
             )
         )
-    return chosen, entries
+    return Lock(chosen, entries, {})
 
 
-def _conda_lock(path: Path, platform: str | None) -> tuple[str, list[LockEntry]]:
+def _conda_lock(path: Path, platform: str | None) -> Lock:
     from conda_lock.lockfile import parse_conda_lock_file
 
     try:
@@ -131,7 +141,7 @@ def _conda_lock(path: Path, platform: str | None) -> tuple[str, list[LockEntry]]
                 depends,
             )
         )
-    return platform, entries
+    return Lock(platform, entries, {str(k): str(v) for k, v in (lockfile.metadata.custom_metadata or {}).items()})
 
 
 def apply_mirrors(entries: list[LockEntry], mirrors: dict[str, str]) -> list[LockEntry]:
@@ -143,26 +153,5 @@ def apply_mirrors(entries: list[LockEntry], mirrors: dict[str, str]) -> list[Loc
             if url.startswith(old.rstrip("/") + "/"):
                 url = new.rstrip("/") + url[len(old.rstrip("/")) :]
                 break
-        out.append(
-            LockEntry(
-                entry.name,
-                entry.version,
-                entry.build,
-                entry.subdir,
-                entry.platform,
-                url,
-                entry.md5,
-                entry.sha256,
-                entry.depends,
-            )
-        )
+        out.append(dataclasses.replace(entry, url=url))
     return out
-
-
-def metadata(path: Path) -> dict[str, str]:
-    """The custom_metadata of a conda-lock.yml (empty for explicit locks)."""
-    if "@EXPLICIT" in path.read_text(encoding="utf-8"):
-        return {}
-    from conda_lock.lockfile import parse_conda_lock_file
-
-    return dict(parse_conda_lock_file(path).metadata.custom_metadata or {})

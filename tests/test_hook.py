@@ -207,6 +207,17 @@ def test_hook_needs_an_arch_list(kb: KnowledgeBase, tmp_path: Path) -> None:
         hook_run.arch_list_and_platform(tmp_path, None, None)
 
 
+def test_hook_with_an_explicit_lock_asks_for_the_arch_list(tmp_path: Path) -> None:
+    """An explicit lock carries no envsolver metadata: the hook says so instead of failing inside conda-lock."""
+    from envsolver.errors import BadInputError
+
+    lock = tmp_path / "conda-linux-64.lock"
+    lock.write_text("# platform: linux-64\n@EXPLICIT\nhttps://h/c/linux-64/pkg-1.0-h1_0.conda#" + "a" * 32 + "\n")
+    with pytest.raises(BadInputError, match="--arch-list"):
+        hook_run.arch_list_and_platform(tmp_path, lock, None)
+    assert hook_run.arch_list_and_platform(tmp_path, lock, "8.0") == ("8.0", "linux-64")
+
+
 def test_hook_reads_the_metadata_install_kept(tmp_path: Path) -> None:
     hook_run.save_lock_metadata(tmp_path, "linux-aarch64", {"envsolver_torch_cuda_arch_list": "9.0+PTX"})
     assert hook_run.arch_list_and_platform(tmp_path, None, None) == ("9.0+PTX", "linux-aarch64")

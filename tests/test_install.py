@@ -100,7 +100,8 @@ def test_interrupted_install_converges(channel: Path, tmp_path: Path) -> None:
     lock = write_lock(channel, tmp_path)
     prefix = tmp_path / "env"
     # An install stopped part-way: one package linked, another half there (files without its record).
-    platform, entries = lockfile.read(lock, None)
+    read = lockfile.read(lock, None)
+    platform, entries = read.platform, read.entries
     lib = next(e for e in entries if e.name == "tiny-lib")
     from envsolver import solve as solve_module
 
@@ -175,7 +176,8 @@ def test_explicit_with_sha256_fragment(tmp_path: Path) -> None:
     sha = "a" * 64
     path = tmp_path / "x.lock"
     path.write_text(f"# platform: linux-64\n@EXPLICIT\nhttps://h/c/linux-64/pkg-1.0-h1_0.conda#sha256={sha}\n")
-    platform, entries = lockfile.read(path, None)
+    read = lockfile.read(path, None)
+    platform, entries = read.platform, read.entries
     assert platform == "linux-64"
     assert (entries[0].name, entries[0].version, entries[0].build, entries[0].sha256) == ("pkg", "1.0", "h1_0", sha)
 

@@ -66,10 +66,8 @@ def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None) -
     if lock is not None:
         from envsolver import lockfile
 
-        platform, _ = lockfile.read(lock, None)
-        from conda_lock.lockfile import parse_conda_lock_file
-
-        meta = {"platform": platform, "custom_metadata": parse_conda_lock_file(lock).metadata.custom_metadata or {}}
+        read = lockfile.read(lock, None)
+        meta = {"platform": read.platform, "custom_metadata": read.metadata}
     else:
         meta = load_lock_metadata(prefix)
     custom = meta.get("custom_metadata") if meta else None

@@ -100,14 +100,13 @@ def _json(line: str) -> Any:
 
 
 def context(
-    facts: Mapping[str, Any], kb: KnowledgeBase, prefix: Path | None, lock: Path | None, gpu_test: bool
+    facts: Mapping[str, Any], kb: KnowledgeBase, prefix: Path | None, lock: lockfile.Lock | None, gpu_test: bool
 ) -> Context:
     meta: dict[str, str] = {}
     entries: tuple[lockfile.LockEntry, ...] = ()
     if lock is not None:
-        _, read = lockfile.read(lock, None)
-        entries = tuple(read)
-        meta = lockfile.metadata(lock)
+        entries = tuple(lock.entries)
+        meta = lock.metadata
     elif prefix is not None:
         kept = load_lock_metadata(prefix)
         custom = kept.get("custom_metadata") if kept else None
@@ -129,6 +128,7 @@ def verify(
     """Probe and check. `on_check` sees each check as soon as it is known: the host-only ones while torch is
     still importing in the probe's child, the rest at the end. Returns the checks in their stable order."""
     chosen = target(prefix, python, environ)
+    read = lockfile.read(lock, None) if lock is not None else None
     wanted = tuple(h.header for h in (*kb.extra_headers, *kb.op_headers))
     early: set[str] = set()
 
@@ -136,14 +136,14 @@ def verify(
         ids = tuple(i for i in HOST_ONLY if not only or i in only)
         if not ids:
             return
-        for check in run(context(partial, kb, _prefix_of(chosen, partial), lock, gpu_test), ids):
+        for check in run(context(partial, kb, _prefix_of(chosen, partial), read, gpu_test), ids):
             early.add(check.id)
             if on_check is not None:
                 on_check(check)
 
     facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks)
     chosen = Target(chosen.python, _prefix_of(chosen, facts))
-    checks = run(context(facts, kb, chosen.prefix, lock, gpu_test), only or None)
+    checks = run(context(facts, kb, chosen.prefix, read, gpu_test), only or None)
     if on_check is not None:
         for check in checks:
             if check.id not in early:
