@@ -3,6 +3,7 @@ cuobjdump shows SASS for every target arch, and the op loads in a new process.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -132,16 +133,12 @@ def prove(
     code, out = runner([str(python), str(RUNNER), "load", result.op], env)
     doc = _json_line(out)
     load = doc.get("load_seconds")
-    return OpResult(
-        result.op,
-        result.ok and not missing,
-        result.seconds,
-        result.file,
-        result.error,
-        sass,
-        missing,
-        float(load) if isinstance(load, (int, float)) else None,
-        result.prebuilt,
+    return dataclasses.replace(
+        result,
+        ok=result.ok and not missing,
+        sass=sass,
+        missing_sass=missing,
+        load_seconds=float(load) if isinstance(load, (int, float)) else None,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from envsolver import toolchain
 from envsolver.hook.facts import Facts
-from envsolver.kb.load import parse_arch_list as parse_arch_list
+from envsolver.kb.load import parse_arch_list
 from envsolver.kb.model import Arch, KnowledgeBase
 from envsolver.versions import leading_major_minor
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from envsolver.errors import BadInputError
 from envsolver.hook import activation, build, facts, preflight
+from envsolver.kb.load import parse_arch_list
 from envsolver.kb.model import KnowledgeBase
 from envsolver.writers import files
 
@@ -123,7 +124,7 @@ def hook(
     done = build.load_state(state_path, key)
     todo = tuple(op for op in ops if op not in done)
     built = build.build_ops(py, todo, env, jobs, progress, runner) if todo else []
-    archs = tuple(a.cc.sm for a in preflight.parse_arch_list(fixed))
+    archs = tuple(a.cc.sm for a in parse_arch_list(fixed))
     progress("proving the ops (cuobjdump, load in a new process)")
     proven = build.prove_all(built, py, gathered.cuda_home, archs, env, runner)
     # An op DeepSpeed shipped prebuilt (conda-forge's) is kept when it has SASS for every target arch, and
