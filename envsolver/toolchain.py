@@ -32,6 +32,15 @@ def nvcc_vs_torch(kb: KnowledgeBase, nvcc: MajorMinor, built: MajorMinor) -> tup
     )
 
 
+def nvcc_fix(nvcc: MajorMinor, built: MajorMinor, verdict: Verdict, prefix: str) -> str:
+    """The fix for a `nvcc_vs_torch` warn or fail: nvcc of torch's CUDA in the prefix (or, within one major,
+    DeepSpeed's own escape hatch). Empty for ok."""
+    if verdict == "ok":
+        return ""
+    fix = f"conda install -p {prefix} -c conda-forge cuda-nvcc cuda-version={built}"
+    return fix + " (or DS_SKIP_CUDA_CHECK=1)" if verdict == "fail" and nvcc.major == built.major else fix
+
+
 def gcc_limit(kb: KnowledgeBase, nvcc: MajorMinor | None) -> int | None:
     """The newest GCC major this nvcc accepts, or None when the KB cannot say."""
     toolkit = kb.toolkit(nvcc) if nvcc else None

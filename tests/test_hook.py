@@ -132,20 +132,22 @@ def test_missing_nvcc(kb: KnowledgeBase, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("nvcc", "torch_cuda", "status", "phrase"),
+    ("nvcc", "torch_cuda", "status", "phrase", "fix"),
     [
-        ("13.0", "13.0", "ok", "="),
-        ("12.9", "12.8", "warn", "allow-list"),
-        ("13.2", "13.0", "fail", "no CUDA 13 minor-version allow-list"),
-        ("12.4", "13.0", "fail", "differ in the major"),
+        ("13.0", "13.0", "ok", "=", ""),
+        ("12.9", "12.8", "warn", "allow-list", "cuda-nvcc cuda-version=12.8"),
+        ("13.2", "13.0", "fail", "no CUDA 13 minor-version allow-list", "cuda-version=13.0 (or DS_SKIP_CUDA_CHECK=1)"),
+        ("12.4", "13.0", "fail", "differ in the major", "-c conda-forge cuda-nvcc cuda-version=13.0"),
     ],
 )
 def test_cuda_version_rules(
-    kb: KnowledgeBase, tmp_path: Path, nvcc: str, torch_cuda: str, status: str, phrase: str
+    kb: KnowledgeBase, tmp_path: Path, nvcc: str, torch_cuda: str, status: str, phrase: str, fix: str
 ) -> None:
     prefix = fake_prefix(tmp_path, nvcc=nvcc, torch_cuda=torch_cuda)
-    finding = preflight.check_cuda_match(gather(prefix), kb)
+    finding = preflight.check_cuda_match(gather(prefix), kb, str(prefix))
     assert finding.status == status and phrase in finding.detail
+    assert (finding.fix == "") if not fix else (fix in finding.fix and f"-p {prefix}" in finding.fix)
+    assert "DS_SKIP_CUDA_CHECK" not in finding.fix or nvcc.split(".")[0] == torch_cuda.split(".")[0]
 
 
 def test_cpu_only_torch_fails(kb: KnowledgeBase, tmp_path: Path) -> None:

@@ -53,15 +53,12 @@ def check_torch(f: Facts) -> Finding:
     return Finding("torch", "ok", f"torch {f.torch_version}, built with CUDA {f.torch_cuda}")
 
 
-def check_cuda_match(f: Facts, kb: KnowledgeBase) -> Finding:
+def check_cuda_match(f: Facts, kb: KnowledgeBase, prefix: str) -> Finding:
     nvcc, built = leading_major_minor(f.nvcc_version), leading_major_minor(f.torch_cuda)
     if nvcc is None or built is None:
         return Finding("cuda_version_match", "warn", "skipped: nvcc or torch's CUDA version is unknown")
     verdict, detail = toolchain.nvcc_vs_torch(kb, nvcc, built)
-    fix = f"install nvcc of CUDA {built}: conda install -c conda-forge cuda-nvcc cuda-version={built}"
-    if verdict == "fail" and nvcc.major == built.major:
-        fix += " (or set DS_SKIP_CUDA_CHECK=1)"
-    return Finding("cuda_version_match", verdict, detail, fix if verdict != "ok" else "")
+    return Finding("cuda_version_match", verdict, detail, toolchain.nvcc_fix(nvcc, built, verdict, prefix))
 
 
 def check_headers(f: Facts, kb: KnowledgeBase, prefix: str) -> list[Finding]:
@@ -172,7 +169,7 @@ def run_all(f: Facts, kb: KnowledgeBase, arch_list: str, prefix: str) -> tuple[l
     findings = [
         check_nvcc(f, prefix),
         check_torch(f),
-        check_cuda_match(f, kb),
+        check_cuda_match(f, kb, prefix),
         *check_headers(f, kb, prefix),
         check_host_compiler(f, kb),
         arch,

@@ -113,10 +113,8 @@ def check_cuda_version_match(ctx: Context) -> Check:
     if nvcc is None or built is None:
         return Check("cuda_version_match", "skip", "needs nvcc and a CUDA torch")
     verdict, detail = toolchain.nvcc_vs_torch(ctx.kb, nvcc, built)
-    fix = f"conda install -p {prefix_of(ctx)} -c conda-forge cuda-nvcc cuda-version={built}"
-    if verdict == "fail" and nvcc.major == built.major:
-        fix += " (or DS_SKIP_CUDA_CHECK=1)"
-    return Check("cuda_version_match", "pass" if verdict == "ok" else verdict, detail, fix if verdict != "ok" else "")
+    fix = toolchain.nvcc_fix(nvcc, built, verdict, prefix_of(ctx))
+    return Check("cuda_version_match", "pass" if verdict == "ok" else verdict, detail, fix)
 
 
 def check_libcudart(ctx: Context) -> Check:
