@@ -20,33 +20,25 @@ def restrict(kb: KnowledgeBase, records: Iterable[SnapshotRecord]) -> KnowledgeB
     build glob, on its channel and platform, listing only the Pythons those records are for. The resolver
     then chooses among what can be locked.
     """
-    have: set[tuple[str, str, str, str]] = set()
     builds: dict[tuple[str, str, str, str], list[str]] = {}
     for rec in records:
         if rec.name in ("pytorch", "deepspeed"):
-            key = (rec.channel, rec.subdir, rec.name, rec.version)
-            have.add(key)
-            builds.setdefault(key, []).append(rec.build)
+            builds.setdefault((rec.channel, rec.subdir, rec.name, rec.version), []).append(rec.build)
 
-    def holds(channel: str, subdir: str, name: str, version: Version, glob: str) -> bool:
-        key = (channel, subdir, name, str(version))
-        return key in have and any(fnmatchcase(b, glob) for b in builds[key])
+    def matching(channel: str, subdir: str, name: str, version: Version, glob: str) -> list[str]:
+        return [b for b in builds.get((channel, subdir, name, str(version)), []) if fnmatchcase(b, glob)]
 
     torch_builds = []
     for row in kb.torch_builds:
         for version in row.versions:
-            if not holds(row.channel, row.platform, "pytorch", version, row.build):
-                continue
-            seen = [
-                b for b in builds[(row.channel, row.platform, "pytorch", str(version))] if fnmatchcase(b, row.build)
-            ]
+            seen = matching(row.channel, row.platform, "pytorch", version, row.build)
             pythons = tuple(p for p in row.python if any(_for_python(b, p) for b in seen))
             if pythons:
                 torch_builds.append(dataclasses.replace(row, versions=(version,), python=pythons))
     ds_builds = []
     for ds in kb.deepspeed_conda_builds:
         glob = f"cuda{ds.cuda.nodot}*"
-        kept = tuple(v for v in ds.versions if holds("conda-forge", ds.platform, "deepspeed", v, glob))
+        kept = tuple(v for v in ds.versions if matching("conda-forge", ds.platform, "deepspeed", v, glob))
         if kept:
             ds_builds.append(dataclasses.replace(ds, versions=kept))
     return dataclasses.replace(kb, torch_builds=tuple(torch_builds), deepspeed_conda_builds=tuple(ds_builds))
