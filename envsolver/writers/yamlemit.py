@@ -46,13 +46,8 @@ def _emit(value: Any, indent: str, out: list[str]) -> None:
                 out.append(f"{indent}{_key(key)}: {_inline(item)}")
     elif isinstance(value, list):
         for item in value:
-            if isinstance(item, dict) and item:
+            if isinstance(item, (dict, list)) and item:
                 lines: list[str] = []
-                _emit(item, indent + "  ", lines)
-                out.append(f"{indent}- {lines[0][len(indent) + 2 :]}")
-                out.extend(lines[1:])
-            elif isinstance(item, list) and item:
-                lines = []
                 _emit(item, indent + "  ", lines)
                 out.append(f"{indent}- {lines[0][len(indent) + 2 :]}")
                 out.extend(lines[1:])
