@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 
 from envsolver import install as installer
+from envsolver import prefixmeta
 from envsolver.cli import main
 from envsolver.errors import BadInputError
 from envsolver.hook import activation as hook_activation
@@ -80,7 +81,7 @@ def install_command(
     with console.status("reading the lock", spinner="dots") as status:
         report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), lambda m: status.update(m))
     meta = report.lock_metadata
-    hook_run.save_lock_metadata(prefix, report.platform, meta)
+    prefixmeta.save(prefix, report.platform, meta)
     hook_report = None
     skipped = "not run (--no-hook); run `envsolver hook -p PREFIX` later"
     if not no_hook and "envsolver_torch_cuda_arch_list" not in meta:
@@ -186,8 +187,8 @@ def hook_command(
     """
     kb = default_kb()
     if print_env:
-        arch, platform = hook_run.arch_list_and_platform(prefix, lock_path, arch_list)
-        click.echo(hook_activation.exports(prefix, arch, hook_run.TARGETS[platform]), nl=False)
+        where = hook_run.arch_list_and_platform(prefix, lock_path, arch_list, kb)
+        click.echo(hook_activation.exports(prefix, where.arch_list, where.target), nl=False)
         return
     wanted = tuple(o.strip() for o in ops.split(",") if o.strip())
     unknown = [o for o in wanted if o not in hook_build.KNOWN_OPS]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from envsolver import prefixmeta
 from envsolver.hook import activation, build, facts, preflight
 from envsolver.hook import run as hook_run
 from envsolver.kb import KnowledgeBase, default_kb
@@ -206,7 +207,7 @@ def test_hook_needs_an_arch_list(kb: KnowledgeBase, tmp_path: Path) -> None:
     from envsolver.errors import BadInputError
 
     with pytest.raises(BadInputError, match="--arch-list"):
-        hook_run.arch_list_and_platform(tmp_path, None, None)
+        hook_run.arch_list_and_platform(tmp_path, None, None, default_kb())
 
 
 def test_hook_with_an_explicit_lock_asks_for_the_arch_list(tmp_path: Path) -> None:
@@ -216,13 +217,17 @@ def test_hook_with_an_explicit_lock_asks_for_the_arch_list(tmp_path: Path) -> No
     lock = tmp_path / "conda-linux-64.lock"
     lock.write_text("# platform: linux-64\n@EXPLICIT\nhttps://h/c/linux-64/pkg-1.0-h1_0.conda#" + "a" * 32 + "\n")
     with pytest.raises(BadInputError, match="--arch-list"):
-        hook_run.arch_list_and_platform(tmp_path, lock, None)
-    assert hook_run.arch_list_and_platform(tmp_path, lock, "8.0") == ("8.0", "linux-64")
+        hook_run.arch_list_and_platform(tmp_path, lock, None, default_kb())
+    assert hook_run.arch_list_and_platform(tmp_path, lock, "8.0", default_kb()) == hook_run.Where(
+        "8.0", "linux-64", "x86_64-linux"
+    )
 
 
 def test_hook_reads_the_metadata_install_kept(tmp_path: Path) -> None:
-    hook_run.save_lock_metadata(tmp_path, "linux-aarch64", {"envsolver_torch_cuda_arch_list": "9.0+PTX"})
-    assert hook_run.arch_list_and_platform(tmp_path, None, None) == ("9.0+PTX", "linux-aarch64")
+    prefixmeta.save(tmp_path, "linux-aarch64", {"envsolver_torch_cuda_arch_list": "9.0+PTX"})
+    assert hook_run.arch_list_and_platform(tmp_path, None, None, default_kb()) == hook_run.Where(
+        "9.0+PTX", "linux-aarch64", "sbsa-linux"
+    )
 
 
 def test_build_bookkeeping_skips_what_is_built(tmp_path: Path) -> None:
@@ -280,7 +285,7 @@ def test_cli_hook_print_env_and_bad_input(tmp_path: Path) -> None:
     from envsolver.cli import main
 
     out = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--arch-list", "9.0+PTX", "--print-env"])
-    assert out.exit_code == 0 and 'export TORCH_CUDA_ARCH_LIST="9.0+PTX"' in out.output
+    assert out.exit_code == 0 and "export TORCH_CUDA_ARCH_LIST=9.0+PTX\n" in out.output
     missing = CliRunner().invoke(main, ["hook", "-p", str(tmp_path)])
     assert missing.exit_code == 2 and "--arch-list" in missing.output
     bad_op = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--arch-list", "9.0", "--ops", "warp_drive"])

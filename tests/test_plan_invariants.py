@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from envsolver.archlist import parse_arch_list
 from envsolver.errors import ConflictError
 from envsolver.kb import KnowledgeBase, default_kb
-from envsolver.kb.load import parse_arch_list
 from envsolver.plan import Plan
 from envsolver.resolve.archs import cc_for_toolkit
 from tests.conftest import plan_for

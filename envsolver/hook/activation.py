@@ -1,31 +1,73 @@
 """Activation scripts for a conda prefix: set the build environment on activate, restore it exactly on
-deactivate. Pure rendering; `write` puts them in PREFIX/etc/conda/{activate,deactivate}.d/envsolver.sh."""
+deactivate. Pure rendering; `write` puts them in PREFIX/etc/conda/{activate,deactivate}.d/envsolver.sh.
+
+Every activation sources these scripts, so no input text is ever pasted into them: the arch list is parsed and
+rebuilt in its canonical form (envsolver.archlist), and every literal is single-quoted (shlex.quote), so the
+shell expands nothing but the fixed `${CONDA_PREFIX}` and `${CPATH}` references written here.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from envsolver.archlist import canonical
 from envsolver.writers import files
 
 VARIABLES = ("CUDA_HOME", "CPATH", "TORCH_CUDA_ARCH_LIST", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR")
 _UNSET = "__envsolver_unset__"
 
 
-def settings(arch_list: str, target: str) -> dict[str, str]:
-    """The variables and their values, with $CONDA_PREFIX left for the shell to expand."""
+@dataclass(frozen=True)
+class Ref:
+    """A reference to a variable: `${NAME}`, or with `append`, `${NAME:+:${NAME}}` (':' and its old value when set)."""
+
+    name: str
+    append: bool = False
+
+
+Part = str | Ref  # a str is a literal, never expanded
+
+
+def settings(arch_list: str, target: str) -> dict[str, tuple[Part, ...]]:
+    """Each variable as literal parts and references. Raises ValueError on a malformed arch list."""
     return {
-        "CUDA_HOME": "${CONDA_PREFIX}",
-        "CPATH": f"${{CONDA_PREFIX}}/targets/{target}/include${{CPATH:+:${{CPATH}}}}",
-        "TORCH_CUDA_ARCH_LIST": arch_list,
-        "DS_ACCELERATOR": "cuda",
-        "TORCH_EXTENSIONS_DIR": "${CONDA_PREFIX}/var/cache/torch_extensions",
+        "CUDA_HOME": (Ref("CONDA_PREFIX"),),
+        "CPATH": (Ref("CONDA_PREFIX"), f"/targets/{target}/include", Ref("CPATH", append=True)),
+        "TORCH_CUDA_ARCH_LIST": (canonical(arch_list),),
+        "DS_ACCELERATOR": ("cuda",),
+        "TORCH_EXTENSIONS_DIR": (Ref("CONDA_PREFIX"), "/var/cache/torch_extensions"),
     }
 
 
-def _value(text: str) -> str:
-    """Double-quote for the shell, keeping ${...} expansions; arch lists hold ';' and '+'."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
+def _shell(parts: tuple[Part, ...], known: Mapping[str, str]) -> str:
+    """One shell word: literals single-quoted, references double-quoted (or filled in from `known`, quoted)."""
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(shlex.quote(part))
+        elif part.name in known and not part.append:
+            out.append(shlex.quote(known[part.name]))
+        elif part.append:
+            out.append(f'"${{{part.name}:+:${{{part.name}}}}}"')
+        else:
+            out.append(f'"${{{part.name}}}"')
+    return "".join(out)
+
+
+def resolve(parts: tuple[Part, ...], environ: Mapping[str, str]) -> str:
+    """The value the shell would give these parts in `environ` (for builds run without a shell)."""
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif part.append:
+            out.append(f":{environ[part.name]}" if environ.get(part.name) else "")
+        else:
+            out.append(environ.get(part.name, ""))
+    return "".join(out)
 
 
 def activate(arch_list: str, target: str) -> str:
@@ -33,10 +75,10 @@ def activate(arch_list: str, target: str) -> str:
         "# Written by envsolver hook: the build environment for CUDA extensions (DeepSpeed ops).",
         "# deactivate.d/envsolver.sh restores every variable to what it was before.",
     ]
-    for name, value in settings(arch_list, target).items():
+    for name, parts in settings(arch_list, target).items():
         saved = f"_ENVSOLVER_SAVED_{name}"
         lines.append(f'export {saved}="${{{name}-{_UNSET}}}"')
-        lines.append(f"export {name}={_value(value)}")
+        lines.append(f"export {name}={_shell(parts, {})}")
     return "\n".join(lines) + "\n"
 
 
@@ -53,17 +95,16 @@ def deactivate() -> str:
 
 def exports(prefix: Path, arch_list: str, target: str) -> str:
     """`export` lines for shells that do not activate (--print-env), with the prefix filled in."""
-    root = shlex.quote(str(prefix))
-    out = [f"export CONDA_PREFIX={root}"]
-    for name, value in settings(arch_list, target).items():
-        out.append(f"export {name}={_value(value)}")
+    known = {"CONDA_PREFIX": str(prefix)}
+    out = [f"export CONDA_PREFIX={shlex.quote(str(prefix))}"]
+    for name, parts in settings(arch_list, target).items():
+        out.append(f"export {name}={_shell(parts, known)}")
     return "\n".join(out) + "\n"
 
 
 def write(prefix: Path, arch_list: str, target: str, force: bool = False) -> dict[Path, files.Outcome]:
+    """Write both scripts. Raises ValueError on a malformed arch list, before anything is written."""
+    on_text, off_text = activate(arch_list, target), deactivate()
     on = prefix / "etc" / "conda" / "activate.d" / "envsolver.sh"
     off = prefix / "etc" / "conda" / "deactivate.d" / "envsolver.sh"
-    return {
-        on: files.write(on, activate(arch_list, target), force=force),
-        off: files.write(off, deactivate(), force=force),
-    }
+    return {on: files.write(on, on_text, force=force), off: files.write(off, off_text, force=force)}

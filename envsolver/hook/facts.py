@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envsolver.hook import activation
+
 Runner = Callable[[list[str], Mapping[str, str]], tuple[int, str]]
 
 # Sample (nvcc --version, last lines):
@@ -135,15 +137,14 @@ def gather(
 
 
 def environ_for_build(prefix: Path, arch_list: str, target: str, base: Mapping[str, str]) -> dict[str, str]:
-    """The environment the activation scripts would set, applied to `base` (for builds and probes)."""
+    """The environment the activation scripts would set, applied to `base` (for builds and probes). CUDA_HOME and
+    PATH point into the prefix only where it holds nvcc. Raises ValueError on a malformed arch list."""
     env = dict(base)
     env["CONDA_PREFIX"] = str(prefix)
-    if (prefix / "bin" / "nvcc").exists():
-        env["CUDA_HOME"] = str(prefix)
+    has_nvcc = (prefix / "bin" / "nvcc").exists()
+    for name, parts in activation.settings(arch_list, target).items():
+        if name != "CUDA_HOME" or has_nvcc:
+            env[name] = activation.resolve(parts, env)
+    if has_nvcc:
         env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    targets = prefix / "targets" / target / "include"
-    env["CPATH"] = f"{targets}{os.pathsep}{env['CPATH']}" if env.get("CPATH") else str(targets)
-    env["TORCH_CUDA_ARCH_LIST"] = arch_list
-    env["DS_ACCELERATOR"] = "cuda"
-    env["TORCH_EXTENSIONS_DIR"] = str(prefix / "var" / "cache" / "torch_extensions")
     return env

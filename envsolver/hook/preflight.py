@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envsolver import toolchain
+from envsolver.archlist import Arch, parse_arch_list
 from envsolver.hook.facts import Facts
-from envsolver.kb.load import parse_arch_list
-from envsolver.kb.model import Arch, KnowledgeBase
+from envsolver.kb.model import KnowledgeBase
 from envsolver.versions import leading_major_minor
 
 Status = Literal["ok", "warn", "fail"]

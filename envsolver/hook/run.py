@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform as host
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envsolver import prefixmeta
+from envsolver.archlist import canonical, parse_arch_list
 from envsolver.errors import BadInputError
 from envsolver.hook import activation, build, facts, preflight
-from envsolver.kb.load import parse_arch_list
 from envsolver.kb.model import KnowledgeBase
 from envsolver.writers import files
 
-METADATA = Path("etc") / "envsolver" / "lock-metadata.json"
 STATE = "envsolver-ops.json"  # in TORCH_EXTENSIONS_DIR: what was built, for which archs, torch and nvcc
-TARGETS = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
 
 
 @dataclass
@@ -39,47 +37,46 @@ class HookReport:
         )
 
 
-def save_lock_metadata(prefix: Path, platform: str, custom: Mapping[str, str]) -> None:
-    """Keep the lock's assumptions in the prefix, for the hook and for verify."""
-    doc = {"platform": platform, "custom_metadata": dict(sorted(custom.items()))}
-    files.write(
-        prefix / METADATA,
-        "# envsolver: the lock this prefix was installed from\n" + json.dumps(doc, indent=2, sort_keys=True) + "\n",
-        force=True,
-    )
+@dataclass(frozen=True)
+class Where:
+    """What the hook sets up: the canonical arch list, the conda platform and its include target."""
+
+    arch_list: str
+    platform: str
+    target: str
 
 
-def load_lock_metadata(prefix: Path) -> dict[str, object] | None:
-    path = prefix / METADATA
-    if not path.exists():
-        return None
-    text = path.read_text(encoding="utf-8")
-    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    doc = json.loads(body)
-    return doc if isinstance(doc, dict) else None
-
-
-def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None) -> tuple[str, str]:
+def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None, kb: KnowledgeBase) -> Where:
     """TORCH_CUDA_ARCH_LIST and conda platform: --arch-list, else the lock's metadata (--lock, or the one
-    `envsolver install` kept in the prefix). Raises BadInputError when none says."""
+    `envsolver install` kept in the prefix). Raises BadInputError when none says, or a value is malformed."""
     default_platform = "linux-aarch64" if host.machine() in ("aarch64", "arm64") else "linux-64"
-    meta: dict[str, object] | None = None
+    platform, custom, where = default_platform, {}, "the prefix's lock metadata"
     if lock is not None:
         from envsolver import lockfile
 
         read = lockfile.read(lock, None)
-        meta = {"platform": read.platform, "custom_metadata": read.metadata}
+        platform, custom, where = read.platform, read.metadata, repr(str(lock))
     else:
-        meta = load_lock_metadata(prefix)
-    custom = meta.get("custom_metadata") if meta else None
-    arch = given or (custom.get("envsolver_torch_cuda_arch_list") if isinstance(custom, dict) else None)
-    if not arch:
+        kept = prefixmeta.load(prefix)
+        if kept is not None:
+            platform, custom = kept.platform, kept.custom
+    prefixmeta.check(platform, {} if given else custom, where)
+    if given is not None:
+        try:
+            arch = canonical(given)
+        except ValueError as exc:
+            raise BadInputError(
+                f"--arch-list {given!r} is malformed ({exc}). Pass compute capabilities separated by ';', "
+                "e.g. --arch-list '8.0;9.0+PTX'."
+            ) from None
+    elif custom.get(prefixmeta.ARCH_KEY):
+        arch = canonical(custom[prefixmeta.ARCH_KEY])
+    else:
         raise BadInputError(
             f"no arch list for {str(prefix)!r}: it was not installed by envsolver install and no "
             "--lock was given. Pass --lock conda-lock.yml or --arch-list '8.0;9.0+PTX'."
         )
-    platform = str(meta["platform"]) if meta and meta.get("platform") else default_platform
-    return str(arch), platform
+    return Where(arch, platform, kb.targets_include[platform].value)
 
 
 def hook(
@@ -100,8 +97,8 @@ def hook(
             f"prefix {str(prefix)!r} does not exist. Create it first (envsolver install "
             "conda-lock.yml -p PREFIX), then run the hook."
         )
-    arch_list, platform = arch_list_and_platform(prefix, lock, arch)
-    target = TARGETS[platform]
+    where = arch_list_and_platform(prefix, lock, arch, kb)
+    arch_list, target = where.arch_list, where.target
     report = HookReport(prefix, arch_list)
     report.activation = activation.write(prefix, arch_list, target, force=True)
     py = python or prefix / "bin" / "python"

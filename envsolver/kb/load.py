@@ -6,7 +6,6 @@ collected; `load_kb` raises one KnowledgeBaseError listing them all with file an
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,11 +17,11 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from envsolver import versions
+from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError, KnowledgeBaseError
 from envsolver.kb.model import (
     CHANNELS,
     PLATFORMS,
-    Arch,
     ArchRename,
     CudaMajor,
     DeepSpeedCondaBuild,
@@ -163,25 +162,6 @@ def _choice(options: Iterable[str]) -> Callable[[Any], str]:
         return str(value)
 
     return convert
-
-
-_ARCH = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
-
-
-def parse_arch_list(text: str) -> tuple[Arch, ...]:
-    """'5.0;8.6;9.0a;10.0f;12.0+PTX' (';' or spaces between) -> archs. Raises ValueError on a malformed entry."""
-    archs = []
-    for item in text.replace(" ", ";").split(";"):
-        if not item:
-            continue
-        match = _ARCH.match(item.strip())
-        if not match:
-            raise ValueError(f"{item!r} is not an arch such as 8.6, 9.0a or 9.0+PTX")
-        cc = MajorMinor(int(match.group(1)), int(match.group(2)))
-        archs.append(Arch(cc, bool(match.group(4)), match.group(3)))
-    if not archs:
-        raise ValueError("empty arch list")
-    return tuple(archs)
 
 
 class _Reader:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from packaging.version import Version
 
+from envsolver.archlist import Arch
 from envsolver.versions import DriverVersion, MajorMinor
 
 Channel = Literal["conda-forge", "pytorch"]
@@ -61,18 +62,6 @@ class ArchRename:
     new: MajorMinor
     from_cuda: MajorMinor
     source: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Arch:
-    """One TORCH_CUDA_ARCH_LIST entry: 8.6, 9.0+PTX, or an arch-specific (9.0a) or family (10.0f) target."""
-
-    cc: MajorMinor
-    ptx: bool
-    suffix: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.cc}{self.suffix}" + ("+PTX" if self.ptx else "")
 
 
 @dataclass(frozen=True)

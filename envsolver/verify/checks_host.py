@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from envsolver import toolchain
+from envsolver.archlist import parse_arch_list
 from envsolver.kb.gpus import lookup
-from envsolver.kb.load import parse_arch_list
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
 from envsolver.versions import leading_major_minor

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver import lockfile
+from envsolver import lockfile, prefixmeta
 from envsolver.errors import EnvsolverError
-from envsolver.hook.run import load_lock_metadata
 from envsolver.kb.model import KnowledgeBase
 from envsolver.verify.checks import HOST_ONLY, Check, Context, run
 
@@ -108,9 +107,8 @@ def context(
         entries = tuple(lock.entries)
         meta = lock.metadata
     elif prefix is not None:
-        kept = load_lock_metadata(prefix)
-        custom = kept.get("custom_metadata") if kept else None
-        meta = {str(k): str(v) for k, v in custom.items()} if isinstance(custom, dict) else {}
+        kept = prefixmeta.load(prefix)
+        meta = kept.custom if kept else {}
     return Context(facts, kb, meta, entries, deepspeed_wanted=bool(meta), gpu_test=gpu_test)
 
 
