@@ -1,35 +1,42 @@
-"""Install a lock into a prefix without conda: fetch and verify every archive first, then let rattler link.
+"""Install a lock into a prefix without conda: prove and check every archive first, then let rattler link.
 
-Every archive is checked against the lock's sha256 (md5 where an explicit lock has only that) before
-anything in the prefix changes, so a tampered or truncated archive is refused with the prefix as it was.
-A prefix that already holds exactly the lock's packages is left alone without fetching anything.
+Order of work, so that a refusal leaves the prefix exactly as it was:
+  1. read the lock and check its envsolver metadata (platform, arch list);
+  2. copy every archive that is not installed yet into a private staging directory, from the cache or the
+     channel, proving each against the lock's sha256 (md5 where an explicit lock has only that) as it is copied;
+  3. read every staged archive (envsolver.archive): its index.json must name the lock's package, and nothing it
+     links may leave the prefix or be written through a symbolic link;
+  4. rattler extracts the staged archives into the staging directory (never a shared extraction cache) and
+     links them; conda-meta records get the lock's public URL, without credentials;
+  5. the staging directory is removed.
+Installs into one prefix take turns (a lock file in the cache). A prefix that already holds exactly the lock's
+packages is left alone without fetching anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from envsolver import lockfile, solve
-from envsolver.errors import EnvsolverError
+from envsolver import archive, filelock, lockfile, pkgcache, prefixmeta, solve
 from envsolver.lockfile import LockEntry
+from envsolver.pkgcache import FetchError, IntegrityError
+from envsolver.redact import redact
 
 Progress = Callable[[str], None]
 CHUNK = 1 << 20
 
-
-class IntegrityError(EnvsolverError):
-    """An archive does not match the lock's hash (exit 2); nothing in the prefix was changed."""
-
-
-class FetchError(EnvsolverError):
-    """An archive could not be fetched (exit 2); nothing in the prefix was changed."""
+__all__ = ["FetchError", "InstallReport", "IntegrityError", "install", "installed"]
 
 
 @dataclass(frozen=True)
@@ -42,25 +49,32 @@ class InstallReport:
     lock_metadata: dict[str, str]
 
 
-def installed(prefix: Path) -> dict[str, tuple[str, str]]:
-    """name -> (version, build) from PREFIX/conda-meta/*.json."""
+def records(prefix: Path) -> dict[str, dict[str, Any]]:
+    """name -> the conda-meta record of every package installed in PREFIX (unreadable records are skipped)."""
     out = {}
     for path in sorted((prefix / "conda-meta").glob("*.json")):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
-        if isinstance(doc, dict) and {"name", "version", "build"} <= set(doc):
-            out[str(doc["name"])] = (str(doc["version"]), str(doc["build"]))
+        if isinstance(doc, dict) and all(isinstance(doc.get(k), str) for k in ("name", "version", "build")):
+            out[doc["name"]] = doc
     return out
 
 
-def _digest(path: Path, algorithm: str) -> str:
-    hasher = hashlib.new(algorithm)
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            hasher.update(chunk)
-    return hasher.hexdigest()
+def installed(prefix: Path) -> dict[str, tuple[str, str]]:
+    """name -> (version, build) from PREFIX/conda-meta/*.json."""
+    return {name: (doc["version"], doc["build"]) for name, doc in records(prefix).items()}
+
+
+def _same(entry: LockEntry, doc: dict[str, Any] | None) -> bool:
+    """Whether the installed record is the lock's package: same version and build, and the same archive hash
+    where both know it."""
+    if doc is None or (doc["version"], doc["build"]) != (entry.version, entry.build):
+        return False
+    algorithm, expected = pkgcache.expected_hash(entry)
+    have = doc.get(algorithm)
+    return not isinstance(have, str) or not have or have.lower() == expected
 
 
 def _copy(url: str, target: Path) -> None:
@@ -72,37 +86,71 @@ def _copy(url: str, target: Path) -> None:
         shutil.copyfileobj(response, out, CHUNK)
 
 
-def fetch_verified(entry: LockEntry, staging: Path) -> Path:
-    """The archive in `staging`, fetched and checked against the lock's hash. Raises IntegrityError/FetchError."""
-    algorithm, expected = ("sha256", entry.sha256) if entry.sha256 else ("md5", entry.md5)
-    if not expected:
-        raise IntegrityError(
-            f"{entry.name} {entry.version} has no hash in the lock, so it cannot be verified. "
-            "Regenerate the lock with envsolver make."
+def _softlinks_kept(doc: dict[str, Any]) -> set[str]:
+    data = doc.get("paths_data")
+    paths = data.get("paths") if isinstance(data, dict) else None
+    if not isinstance(paths, list):
+        return set()
+    return {p["_path"] for p in paths if isinstance(p, dict) and p.get("path_type") == "softlink" and "_path" in p}
+
+
+def check_archives(
+    prefix: Path, staged: dict[str, tuple[LockEntry, Path]], kept: dict[str, dict[str, Any]], progress: Progress
+) -> None:
+    """Read every staged archive and refuse the whole install when one is not the lock's package or would
+    write outside the prefix. Raises archive.ArchiveError (exit 2)."""
+    problems: list[str] = []
+    new_paths: dict[str, list[str]] = {}
+    links: dict[str, set[str]] = {name: _softlinks_kept(doc) for name, doc in kept.items()}
+    for number, (name, (entry, path)) in enumerate(sorted(staged.items()), start=1):
+        progress(f"checking {number}/{len(staged)}: {entry.name} {entry.version}")
+        info = archive.read_info(path)
+        found = archive.identity_problems(info, entry.name, entry.version, entry.build, entry.subdir)
+        found += archive.own_problems(info)
+        problems += [f"{entry.file_name}: {p}" for p in found]
+        if not found:
+            new_paths[name] = [p for p, _ in info.paths] + [f"bin/{c}" for c in info.commands]
+            links[name] = archive.softlinks(info)
+    if not problems:
+        problems += archive.crossing_problems(new_paths, links)
+        problems += archive.prefix_problems(prefix, (p for paths in new_paths.values() for p in paths))
+    if problems:
+        shown = "\n".join(f"  - {p}" for p in problems[:20])
+        more = f"\n  … and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise archive.ArchiveError(
+            f"refusing to install into {str(prefix)!r}: linking these archives would not be safe, so nothing was "
+            f"linked:\n{shown}{more}\nThe lock pins archives that are not what they claim; regenerate it with "
+            "envsolver make from channels you trust."
         )
-    staging.mkdir(parents=True, exist_ok=True)
-    final = staging / f"{expected[:16]}-{entry.file_name}"
-    if final.exists():
-        return final
-    partial = final.with_name(final.name + ".part")
-    try:
-        _copy(entry.url, partial)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise FetchError(
-            f"cannot fetch {entry.name} {entry.version} from {entry.url}: {exc}. Check the URL is "
-            "reachable, or rewrite it to a mirror with --mirror FROM=TO."
-        ) from None
-    actual = _digest(partial, algorithm)
-    if actual != expected:
-        partial.unlink(missing_ok=True)
-        raise IntegrityError(
-            f"{entry.name} {entry.version} ({entry.file_name}) does not match the lock: {algorithm} {actual}, "
-            f"expected {expected}. The archive is tampered or truncated; nothing was installed. Fetch it again "
-            "from the original channel, or check the mirror."
-        )
-    partial.rename(final)
-    return final
+
+
+def _record_public_urls(prefix: Path, entries: list[LockEntry]) -> None:
+    """conda-meta gets the lock's URL and channel without credentials, and no paths into the removed staging
+    directory."""
+    for entry in entries:
+        path = prefix / "conda-meta" / f"{entry.name}-{entry.version}-{entry.build}.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        doc["url"] = redact(entry.url)
+        doc["channel"] = redact(entry.url.rsplit("/", 2)[0])
+        for key in ("extracted_package_dir", "package_tarball_full_path", "link"):
+            doc.pop(key, None)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(doc, handle, indent=1, sort_keys=True)
+                handle.write("\n")
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _lock_path(cache: Path, prefix: Path) -> Path:
+    key = hashlib.sha256(str(prefix.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return cache / "locks" / f"prefix-{key}.lock"
 
 
 def install(
@@ -110,17 +158,28 @@ def install(
 ) -> InstallReport:
     """Make PREFIX hold exactly the lock's packages for the platform. Raises EnvsolverError (exit 2)."""
     lock = lockfile.read(lock_path, platform)
-    chosen, meta = lock.platform, lock.metadata
-    entries = lockfile.apply_mirrors(lock.entries, mirrors)
-    have = installed(prefix) if prefix.exists() else {}
-    if prefix.exists() and have == {e.name: (e.version, e.build) for e in entries}:
-        return InstallReport(prefix, chosen, len(entries), 0, False, meta)
-    missing = [e for e in entries if have.get(e.name) != (e.version, e.build)]
-    local: dict[str, Path] = {}
-    for number, entry in enumerate(missing, start=1):
-        progress(f"fetching and verifying {number}/{len(missing)}: {entry.name} {entry.version}")
-        local[entry.name] = fetch_verified(entry, cache / "verified")
-    progress(f"linking {len(entries)} packages into {prefix}")
-    staged = [(e, local[e.name].as_uri() if e.name in local else e.url) for e in entries]
-    solve.install_records(staged, prefix, chosen, cache / "pkgs")
-    return InstallReport(prefix, chosen, len(entries), len(missing), True, meta)
+    prefixmeta.check(lock.platform, lock.metadata, repr(str(lock_path)))
+    fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
+    with filelock.held(_lock_path(cache, prefix), progress, f"installing into {prefix}"):
+        have = records(prefix) if prefix.exists() else {}
+        missing = [e for e in lock.entries if not _same(e, have.get(e.name))]
+        if prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}:
+            return InstallReport(prefix, lock.platform, len(lock.entries), 0, False, lock.metadata)
+        staging = pkgcache.staging_dir(cache)
+        try:
+            staged: dict[str, tuple[LockEntry, Path]] = {}
+            for number, entry in enumerate(missing, start=1):
+                progress(f"fetching and verifying {number}/{len(missing)}: {entry.name} {entry.version}")
+                path = pkgcache.stage(entry, fetch_from[entry.name], cache / "verified", staging, _copy, progress)
+                staged[entry.name] = (entry, path)
+            kept = {name: doc for name, doc in have.items() if name not in staged}
+            check_archives(prefix, staged, kept, progress)
+            progress(f"linking {len(lock.entries)} packages into {prefix}")
+            reinstall = {e.name for e in missing if e.name in have}
+            plan = [(e, staged[e.name][1].as_uri() if e.name in staged else e.url) for e in lock.entries]
+            solve.install_records(plan, prefix, lock.platform, staging / "pkgs", reinstall)
+            _record_public_urls(prefix, missing)
+        finally:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(staging)
+    return InstallReport(prefix, lock.platform, len(lock.entries), len(missing), True, lock.metadata)

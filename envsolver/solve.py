@@ -145,9 +145,16 @@ def index_channel(path: Path) -> None:
     asyncio.run(index_fs(channel_directory=path, write_zst=False, write_shards=False))
 
 
-def install_records(entries: Sequence[tuple[LockEntry, str]], prefix: Path, platform: str, cache_dir: Path) -> None:
+def install_records(
+    entries: Sequence[tuple[LockEntry, str]],
+    prefix: Path,
+    platform: str,
+    cache_dir: Path,
+    reinstall: set[str] | None = None,
+) -> None:
     """Link lock entries into `prefix` with rattler; each comes with the URL of its already-verified archive.
-    Packages in the prefix that the lock does not list are removed. Link scripts are not run."""
+    Packages in the prefix that the lock does not list are removed; those named in `reinstall` are linked
+    again even where the prefix has the same name, version and build. Link scripts are not run."""
     import rattler
     from rattler.package.build_string import BuildString
 
@@ -172,6 +179,7 @@ def install_records(entries: Sequence[tuple[LockEntry, str]], prefix: Path, plat
                 prefix,
                 cache_dir=cache_dir,
                 platform=rattler.Subdir(platform),
+                reinstall_packages=reinstall or None,
                 execute_link_scripts=False,
                 show_progress=False,
             )

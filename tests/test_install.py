@@ -105,8 +105,7 @@ def test_interrupted_install_converges(channel: Path, tmp_path: Path) -> None:
     lib = next(e for e in entries if e.name == "tiny-lib")
     from envsolver import solve as solve_module
 
-    local = installer.fetch_verified(lib, tmp_path / "cache" / "verified")
-    solve_module.install_records([(lib, local.as_uri())], prefix, platform, tmp_path / "cache" / "pkgs")
+    solve_module.install_records([(lib, lib.url)], prefix, platform, tmp_path / "other-pkgs")
     (prefix / "share" / "tiny").mkdir(parents=True)
     (prefix / "share" / "tiny" / "data.txt").write_text("partial")
     report = installer.install(lock, prefix, None, {}, tmp_path / "cache", _quiet)

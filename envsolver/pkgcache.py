@@ -1,0 +1,144 @@
+"""The archive cache: each archive is fetched once, and proven against the lock's hash every time it is used.
+
+An archive is never used in place. It is copied from the cache (or fetched) into a private staging directory
+(mode 0700, one per install) and hashed as it is copied, so the bytes that rattler extracts are exactly the
+bytes that were proven. A cache entry that does not match is dropped and fetched again; a fetched archive that
+does not match is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from envsolver.errors import EnvsolverError
+from envsolver.lockfile import LockEntry
+from envsolver.redact import redact
+
+Progress = Callable[[str], None]
+Fetch = Callable[[str, Path], None]  # fetch URL into the file at Path; raises OSError or EnvsolverError
+CHUNK = 1 << 20
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+!-]*\.(?:conda|tar\.bz2)$")
+
+
+class IntegrityError(EnvsolverError):
+    """An archive does not match the lock's hash (exit 2); nothing in the prefix was changed."""
+
+
+class FetchError(EnvsolverError):
+    """An archive could not be fetched (exit 2); nothing in the prefix was changed."""
+
+
+def expected_hash(entry: LockEntry) -> tuple[str, str]:
+    """(algorithm, hex digest) the archive must have: sha256, or md5 where an explicit lock has only that."""
+    if entry.sha256:
+        return "sha256", entry.sha256.lower()
+    if entry.md5:
+        return "md5", entry.md5.lower()
+    raise IntegrityError(
+        f"{entry.name} {entry.version} has no hash in the lock, so it cannot be verified. "
+        "Regenerate the lock with envsolver make."
+    )
+
+
+def _copy_hashed(source: Path, target: Path, algorithm: str) -> str:
+    """Copy `source` to `target` (created, private), returning the digest of exactly the bytes written."""
+    hasher = hashlib.new(algorithm)
+    with source.open("rb") as src, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        while chunk := src.read(CHUNK):
+            hasher.update(chunk)
+            out.write(chunk)
+    return hasher.hexdigest()
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    hasher = hashlib.new(algorithm)
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _keep(staged: Path, cached: Path) -> None:
+    """Put a proven archive in the cache for next time (atomically; the cache is an optimisation, so a failure
+    to write it is not an error)."""
+    with contextlib.suppress(OSError):
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{cached.name}.", suffix=".part", dir=cached.parent)
+        try:
+            with staged.open("rb") as src, os.fdopen(fd, "wb") as out:
+                shutil.copyfileobj(src, out, CHUNK)
+            os.replace(tmp, cached)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def stage(entry: LockEntry, fetch_url: str, cache: Path, staging: Path, fetch: Fetch, progress: Progress) -> Path:
+    """The archive of `entry`, proven, in `staging`. A cached copy is used when it matches the lock's hash;
+    one that does not is dropped and the archive is fetched again from `fetch_url`.
+    Raises IntegrityError or FetchError."""
+    if not _FILE_NAME.match(entry.file_name):
+        raise IntegrityError(
+            f"{entry.name} {entry.version}: {entry.file_name!r} is not a conda archive file name. "
+            "Regenerate the lock with envsolver make."
+        )
+    algorithm, expected = expected_hash(entry)
+    cached = cache / f"{expected}-{entry.file_name}"
+    target = staging / entry.file_name
+    if cached.is_file():
+        try:
+            if _copy_hashed(cached, target, algorithm) == expected:
+                return target
+        except OSError:
+            pass
+        target.unlink(missing_ok=True)
+        progress(f"the cached {entry.file_name} does not match the lock's {algorithm}: dropped, fetching it again")
+        cached.unlink(missing_ok=True)
+    partial = staging / f".{entry.file_name}.part"
+    try:
+        fetch(fetch_url, partial)
+    except (OSError, EnvsolverError) as exc:
+        partial.unlink(missing_ok=True)
+        raise FetchError(
+            f"cannot fetch {entry.name} {entry.version} from {redact(fetch_url)}: {redact(str(exc))}. Check the URL "
+            "is reachable, or rewrite it to a mirror with --mirror FROM=TO."
+        ) from None
+    actual = _digest(partial, algorithm)
+    if actual != expected:
+        partial.unlink(missing_ok=True)
+        raise IntegrityError(
+            f"{entry.name} {entry.version} ({entry.file_name}) does not match the lock: {algorithm} {actual}, "
+            f"expected {expected}. The archive is tampered or truncated; nothing was installed. Fetch it again "
+            "from the original channel, or check the mirror."
+        )
+    os.replace(partial, target)
+    _keep(target, cached)
+    return target
+
+
+def staging_dir(cache: Path) -> Path:
+    """A new private directory for one install's archives and extractions; stale ones of dead installs are
+    removed first."""
+    root = cache / "staging"
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.iterdir():
+        pid = old.name.split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
