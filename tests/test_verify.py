@@ -384,3 +384,18 @@ def test_check_filter_with_streaming(kb: KnowledgeBase, tmp_path: Path) -> None:
     )
     assert seen == ["torch_cuda_build"] and [c.id for c in results] == ["torch_cuda_build"]
     assert results[0].status == "fail"
+
+
+def test_probe_output_in_one_read_is_not_lost(tmp_path: Path) -> None:
+    """The partial line and the final facts arrive in one write (as they do when torch fails to import at once):
+    both are read, in order."""
+    fake = tmp_path / "python"
+    partial = json.dumps({"partial": {"python": {"version": "3.11"}}})
+    final = json.dumps({"python": {"version": "3.11"}, "torch": {"error": "No module named torch"}})
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n%s\\n' '{partial}' '{final}'\n")
+    fake.chmod(0o755)
+    seen: list[dict[str, object]] = []
+    for _ in range(20):
+        facts = verify_run.probe(fake, True, False, 10.0, {"PATH": "/usr/bin:/bin"}, (), seen.append)
+        assert facts["torch"] == {"error": "No module named torch"}
+    assert seen == [{"python": {"version": "3.11"}}] * 20

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,23 +68,36 @@ def probe(
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(environ))
     except OSError as exc:
         raise VerifyError(f"the probe could not run in {python}: {exc}. Check the interpreter works.") from None
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    partial = _json(first)
-    if on_partial is not None and isinstance(partial, dict) and isinstance(partial.get("partial"), dict):
-        on_partial(partial["partial"])
+    assert proc.stdout is not None and proc.stderr is not None
+    limit = timeout * 3 + 60
+    killer = threading.Timer(limit, proc.kill)
+    errors: list[str] = []
+    drain = threading.Thread(target=lambda: errors.append(proc.stderr.read() if proc.stderr else ""), daemon=True)
+    killer.start()
+    drain.start()
+    lines: list[str] = []
     try:
-        rest, err = proc.communicate(timeout=timeout * 3 + 60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        # One reader for every line the probe prints: the host facts first (streamed), the full facts last.
+        for line in proc.stdout:
+            if not line.strip():
+                continue
+            lines.append(line)
+            doc = _json(line)
+            if on_partial is not None and isinstance(doc, dict) and isinstance(doc.get("partial"), dict):
+                on_partial(doc["partial"])
+        proc.wait()
+    finally:
+        timed_out = not killer.is_alive() and proc.returncode is not None and proc.returncode < 0
+        killer.cancel()
+        drain.join(timeout=5)
+    if timed_out:
         raise VerifyError(
-            f"the probe in {python} did not finish in {timeout * 3 + 60:.0f} s. Check the "
+            f"the probe in {python} did not finish in {limit:.0f} s. Check the "
             "interpreter, or the GPU (a hung CUDA initialisation)."
-        ) from None
-    lines = [line for line in (first + rest).splitlines() if line.strip()]
+        )
     facts = _json(lines[-1]) if lines else None
     if not isinstance(facts, dict) or "partial" in facts:
-        tail = (err or rest or first).strip()[-800:]
+        tail = ("".join(errors) or "".join(lines)).strip()[-800:]
         raise VerifyError(
             f"the probe crashed in {python} (exit {proc.returncode}): {tail}. Check the interpreter "
             "runs `python -c 'import json'`."
