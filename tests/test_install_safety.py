@@ -237,3 +237,15 @@ def test_a_hostile_arch_list_in_the_lock_is_refused_before_install(tmp_path: Pat
     )
     assert result.exit_code == 2 and "envsolver_torch_cuda_arch_list" in result.output
     assert not prefix.exists() and not canary.exists()
+
+
+def test_a_rebuilt_archive_with_the_same_name_version_and_build_is_installed(tmp_path: Path) -> None:
+    """The prefix holds tiny-data 2.1 h0_0; the new lock pins another archive with the same name, version and
+    build (a rebuild, or a different channel's). Its sha256 differs, so it is installed, not skipped."""
+    first = build_package(tmp_path / "one", "tiny-data", "2.1", {"share/tiny/data.txt": "first\n"})
+    second = build_package(tmp_path / "two", "tiny-data", "2.1", {"share/tiny/data.txt": "second\n"})
+    prefix = tmp_path / "env"
+    assert _install(explicit_lock(tmp_path / "a.lock", [first]), prefix, tmp_path / "cache")[0] == 0
+    code, output = _install(explicit_lock(tmp_path / "b.lock", [second]), prefix, tmp_path / "cache")
+    assert code == 0 and "already up to date" not in output
+    assert (prefix / "share" / "tiny" / "data.txt").read_text() == "second\n"
