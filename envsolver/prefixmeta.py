@@ -6,6 +6,7 @@ written: the platform must be one envsolver supports, the arch list must parse.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,8 @@ def load(prefix: Path) -> Kept | None:
     truncated or holds values `check` refuses."""
     path = prefix / METADATA
     fix = (
-        f"Run envsolver install LOCK -p {prefix} again to rewrite it, or delete {path} and pass --lock "
+        f"Run envsolver install LOCK -p {shlex.quote(str(prefix))} again to rewrite it, or delete "
+        f"{shlex.quote(str(path))} and pass --lock "
         "conda-lock.yml (or --arch-list) to envsolver hook."
     )
     try:

@@ -161,3 +161,15 @@ def test_print_env_quotes_any_prefix_path(tmp_path: Path, name: str) -> None:
     assert env["CUDA_HOME"] == str(prefix)
     assert env["TORCH_EXTENSIONS_DIR"] == f"{prefix}/var/cache/torch_extensions"
     assert not canary.exists()
+
+
+def test_the_fix_names_a_prefix_with_spaces_so_that_it_runs(tmp_path: Path) -> None:
+    prefix = tmp_path / "my env; rm -rf x"
+    meta = prefix / prefixmeta.METADATA
+    meta.parent.mkdir(parents=True)
+    meta.write_text("{")
+    result = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--print-env"])
+    assert result.exit_code == 2
+    command = result.output.split("or delete ", 1)[1].split(" and pass", 1)[0]
+    subprocess.run(["bash", "-c", f"rm {command}"], check=True)
+    assert not meta.exists() and prefix.is_dir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform as host
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +107,7 @@ def hook(
     headers = tuple(h.header for h in kb.op_headers)
     progress("pre-flight")
     gathered = facts.gather(prefix, py, headers, target, env, runner)
-    report.findings, fixed = preflight.run_all(gathered, kb, arch_list, str(prefix))
+    report.findings, fixed = preflight.run_all(gathered, kb, arch_list, shlex.quote(str(prefix)))
     report.arch_list = fixed
     if no_build or not report.ok:
         return report

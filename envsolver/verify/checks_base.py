@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -46,4 +47,6 @@ def torch_facts(ctx: Context) -> dict[str, Any]:
 
 
 def prefix_of(ctx: Context) -> str:
-    return str((ctx.facts.get("python") or {}).get("prefix") or "PREFIX")
+    """The environment's prefix as a fix command names it: shell-quoted, or PREFIX when unknown."""
+    prefix = (ctx.facts.get("python") or {}).get("prefix")
+    return shlex.quote(str(prefix)) if prefix else "PREFIX"
