@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from envsolver import __version__, detect, lock, outputs, profile, render
+from envsolver import __version__, detect, lock, names, outputs, profile, render
 from envsolver.errors import BadInputError, EnvsolverError
 from envsolver.inputs import Inputs, Options, build_target, make_command
 from envsolver.kb import default_kb
@@ -157,7 +157,10 @@ def explain(as_json: bool, **kwargs: Any) -> None:
 
 @main.command(epilog=EPILOG_MAKE)
 @target_options
-@click.option("--name", help="Environment name (default: envsolver-<gpus>).")
+@click.option(
+    "--name",
+    help="Environment name as conda takes it: no '/', ' ', ':', '#', not 'base' (default: envsolver-<gpus>).",
+)
 @click.option(
     "--out",
     "out_dir",
@@ -191,6 +194,8 @@ def make(
     conda-<platform>.lock to DIR."""
     if offline and channels:
         raise BadInputError("--offline and --channel exclude each other. Pass one of them.")
+    if name is not None:
+        names.validate(name)
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)

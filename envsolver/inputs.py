@@ -5,11 +5,12 @@ Precedence: command line over profile over defaults. Every bad value raises BadI
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from envsolver import versions
+from envsolver import names, versions
 from envsolver.detect import HostFacts
 from envsolver.errors import BadInputError, DetectionError
 from envsolver.kb.gpus import lookup
@@ -77,6 +78,11 @@ def build_target(
             values["driver"] = facts.driver.value
             detected[f"driver {facts.driver.value}"] = facts.driver.origin
     gpus = tuple(dict.fromkeys(lookup(kb, n) for n in gpu_names))
+    if "torch" in values and not str(values["torch"]).strip():
+        raise BadInputError(
+            f"--torch {values['torch']!r} is empty: expected a version such as '2.5' or '2.3.1', or a range such "
+            "as '>=2.4,<2.6'. Pass --torch 2.5, or leave --torch out for the newest build that fits."
+        )
     target = Target(
         gpus=gpus,
         driver=versions.driver(str(values["driver"])) if "driver" in values else None,
@@ -101,30 +107,50 @@ def _choice(value: Any, allowed: tuple[str, ...], flag: str) -> str:
     return str(value)
 
 
-def canonical_command(verb: str, target: Target) -> str:
-    """The command line that regenerates this target, in a fixed option order."""
-    parts = [f"envsolver {verb}"]
-    parts += [f"--gpu {g.key}" for g in target.gpus]
-    if target.driver is not None:
-        parts.append(f"--driver {target.driver}")
-    if target.python is not None:
-        parts.append(f"--python {target.python}")
-    if target.torch_text is not None:
-        parts.append(
-            f"--torch '{target.torch_text}'" if not target.torch_text[0].isdigit() else f"--torch {target.torch_text}"
+def _option(flag: str, value: object, example: str, public: str | None = None) -> str:
+    """`flag value` with the value quoted for a POSIX shell (shlex.quote), so that pasting the command passes
+    exactly this value; `public` is the form to show instead (a channel without its credentials).
+
+    Raises BadInputError for a value with a line break or another non-printable character (str.isprintable),
+    which no `#` header line and no pasted command line can hold; the message shows only the public form.
+    """
+    text = str(value)
+    shown = text if public is None else public
+    bad = sorted({ch for ch in text + shown if not ch.isprintable()})
+    if bad:
+        kept = "".join(ch for ch in shown if ch.isprintable()).strip() or example
+        raise BadInputError(
+            f"{flag} {shown!r} holds {', '.join(repr(ch) for ch in bad)}: a line break or other non-printable "
+            f"character cannot go into a command line or a file header. Pass {flag} {shlex.quote(kept)}."
         )
+    return f"{flag} {shlex.quote(shown)}"
+
+
+def canonical_command(verb: str, target: Target) -> str:
+    """The command line that regenerates this target, in a fixed option order, every value shell-quoted.
+
+    Raises BadInputError for a value that cannot go on one command line (see _option).
+    """
+    parts = [f"envsolver {verb}"]
+    parts += [_option("--gpu", g.key, "a100") for g in target.gpus]
+    if target.driver is not None:
+        parts.append(_option("--driver", target.driver, "535.104.05"))
+    if target.python is not None:
+        parts.append(_option("--python", target.python, "3.11"))
+    if target.torch_text is not None:
+        parts.append(_option("--torch", target.torch_text, "2.5"))
     if target.cuda is not None:
-        parts.append(f"--cuda {target.cuda}")
+        parts.append(_option("--cuda", target.cuda, "12.4"))
     if target.source != "conda-forge":
-        parts.append(f"--source {target.source}")
+        parts.append(_option("--source", target.source, "pytorch"))
     if target.platform is not None:
-        parts.append(f"--platform {target.platform}")
+        parts.append(_option("--platform", target.platform, "linux-64"))
     if not target.deepspeed:
         parts.append("--no-deepspeed")
     if target.driver_compat != "minor":
-        parts.append(f"--driver-compat {target.driver_compat}")
+        parts.append(_option("--driver-compat", target.driver_compat, "full"))
     if target.glibc != DEFAULT_GLIBC:
-        parts.append(f"--glibc {target.glibc}")
+        parts.append(_option("--glibc", target.glibc, "2.28"))
     return " ".join(parts)
 
 
@@ -135,13 +161,15 @@ def make_command(
     channels: tuple[str, ...] = (),
     no_lock: bool = False,
 ) -> str:
-    """The `envsolver make` line that regenerates these files (channel credentials left out)."""
+    """The `envsolver make` line that regenerates these files (channel credentials left out), every value
+    shell-quoted. Raises BadInputError for an invalid environment name (names.validate) or a value that
+    cannot go on one command line."""
     parts = [canonical_command("make", target)]
-    if name:
-        parts.append(f"--name {name}")
+    if name is not None:
+        parts.append(_option("--name", names.validate(name), names.FALLBACK))
     if offline:
         parts.append("--offline")
-    parts += [f"--channel {redact(c)}" for c in channels]
+    parts += [_option("--channel", c, "https://conda.anaconda.org/conda-forge", public=redact(c)) for c in channels]
     if no_lock:
         parts.append("--no-lock")
     return " ".join(parts)
