@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
 from envsolver.plan import Plan
 from envsolver.resolve import resolve
+from envsolver.writers.environment import default_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -242,11 +244,12 @@ def make(
             out.print(f"[yellow]warning[/]: {escape(w)}")
     for w in plan.warnings:
         out.print(f"[yellow]warning[/]: {escape(w)}")
-    lockfile = out_dir / "conda-lock.yml"
+    lockfile = shlex.quote(str(out_dir / "conda-lock.yml"))
+    env_name = shlex.quote(name or default_name(plan))
     out.print(
-        f"Create it with: conda-lock install -n NAME {lockfile}   (or: envsolver install {lockfile} -p PREFIX)"
+        f"Create it with: conda-lock install -n {env_name} {lockfile}   (or: envsolver install {lockfile} -p PREFIX)"
         if lock_result
-        else f"Create it with: conda env create -f {out_dir / 'environment.yml'}",
+        else f"Create it with: conda env create -f {shlex.quote(str(out_dir / 'environment.yml'))}",
         highlight=False,
     )
 
