@@ -244,7 +244,7 @@ def check_url(url: str, what: str, example: str) -> None:
         problem = (
             "it has a query or fragment, and file paths are appended to this URL, so a ?token= in it would "
             "never reach the server as one. Put a token in the path (https://HOST/t/TOKEN/...) or the user "
-            "info (https://USER:TOKEN@HOST/...), or in ~/.netrc"
+            "info (https://USER:TOKEN@HOST/...) instead"
         )
     if problem:
         raise BadInputError(f"{what} {redact_text(url)!r} is not usable: {problem}. Pass a URL such as {example}.")
@@ -261,6 +261,6 @@ def parse_mirrors(items: Sequence[str]) -> dict[str, str]:
                 f"--mirror {redact_text(item)!r} is not FROM=TO with two URLs. Pass e.g. --mirror {example}."
             )
         for url in (match["old"], match["new"]):
-            check_url(url, "--mirror", example)
+            check_url(url, "--mirror", "https://mirror.example.org/conda")
         out[match["old"]] = match["new"]
     return out
