@@ -21,6 +21,7 @@ from envsolver.hook import activation as hook_activation
 from envsolver.hook import build as hook_build
 from envsolver.hook import render as hook_render
 from envsolver.hook import run as hook_run
+from envsolver.http import parse_mirrors
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
 from envsolver.verify import checks as verify_checks
@@ -68,15 +69,7 @@ def install_command(
       envsolver install conda-linux-64.lock -p /scratch/envs/train
       envsolver install -p ./env --mirror https://conda.anaconda.org=https://mirror.example.org/conda
     """
-    mirror_map = {}
-    for item in mirrors:
-        old, sep, new = item.partition("=")
-        if not sep or "://" not in old or "://" not in new:
-            raise BadInputError(
-                f"--mirror {item!r} is not FROM=TO with two URLs. Pass e.g. "
-                "--mirror https://conda.anaconda.org=https://mirror.example.org/conda."
-            )
-        mirror_map[old] = new
+    mirror_map = parse_mirrors(mirrors)
     console = Console(stderr=True)
     with console.status("reading the lock", spinner="dots") as status:
         report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), lambda m: status.update(m))

@@ -15,9 +15,10 @@ from typing import Literal
 
 from envsolver import lockcheck, snapshot
 from envsolver.errors import BadInputError, ConflictError
+from envsolver.http import check_url
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
-from envsolver.redact import redact
+from envsolver.redact import redact, redact_text
 from envsolver.resolve import resolve
 from envsolver.snapshot import coverage
 from envsolver.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
@@ -63,13 +64,16 @@ def _snapshot(plan: Plan) -> list[ChannelSource]:
 
 
 def _custom(urls: Sequence[str]) -> list[ChannelSource]:
+    """The --channel URLs as sources: fetched as given (credentials included), named in files by their public
+    form. Raises BadInputError (exit 2) for anything but an http(s) or file:// URL without a query."""
     out = []
     for url in urls:
         if "://" not in url:
             raise BadInputError(
-                f"--channel {url!r} is not a URL. Pass a full URL such as "
+                f"--channel {redact_text(url)!r} is not a URL. Pass a full URL such as "
                 "https://mirror.example.org/conda-forge or file:///srv/channels/conda-forge."
             )
+        check_url(url, "--channel", "https://mirror.example.org/conda-forge or file:///srv/channels/conda-forge")
         out.append(ChannelSource(redact(url).rstrip("/"), url.rstrip("/")))
     return out
 
@@ -106,7 +110,10 @@ def lock(
         records = _solve_all(plan, kb, sources, cache, progress)
     except ChannelsUnreachable as exc:
         if mode == "custom":
-            raise ConflictError(f"{exc}. Check the --channel URLs are reachable from this host.") from None
+            raise ConflictError(
+                f"{redact_text(str(exc))}. Check the --channel URLs are reachable from this host; a channel that "
+                "needs credentials takes them in its URL (https://USER:TOKEN@HOST/... or https://HOST/t/TOKEN/...)."
+            ) from None
         warning = (
             f"the live channels could not be reached ({str(exc).splitlines()[0]}); locked against the "
             f"bundled snapshot of {snapshot.date()} instead"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from envsolver.errors import ConflictError, EnvsolverError
 from envsolver.lockfile import LockEntry
+from envsolver.redact import redact_text
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,16 @@ async def _solve(
 ) -> list[Record]:
     import rattler
     from rattler.channel import ChannelPriority
-    from rattler.exceptions import FetchRepoDataError, GatewayError, SolverError
+    from rattler.exceptions import FetchRepoDataError, GatewayError, InvalidChannelError, SolverError
     from rattler.package.build_string import BuildString
 
     gateway = rattler.Gateway(cache_dir=cache_dir)
-    channels = [rattler.Channel(s.location) for s in sources]
+    try:
+        channels = [rattler.Channel(s.location) for s in sources]
+    except InvalidChannelError as exc:
+        raise ChannelsUnreachable(
+            f"a channel URL is not valid: {redact_text(str(exc))}. Pass http(s):// or file:// channel URLs."
+        ) from None
     virtual = []
     for name, value in sorted(virtual_packages.items()):
         version, _, build = value.partition(" ")
@@ -96,10 +102,10 @@ async def _solve(
             timeout=timeout,
             timestamp_policy="allow-missing",
         )
-    except SolverError as exc:
-        raise SolveFailed(f"no solution for {platform}:\n{exc}") from None
+    except SolverError as exc:  # rattler's texts may name a channel URL: redacted
+        raise SolveFailed(f"no solution for {platform}:\n{redact_text(str(exc))}") from None
     except (FetchRepoDataError, GatewayError) as exc:
-        raise ChannelsUnreachable(f"could not fetch repodata: {exc}") from None
+        raise ChannelsUnreachable(f"could not fetch repodata: {redact_text(str(exc))}") from None
     out = []
     for rec in solved:
         url, channel = _public_url(rec.url, sources)

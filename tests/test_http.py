@@ -1,0 +1,376 @@
+"""envsolver.http against real HTTP servers on 127.0.0.1 (no mocks): Basic auth from the URL or a netrc file,
+anaconda.org path tokens, redirects that must not carry credentials away, timeouts, and --mirror parsing."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import http.server
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from envsolver import install as installer
+from envsolver.cli import main
+from envsolver.errors import BadInputError, EnvsolverError
+from envsolver.http import DownloadError, check_url, download, parse_mirrors
+from envsolver.lockfile import LockEntry
+
+USER, PASSWORD = "alice", "pw-S3CRET-1"
+TOKEN = "tk-S3CRET-2"
+BODY = b"archive bytes " * 1000
+SECRETS = (PASSWORD, TOKEN, "S3CRET")
+
+
+@dataclass
+class Server:
+    """A threaded HTTP server on 127.0.0.1; `seen` records (path, Authorization header) of every request."""
+
+    url: str
+    seen: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+Route = Callable[[http.server.BaseHTTPRequestHandler], bool]
+
+
+@contextmanager
+def serve(route: Route) -> Iterator[Server]:
+    """Run a server whose GET handler is `route` (it answers and returns True, or returns False for a 404)."""
+    state = Server("")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.seen.append((self.path, self.headers.get("Authorization")))
+            try:
+                if not route(self):
+                    self.send_error(404)
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client gave up (the timeout test)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def send(handler: http.server.BaseHTTPRequestHandler, body: bytes, status: int = 200) -> bool:
+    handler.send_response(status)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+    return True
+
+
+def _mirror_route(handler: http.server.BaseHTTPRequestHandler) -> bool:
+    path = handler.path
+    if path == "/public/x.conda":
+        return send(handler, BODY)
+    if path.startswith("/private/"):
+        if handler.headers.get("Authorization") != _basic(USER, PASSWORD):
+            handler.send_response(401)
+            handler.send_header("WWW-Authenticate", 'Basic realm="mirror"')
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return True
+        return send(handler, BODY) if path == "/private/x.conda" else False
+    if path.startswith("/t/"):
+        return send(handler, BODY) if path == f"/t/{TOKEN}/chan/x.conda" else send(handler, b"bad token", 403)
+    if path == "/redirect/same":
+        handler.send_response(302)
+        handler.send_header("Location", "/private/x.conda")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+        return True
+    if path == "/slow":
+        time.sleep(3)
+        return send(handler, BODY)
+    if path == "/truncated":
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(BODY) * 2))
+        handler.end_headers()
+        handler.wfile.write(BODY)
+        handler.close_connection = True
+        return True
+    return False
+
+
+@pytest.fixture
+def mirror() -> Iterator[Server]:
+    with serve(_mirror_route) as server:
+        yield server
+
+
+@pytest.fixture
+def other() -> Iterator[Server]:
+    """A second origin (another port): redirects to it must not carry the first one's credentials."""
+    with serve(lambda handler: send(handler, BODY)) as server:
+        yield server
+
+
+def _userinfo(url: str, user: str = USER, password: str = PASSWORD) -> str:
+    return url.replace("http://", f"http://{user}:{password}@")
+
+
+def assert_clean(text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, text
+
+
+def test_public_url(mirror: Server, tmp_path: Path) -> None:
+    download(f"{mirror.url}/public/x.conda", tmp_path / "x", environ={})
+    assert (tmp_path / "x").read_bytes() == BODY
+    assert mirror.seen == [("/public/x.conda", None)]
+
+
+def test_userinfo_is_sent_as_basic_auth_not_in_the_request(mirror: Server, tmp_path: Path) -> None:
+    download(_userinfo(f"{mirror.url}/private/x.conda"), tmp_path / "x", environ={})
+    assert (tmp_path / "x").read_bytes() == BODY
+    assert mirror.seen == [("/private/x.conda", _basic(USER, PASSWORD))]
+
+
+def test_percent_encoded_userinfo_is_decoded(tmp_path: Path) -> None:
+    user, password = "al@ce", "p/w:S3CRET?#"
+
+    def route(handler: http.server.BaseHTTPRequestHandler) -> bool:
+        status = 200 if handler.headers.get("Authorization") == _basic(user, password) else 401
+        return send(handler, BODY, status)
+
+    with serve(route) as server:
+        download(server.url.replace("http://", "http://al%40ce:p%2Fw%3AS3CRET%3F%23@") + "/x", tmp_path / "x")
+        assert (tmp_path / "x").read_bytes() == BODY
+
+
+def test_token_as_user_name(tmp_path: Path) -> None:
+    def route(handler: http.server.BaseHTTPRequestHandler) -> bool:
+        return send(handler, BODY, 200 if handler.headers.get("Authorization") == _basic(TOKEN, "") else 401)
+
+    with serve(route) as server:
+        download(server.url.replace("http://", f"http://{TOKEN}@") + "/x", tmp_path / "x", environ={})
+        assert (tmp_path / "x").read_bytes() == BODY
+
+
+def test_no_credentials_is_refused_with_the_fix(mirror: Server, tmp_path: Path) -> None:
+    target = tmp_path / "x"
+    with pytest.raises(DownloadError) as info:
+        download(f"{mirror.url}/private/x.conda", target, environ={"HOME": str(tmp_path)})
+    message = str(info.value)
+    assert "HTTP 401" in message and "netrc" in message and "USER:TOKEN@" in message
+    assert isinstance(info.value, OSError) and info.value.exit_code == 2
+    assert not target.exists()
+
+
+def test_wrong_password_never_reaches_the_message(mirror: Server, tmp_path: Path) -> None:
+    with pytest.raises(DownloadError) as info:
+        download(_userinfo(f"{mirror.url}/private/x.conda", password="wrong-S3CRET"), tmp_path / "x", environ={})
+    assert "HTTP 401" in str(info.value) and "***@127.0.0.1" in str(info.value)
+    assert_clean(str(info.value))
+
+
+@pytest.mark.parametrize("how", ["NETRC", "HOME", "default"])
+def test_netrc_credentials(mirror: Server, tmp_path: Path, how: str) -> None:
+    entry = "default" if how == "default" else "machine 127.0.0.1"
+    netrc_file = tmp_path / ("custom-netrc" if how == "NETRC" else ".netrc")
+    netrc_file.write_text(f"machine example.org login bob password other\n{entry} login {USER} password {PASSWORD}\n")
+    environ = {"NETRC": str(netrc_file)} if how == "NETRC" else {"HOME": str(tmp_path)}
+    download(f"{mirror.url}/private/x.conda", tmp_path / "x", environ=environ)
+    assert (tmp_path / "x").read_bytes() == BODY
+
+
+def test_netrc_env_wins_over_home(mirror: Server, tmp_path: Path) -> None:
+    (tmp_path / ".netrc").write_text(f"machine 127.0.0.1 login {USER} password wrong\n")
+    chosen = tmp_path / "chosen"
+    chosen.write_text(f"machine 127.0.0.1 login {USER} password {PASSWORD}\n")
+    download(f"{mirror.url}/private/x.conda", tmp_path / "x", environ={"HOME": str(tmp_path), "NETRC": str(chosen)})
+    assert mirror.seen[-1] == ("/private/x.conda", _basic(USER, PASSWORD))
+
+
+def test_userinfo_wins_over_netrc(mirror: Server, tmp_path: Path) -> None:
+    netrc_file = tmp_path / "netrc"
+    netrc_file.write_text("machine 127.0.0.1 login mallory password nope\n")
+    download(_userinfo(f"{mirror.url}/private/x.conda"), tmp_path / "x", environ={"NETRC": str(netrc_file)})
+    assert mirror.seen[-1][1] == _basic(USER, PASSWORD)
+
+
+def test_broken_netrc_is_named_without_its_content(mirror: Server, tmp_path: Path) -> None:
+    netrc_file = tmp_path / "netrc"
+    netrc_file.write_text(f"machine 127.0.0.1 login {USER}\npassword {PASSWORD} bogus-S3CRET\n")
+    with pytest.raises(DownloadError) as info:
+        download(f"{mirror.url}/private/x.conda", tmp_path / "x", environ={"NETRC": str(netrc_file)})
+    assert "cannot be parsed (near line" in str(info.value) and "NETRC" in str(info.value)
+    assert_clean(str(info.value))
+
+
+def test_path_token_stays_in_the_fetched_url(mirror: Server, tmp_path: Path) -> None:
+    download(f"{mirror.url}/t/{TOKEN}/chan/x.conda", tmp_path / "x", environ={})
+    assert (tmp_path / "x").read_bytes() == BODY
+    with pytest.raises(DownloadError) as info:
+        download(f"{mirror.url}/t/wrong-S3CRET/chan/x.conda", tmp_path / "y", environ={})
+    assert "HTTP 403" in str(info.value) and "/t/***/chan" in str(info.value)
+    assert_clean(str(info.value))
+
+
+def test_same_origin_redirect_keeps_the_credentials(mirror: Server, tmp_path: Path) -> None:
+    download(_userinfo(f"{mirror.url}/redirect/same"), tmp_path / "x", environ={})
+    assert mirror.seen[-1] == ("/private/x.conda", _basic(USER, PASSWORD))
+
+
+def test_redirect_to_another_host_drops_the_credentials(other: Server, tmp_path: Path) -> None:
+    def route(handler: http.server.BaseHTTPRequestHandler) -> bool:
+        handler.send_response(302)
+        handler.send_header("Location", f"{other.url}/elsewhere.conda")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+        return True
+
+    with serve(route) as server:
+        download(_userinfo(f"{server.url}/x"), tmp_path / "x", environ={})
+        assert server.seen == [("/x", _basic(USER, PASSWORD))]
+    assert other.seen == [("/elsewhere.conda", None)]
+    assert (tmp_path / "x").read_bytes() == BODY
+
+
+def test_closed_port(tmp_path: Path) -> None:
+    with pytest.raises(DownloadError) as info:
+        download(f"http://{USER}:{PASSWORD}@127.0.0.1:9/t/{TOKEN}/x.conda", tmp_path / "x", environ={})
+    assert "refused" in str(info.value) and "reachable" in str(info.value)
+    assert_clean(str(info.value))
+
+
+def test_timeout(mirror: Server, tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(DownloadError, match="timed out"):
+        download(f"{mirror.url}/slow", tmp_path / "x", timeout=0.5, environ={})
+    assert time.monotonic() - started < 2.5
+    assert not (tmp_path / "x").exists()
+
+
+def test_truncated_body_is_an_error(mirror: Server, tmp_path: Path) -> None:
+    with pytest.raises(DownloadError):
+        download(f"{mirror.url}/truncated", tmp_path / "x", environ={})
+    assert not (tmp_path / "x").exists()
+
+
+def test_file_urls(tmp_path: Path) -> None:
+    source = tmp_path / "dir with space" / "x.conda"
+    source.parent.mkdir()
+    source.write_bytes(BODY)
+    download(source.as_uri(), tmp_path / "x")
+    assert (tmp_path / "x").read_bytes() == BODY
+    with pytest.raises(DownloadError, match="exists"):
+        download((tmp_path / "missing.conda").as_uri(), tmp_path / "y")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::1",
+        f"http://{USER}:{PASSWORD}@[::1/x",
+        f"http://{USER}:pw/S3CRET@127.0.0.1/x",  # an unencoded '/' in the password
+        f"http://{USER}:{PASSWORD}@127.0.0.1:99999/x",
+        f"ftp://{USER}:{PASSWORD}@127.0.0.1/x",
+        "http:///x",
+        "file://otherhost/x",
+        f"http://127.0.0.1/t/{TOKEN}/x y",
+    ],
+)
+def test_malformed_urls_raise_download_error(url: str, tmp_path: Path) -> None:
+    with pytest.raises(DownloadError) as info:
+        download(url, tmp_path / "x", environ={})
+    assert_clean(str(info.value))
+    assert str(info.value).rstrip().endswith(".")
+
+
+def test_download_is_a_drop_in_for_installs_copy(
+    mirror: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """install.fetch_verified catches OSError around `_copy(url, target)`; download keeps that contract."""
+    entry = LockEntry(
+        name="x",
+        version="1",
+        build="0",
+        subdir="linux-64",
+        platform="linux-64",
+        url=_userinfo(f"{mirror.url}/private/x.conda"),
+        md5=None,
+        sha256=hashlib.sha256(BODY).hexdigest(),
+    )
+    monkeypatch.setattr(installer, "_copy", download, raising=False)
+    assert installer.fetch_verified(entry, tmp_path / "staging").read_bytes() == BODY
+    refused = dataclasses.replace(entry, url=f"{mirror.url}/private/x.conda", sha256="1" * 64)
+    with pytest.raises(EnvsolverError):
+        installer.fetch_verified(refused, tmp_path / "staging")
+    assert not list((tmp_path / "staging").glob("*.part"))
+
+
+@pytest.mark.parametrize(
+    ("items", "expected"),
+    [
+        ((), {}),
+        (
+            ("https://conda.anaconda.org=https://mirror.example.org/conda",),
+            {"https://conda.anaconda.org": "https://mirror.example.org/conda"},
+        ),
+        (
+            (f"https://conda.anaconda.org=https://{USER}:{PASSWORD}@mirror.example.org/t/{TOKEN}/conda",),
+            {"https://conda.anaconda.org": f"https://{USER}:{PASSWORD}@mirror.example.org/t/{TOKEN}/conda"},
+        ),
+        (("file:///srv/a=b=file:///srv/c",), {"file:///srv/a=b": "file:///srv/c"}),
+    ],
+)
+def test_parse_mirrors(items: tuple[str, ...], expected: dict[str, str]) -> None:
+    assert parse_mirrors(items) == expected
+
+
+@pytest.mark.parametrize(
+    ("item", "says"),
+    [
+        (f"FROM=http://user:{PASSWORD}@host/t/{TOKEN}/x", "is not FROM=TO with two URLs"),
+        (f"https://conda.anaconda.org=http://[::1/t/{TOKEN}/", "cannot be parsed"),
+        (f"https://conda.anaconda.org=https://mirror.example.org/conda?token={TOKEN}", "query"),
+        (f"https://conda.anaconda.org=https://user:{PASSWORD}@/conda", "no host"),
+        (f"https://conda.anaconda.org=https://u:a/{PASSWORD}@mirror.example.org/c", "percent-encoded"),
+        ("https://conda.anaconda.org", "is not FROM=TO"),
+        (f"https://conda.anaconda.org=ftp://user:{PASSWORD}@h/c", "not an http://"),
+    ],
+)
+def test_bad_mirrors_are_refused_without_their_secrets(item: str, says: str) -> None:
+    with pytest.raises(BadInputError) as info:
+        parse_mirrors([item])
+    assert says in str(info.value) and "--mirror" in str(info.value)
+    assert_clean(str(info.value))
+
+
+def test_check_url_accepts_channels() -> None:
+    for url in ("https://mirror.example.org/conda-forge", f"http://{USER}:{PASSWORD}@h:8080/t/{TOKEN}/c", "file:///x"):
+        check_url(url, "--channel", "https://mirror.example.org/conda-forge")
+
+
+def test_cli_install_mirror_error_is_redacted(tmp_path: Path) -> None:
+    """The issue's case: the --mirror error printed the credentials."""
+    result = CliRunner().invoke(
+        main,
+        ["install", "-p", str(tmp_path / "env"), "--mirror", f"FROM=http://user:{PASSWORD}@host/t/{TOKEN}/x"],
+        env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert result.exit_code == 2 and "is not FROM=TO" in result.output, result.output
+    assert_clean(result.output)
