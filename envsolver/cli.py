@@ -23,6 +23,7 @@ from envsolver.inputs import Inputs, Options, build_target, make_command
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
 from envsolver.plan import Plan
+from envsolver.redact import redact_text
 from envsolver.resolve import resolve
 from envsolver.writers.environment import default_name
 
@@ -52,15 +53,38 @@ Exit codes: 0 ok, 1 no consistent stack for the target, 2 bad input.
 """
 
 
+INTERNAL = "internal error"
+
+
 class _Group(click.Group):
-    """Maps EnvsolverError to its message on stderr and its exit code, in one place."""
+    """Maps every outcome to a message on stderr and exit 0, 1 or 2, in one place: EnvsolverError to its message
+    and exit code; an OSError that no command turned into an error to exit 2 naming the file; anything else
+    (a bug) to exit 2 with an `internal error` line instead of a traceback. Every message is passed through
+    redact_text, so no credential reaches the terminal or a log."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except EnvsolverError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {redact_text(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
+        except OSError as exc:
+            where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
+            click.echo(
+                f"error: {redact_text(exc.strerror or str(exc))}{where}. Check that the path exists and that you "
+                "can read and write it, then run the same command again.",
+                err=True,
+            )
+            ctx.exit(2)
+        except Exception as exc:
+            click.echo(
+                f"error: {INTERNAL} ({type(exc).__name__}: {redact_text(str(exc))[:500]}). This is a bug in "
+                "envsolver, not in your input; please report it with the command you ran.",
+                err=True,
+            )
+            ctx.exit(2)
 
 
 def target_options(func: F) -> F:

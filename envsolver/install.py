@@ -21,20 +21,17 @@ import json
 import os
 import shutil
 import tempfile
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from envsolver import archive, filelock, lockfile, pkgcache, prefixmeta, solve
+from envsolver import archive, filelock, http, lockfile, pkgcache, prefixmeta, solve
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.redact import redact
 
 Progress = Callable[[str], None]
-CHUNK = 1 << 20
 
 __all__ = ["FetchError", "InstallReport", "IntegrityError", "install", "installed"]
 
@@ -75,15 +72,6 @@ def _same(entry: LockEntry, doc: dict[str, Any] | None) -> bool:
     algorithm, expected = pkgcache.expected_hash(entry)
     have = doc.get(algorithm)
     return not isinstance(have, str) or not have or have.lower() == expected
-
-
-def _copy(url: str, target: Path) -> None:
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        shutil.copyfile(unquote(parts.path), target)
-        return
-    with urllib.request.urlopen(url, timeout=60) as response, target.open("wb") as out:
-        shutil.copyfileobj(response, out, CHUNK)
 
 
 def _softlinks_kept(doc: dict[str, Any]) -> set[str]:
@@ -170,13 +158,16 @@ def install(
             staged: dict[str, tuple[LockEntry, Path]] = {}
             for number, entry in enumerate(missing, start=1):
                 progress(f"fetching and verifying {number}/{len(missing)}: {entry.name} {entry.version}")
-                path = pkgcache.stage(entry, fetch_from[entry.name], cache / "verified", staging, _copy, progress)
-                staged[entry.name] = (entry, path)
+                url = fetch_from[entry.name]
+                staged[entry.name] = (
+                    entry,
+                    pkgcache.stage(entry, url, cache / "verified", staging, http.download, progress),
+                )
             kept = {name: doc for name, doc in have.items() if name not in staged}
             check_archives(prefix, staged, kept, progress)
             progress(f"linking {len(lock.entries)} packages into {prefix}")
             reinstall = {e.name for e in missing if e.name in have}
-            plan = [(e, staged[e.name][1].as_uri() if e.name in staged else e.url) for e in lock.entries]
+            plan = [(e, staged[e.name][1].as_uri() if e.name in staged else redact(e.url)) for e in lock.entries]
             solve.install_records(plan, prefix, lock.platform, staging / "pkgs", reinstall)
             _record_public_urls(prefix, missing)
         finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from envsolver.errors import EnvsolverError
 from envsolver.lockfile import LockEntry
-from envsolver.redact import redact
+from envsolver.redact import redact_text
 
 Progress = Callable[[str], None]
 Fetch = Callable[[str, Path], None]  # fetch URL into the file at Path; raises OSError or EnvsolverError
@@ -105,10 +105,9 @@ def stage(entry: LockEntry, fetch_url: str, cache: Path, staging: Path, fetch: F
         fetch(fetch_url, partial)
     except (OSError, EnvsolverError) as exc:
         partial.unlink(missing_ok=True)
-        raise FetchError(
-            f"cannot fetch {entry.name} {entry.version} from {redact(fetch_url)}: {redact(str(exc))}. Check the URL "
-            "is reachable, or rewrite it to a mirror with --mirror FROM=TO."
-        ) from None
+        why = str(exc) if isinstance(exc, EnvsolverError) else f"cannot fetch {redact_text(fetch_url)}: {exc}."
+        hint = "" if "--mirror" in why else " If the channel moved, rewrite its URLs with --mirror FROM=TO."
+        raise FetchError(f"{entry.name} {entry.version}: {redact_text(why)}{hint}") from None
     actual = _digest(partial, algorithm)
     if actual != expected:
         partial.unlink(missing_ok=True)

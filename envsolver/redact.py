@@ -19,6 +19,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
 MASK = "***"
+# The spelled-out forms envsolver's own messages use to show where credentials go; never a real secret.
+PLACEHOLDERS = frozenset({"USER:TOKEN", "USER:PASSWORD", "USER", "TOKEN"})
 
 # A query or fragment key whose name contains one of these is treated as a secret (case-insensitive, with
 # '-' read as '_'): token, access_token, auth_token, private_token, X-Amz-Security-Token, api_key, apikey,
@@ -55,8 +57,11 @@ def redact(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """`text` with every credential in every URL in it replaced by `***`. Never raises."""
-    text = _replace(text, [(start, end - 1, MASK) for start, end in _userinfo(text)])
-    text = _outside_file_urls(text, lambda part: _PATH_TOKEN_SEGMENT.sub(MASK, part))
+    cuts = [(start, end - 1, MASK) for start, end in _userinfo(text) if text[start : end - 1] not in PLACEHOLDERS]
+    text = _replace(text, cuts)
+    text = _outside_file_urls(
+        text, lambda part: _PATH_TOKEN_SEGMENT.sub(lambda m: m[0] if m[0] in PLACEHOLDERS else MASK, part)
+    )
     return _replace(text, [(start, end, MASK) for start, end in _merged(_secret_values(text))])
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from envsolver.errors import ConflictError, EnvsolverError
 from envsolver.lockfile import LockEntry
-from envsolver.redact import redact_text
+from envsolver.redact import redact, redact_text
 
 
 @dataclass(frozen=True)
@@ -138,10 +139,15 @@ def solve(
     timeout_s: float = 300.0,
 ) -> list[Record]:
     """Solve `specs` for `platform` (plus noarch) with strict channel priority and exactly these virtual
-    packages (never the host's). Raises SolveFailed (exit 1) or ChannelsUnreachable (exit 2)."""
-    return asyncio.run(
-        _solve(specs, sources, platform, virtual_packages, cache_dir, datetime.timedelta(seconds=timeout_s))
-    )
+    packages (never the host's). A channel whose URL carries credentials is read through a private repodata
+    cache that is removed afterwards. Raises SolveFailed (exit 1) or ChannelsUnreachable (exit 2)."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if not any(redact(s.location) != s.location for s in sources):
+        return asyncio.run(_solve(specs, sources, platform, virtual_packages, cache_dir, timeout))
+    # rattler's repodata cache records the URL it fetched; a URL with credentials gets a cache of its own,
+    # removed afterwards, so no credential is left in a file.
+    with tempfile.TemporaryDirectory(prefix="envsolver-solve-") as private:
+        return asyncio.run(_solve(specs, sources, platform, virtual_packages, Path(private), timeout))
 
 
 def index_channel(path: Path) -> None:

@@ -9,7 +9,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from envsolver import cli
 from envsolver.cli import main
+from envsolver.errors import ConflictError
 
 EXPLAIN_KEYS = {
     "gpus",
@@ -191,3 +193,28 @@ def test_help_has_examples(runner: CliRunner) -> None:
         result = runner.invoke(main, [command, "--help"])
         assert result.exit_code == 0
         assert "Examples" in result.output
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "phrase"),
+    [
+        (RuntimeError("boom at http://alice:S3CRET@host/t/S3CRET/x"), 2, "internal error (RuntimeError: boom"),
+        (PermissionError(13, "Permission denied", "/srv/t/x"), 2, "Permission denied ('/srv/t/x')"),
+        (ConflictError("no stack, see https://bob:S3CRET@mirror/c"), 1, "no stack, see https://***@mirror/c"),
+    ],
+    ids=["bug", "oserror", "envsolver-error"],
+)
+def test_every_failure_is_a_message_and_an_exit_code(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, code: int, phrase: str
+) -> None:
+    """The one handler in cli.py: whatever a command raises ends in `error: ...` on stderr and exit 1 or 2,
+    never a traceback, and no credential in the message."""
+
+    def explode(*_: object, **__: object) -> None:
+        raise raised
+
+    monkeypatch.setattr(cli, "resolve", explode)
+    result = CliRunner().invoke(main, ["explain", "--gpu", "a100"])
+    assert result.exit_code == code and isinstance(result.exception, SystemExit)
+    assert result.stderr.startswith("error: ") and phrase in result.stderr
+    assert "S3CRET" not in result.stderr and "Traceback" not in result.stderr

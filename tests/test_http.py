@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import install as installer
+from envsolver import pkgcache
 from envsolver.cli import main
-from envsolver.errors import BadInputError, EnvsolverError
+from envsolver.errors import BadInputError
 from envsolver.http import DownloadError, check_url, download, parse_mirrors
 from envsolver.lockfile import LockEntry
 
@@ -300,26 +300,31 @@ def test_malformed_urls_raise_download_error(url: str, tmp_path: Path) -> None:
     assert str(info.value).rstrip().endswith(".")
 
 
-def test_download_is_a_drop_in_for_installs_copy(
-    mirror: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """install.fetch_verified catches OSError around `_copy(url, target)`; download keeps that contract."""
+def test_install_stages_archives_through_download(mirror: Server, tmp_path: Path) -> None:
+    """install's staging (pkgcache.stage) fetches through download: credentials from the URL reach the server,
+    a hash mismatch is refused and leaves no partial file."""
     entry = LockEntry(
         name="x",
         version="1",
         build="0",
         subdir="linux-64",
         platform="linux-64",
-        url=_userinfo(f"{mirror.url}/private/x.conda"),
+        url=f"{mirror.url}/private/x.conda",
         md5=None,
         sha256=hashlib.sha256(BODY).hexdigest(),
     )
-    monkeypatch.setattr(installer, "_copy", download, raising=False)
-    assert installer.fetch_verified(entry, tmp_path / "staging").read_bytes() == BODY
-    refused = dataclasses.replace(entry, url=f"{mirror.url}/private/x.conda", sha256="1" * 64)
-    with pytest.raises(EnvsolverError):
-        installer.fetch_verified(refused, tmp_path / "staging")
-    assert not list((tmp_path / "staging").glob("*.part"))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    url = _userinfo(entry.url)
+    staged = pkgcache.stage(entry, url, tmp_path / "cache", staging, download, lambda _: None)
+    assert staged.read_bytes() == BODY
+    refused = dataclasses.replace(entry, sha256="1" * 64)
+    again = tmp_path / "again"
+    again.mkdir()
+    with pytest.raises(pkgcache.IntegrityError) as info:
+        pkgcache.stage(refused, url, tmp_path / "cache2", again, download, lambda _: None)
+    assert not any(s in str(info.value) for s in SECRETS)
+    assert not list(tmp_path.rglob("*.part"))
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ refusal, and conda-meta carries no credentials. Every case runs the real command
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.server
 import os
@@ -214,15 +215,51 @@ def test_two_installs_sharing_a_cache_both_succeed(tmp_path: Path) -> None:
         assert (tmp_path / f"env-{i}" / "share" / "tiny" / "data.txt").read_text() == GENUINE
 
 
-def test_conda_meta_carries_no_credentials(tmp_path: Path) -> None:
-    """An anaconda.org-style token in the channel path (/t/TOKEN/) fetches, but never reaches the prefix."""
-    channel = build_channel(tmp_path / "t" / "SECRET-TOKEN-42")
-    lock = explicit_lock(tmp_path / "conda-linux-64.lock", sorted((channel / "linux-64").glob("*.tar.bz2")))
-    assert "/t/SECRET-TOKEN-42/" in lock.read_text()
+class _PrivateChannel(http.server.SimpleHTTPRequestHandler):
+    """A channel directory behind credentials: /t/TOKEN/... (anaconda.org's path token) or Basic auth."""
+
+    token = "SECRET-TOKEN-42"
+    basic = "Basic " + base64.b64encode(b"alice:SECRET-PW-43").decode()
+
+    def do_GET(self) -> None:
+        prefix = f"/t/{self.token}"
+        if self.path.startswith(prefix + "/"):
+            self.path = self.path[len(prefix) :]
+        elif self.headers.get("Authorization") != self.basic:
+            self.send_error(401)
+            return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("how", ["path-token", "mirror-with-userinfo"])
+def test_credentials_fetch_but_never_reach_the_prefix_or_the_output(tmp_path: Path, how: str) -> None:
+    """Both forms of credential work for fetching; neither reaches conda-meta, any file or the output."""
+    channel = build_channel(tmp_path)
+    handler = functools.partial(_PrivateChannel, directory=str(channel))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    archives = sorted((channel / "linux-64").glob("*.tar.bz2"))
+    lock = explicit_lock(tmp_path / "conda-linux-64.lock", archives)
+    public = "https://conda.example.org/private"
+    if how == "path-token":
+        lock.write_text(lock.read_text().replace(channel.as_uri(), f"{base}/t/{_PrivateChannel.token}"))
+        extra: tuple[str, ...] = ()
+    else:
+        lock.write_text(lock.read_text().replace(channel.as_uri(), public))
+        extra = ("--mirror", f"{public}=http://alice:SECRET-PW-43@127.0.0.1:{server.server_address[1]}")
     prefix = tmp_path / "env"
-    code, output = _install(lock, prefix, tmp_path / "cache")
-    assert code == 0 and "SECRET-TOKEN-42" not in output
-    leaked = [p for p in prefix.rglob("*") if p.is_file() and b"SECRET-TOKEN-42" in p.read_bytes()]
+    try:
+        code, output = _install(lock, prefix, tmp_path / "cache", *extra)
+    finally:
+        server.shutdown()
+    assert code == 0, output
+    assert (prefix / "share" / "tiny" / "data.txt").read_text() == GENUINE
+    assert "SECRET" not in output
+    leaked = [p for p in prefix.rglob("*") if p.is_file() and b"SECRET" in p.read_bytes()]
     assert leaked == []
 
 

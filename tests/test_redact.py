@@ -256,6 +256,8 @@ def test_make_over_an_authenticated_channel_writes_no_credential(
     _assert_clean(stdout, stderr, written)
     assert f"{public}/linux-64/" in written and f"--channel {public}" in written
     assert public in stdout
+    cached = [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and b"S3CRET" in p.read_bytes()]
+    assert cached == []  # rattler's repodata cache records the URLs it fetched: never a credentialed one
 
 
 @pytest.mark.parametrize(
