@@ -1,12 +1,14 @@
 """Write make's outputs: environment.yml, conda-lock.yml and one explicit lock per platform.
 
-Texts come from the pure writers; files.write makes each write atomic, leaves unchanged files alone and
-refuses to overwrite hand edits without force.
+Every text is rendered by the pure writers first; fileset.commit then writes them as one set (the old
+complete set or the new one, one writer at a time), leaves unchanged files alone and refuses to overwrite
+hand edits without force.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from envsolver import __version__
@@ -14,7 +16,7 @@ from envsolver.kb.load import kb_date
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import LockResult
 from envsolver.plan import Plan
-from envsolver.writers import condalock, environment, explicit, files
+from envsolver.writers import condalock, environment, explicit, files, fileset
 
 
 def cache_dir() -> Path:
@@ -27,10 +29,18 @@ def cache_dir() -> Path:
 
 
 def write_environment(
-    plan: Plan, out_dir: Path, command: str, name: str | None, force: bool
+    plan: Plan,
+    out_dir: Path,
+    command: str,
+    name: str | None,
+    force: bool,
+    *,
+    wait_s: float = fileset.WAIT_S,
+    on_wait: Callable[[str], None] | None = None,
 ) -> dict[Path, files.Outcome]:
-    path = out_dir / "environment.yml"
-    return {path: files.write(path, environment.render(plan, command, kb_date(), name), force=force)}
+    """Write environment.yml alone. Raises BadInputError (exit 2) as fileset.commit does."""
+    texts = {"environment.yml": environment.render(plan, command, kb_date(), name)}
+    return fileset.commit(out_dir, texts, force=force, command=command, wait_s=wait_s, on_wait=on_wait)
 
 
 def custom_metadata(result: LockResult, kb: KnowledgeBase) -> dict[str, str]:
@@ -63,18 +73,34 @@ def custom_metadata(result: LockResult, kb: KnowledgeBase) -> dict[str, str]:
     return meta
 
 
-def write_all(
-    result: LockResult, kb: KnowledgeBase, out_dir: Path, command: str, name: str | None, force: bool
-) -> dict[Path, files.Outcome]:
-    written = write_environment(result.plan, out_dir, command, name, force)
+def render_all(result: LockResult, kb: KnowledgeBase, command: str, name: str | None) -> dict[str, str]:
+    """File name -> text: environment.yml, conda-lock.yml, then conda-<platform>.lock per platform."""
     hashes = {
         platform: condalock.content_hash([str(s) for s in result.plan.specs], result.channels, virtual)
         for platform, virtual in result.virtual_packages.items()
     }
-    text = condalock.render(result.records, result.channels, hashes, custom_metadata(result, kb), command, kb_date())
-    path = out_dir / "conda-lock.yml"
-    written[path] = files.write(path, text, force=force)
+    texts = {
+        "environment.yml": environment.render(result.plan, command, kb_date(), name),
+        "conda-lock.yml": condalock.render(
+            result.records, result.channels, hashes, custom_metadata(result, kb), command, kb_date()
+        ),
+    }
     for platform, records in sorted(result.records.items()):
-        path = out_dir / f"conda-{platform}.lock"
-        written[path] = files.write(path, explicit.render(records, platform, command, kb_date()), force=force)
-    return written
+        texts[f"conda-{platform}.lock"] = explicit.render(records, platform, command, kb_date())
+    return texts
+
+
+def write_all(
+    result: LockResult,
+    kb: KnowledgeBase,
+    out_dir: Path,
+    command: str,
+    name: str | None,
+    force: bool,
+    *,
+    wait_s: float = fileset.WAIT_S,
+    on_wait: Callable[[str], None] | None = None,
+) -> dict[Path, files.Outcome]:
+    """Write the whole set as one. Raises BadInputError (exit 2) as fileset.commit does."""
+    texts = render_all(result, kb, command, name)
+    return fileset.commit(out_dir, texts, force=force, command=command, wait_s=wait_s, on_wait=on_wait)

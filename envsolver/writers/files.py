@@ -3,10 +3,12 @@
 Each generated file carries `# envsolver-sha256: <hex>` on its last header line, the hash of the text
 that follows it. On rewrite: identical content is left alone; a file whose hash still matches (or that
 does not exist) is replaced atomically; anything else was edited by hand and needs `force`.
+write() does this for one file; writers/fileset.py for a set of files that must change together.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -72,3 +74,62 @@ def write(path: Path, text: str, force: bool = False) -> Outcome:
         Path(tmp).unlink(missing_ok=True)
         raise
     return Outcome.WRITTEN
+
+
+def write_new(path: Path, text: str) -> None:
+    """Create `path` afresh with `text`, mode 0666 less the umask, and fsync it. A file or symbolic link
+    already at `path` is removed first, never followed. Raises OSError; a partial file is removed."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (creations, renames, removals) durable. Raises OSError."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF):  # file systems that cannot sync a directory
+            raise
+    finally:
+        os.close(fd)
+
+
+_REASONS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "it is on a read-only file system",
+    errno.ENOSPC: "no space is left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.ENAMETOOLONG: "a name in the path is too long",
+    errno.ENOTDIR: "a part of the path is not a directory",
+    errno.EISDIR: "a directory is in the way",
+    errno.ELOOP: "a symbolic link is in the way",
+    errno.ENOLCK: "the file system cannot lock files",
+}
+
+
+def reason(exc: OSError) -> str:
+    """Why a write failed, in words: 'permission denied', 'it is on a read-only file system', ..."""
+    if exc.errno in _REASONS:
+        return _REASONS[exc.errno]
+    return exc.strerror or str(exc)
+
+
+def blocking_file(path: Path) -> Path | None:
+    """The first of `path` and its parents that exists and is not a directory (so `path` cannot be one)."""
+    for candidate in (path, *path.parents):
+        try:
+            if candidate.exists() and not candidate.is_dir():
+                return candidate
+        except OSError:
+            continue
+    return None

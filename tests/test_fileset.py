@@ -1,0 +1,208 @@
+"""The file set writer: one commit per set, the journal that repairs an interrupted commit, the directory lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envsolver.errors import BadInputError
+from envsolver.writers import fileset
+from envsolver.writers.files import Outcome, stamp
+
+COMMAND = "envsolver make --gpu a100"
+OLD = {
+    "environment.yml": "# old\nname: old\n",
+    "conda-lock.yml": "# old\nversion: 1\n",
+    "conda-linux-64.lock": "# old\n@EXPLICIT\n",
+}
+NEW = {name: text.replace("old", "new") for name, text in OLD.items()}
+
+
+def commit(out: Path, texts: dict[str, str], force: bool = False, **kwargs: object) -> dict[Path, Outcome]:
+    return fileset.commit(out, texts, force=force, command=COMMAND, **kwargs)  # type: ignore[arg-type]
+
+
+def contents(out: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(out.iterdir())}
+
+
+def stamped(texts: dict[str, str]) -> dict[str, str]:
+    return {name: stamp(text) for name, text in sorted(texts.items())}
+
+
+def interrupted(out: Path, renamed: int) -> None:
+    """The state a run killed between renames leaves: OLD committed, NEW in temps and the journal, the first
+    `renamed` members already renamed into place."""
+    commit(out, OLD)
+    for name, text in NEW.items():
+        (out / fileset.temp_name(name)).write_text(stamp(text))
+    (out / fileset.JOURNAL).write_text(fileset.journal_text(tuple(NEW)))
+    for name in list(NEW)[:renamed]:
+        os.replace(out / fileset.temp_name(name), out / name)
+
+
+def test_commit_writes_the_set_then_leaves_it_unchanged(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert set(commit(out, OLD).values()) == {Outcome.WRITTEN}
+    assert contents(out) == stamped(OLD)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    again = commit(out, OLD)
+    assert again == {out / name: Outcome.UNCHANGED for name in OLD}
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == mtimes
+
+
+def test_only_changed_members_are_rewritten(tmp_path: Path) -> None:
+    commit(tmp_path, OLD)
+    texts = {**OLD, "conda-lock.yml": NEW["conda-lock.yml"]}
+    result = commit(tmp_path, texts)
+    assert result[tmp_path / "conda-lock.yml"] is Outcome.WRITTEN
+    assert result[tmp_path / "environment.yml"] is Outcome.UNCHANGED
+    assert contents(tmp_path) == stamped(texts)
+
+
+@pytest.mark.parametrize("renamed", [0, 1, 2, 3])
+def test_repair_rolls_an_interrupted_commit_forward(tmp_path: Path, renamed: int) -> None:
+    interrupted(tmp_path, renamed)
+    fileset.repair(tmp_path)
+    assert contents(tmp_path) == stamped(NEW)
+
+
+def test_temporaries_without_a_journal_are_discarded(tmp_path: Path) -> None:
+    commit(tmp_path, OLD)
+    for name, text in NEW.items():
+        (tmp_path / fileset.temp_name(name)).write_text(stamp(text)[:7])  # killed while writing them
+    (tmp_path / (fileset.JOURNAL + ".new")).write_text("envsolver-commit 1\n")
+    fileset.repair(tmp_path)
+    assert contents(tmp_path) == stamped(OLD)
+
+
+def test_the_next_commit_completes_an_interrupted_one_first(tmp_path: Path) -> None:
+    interrupted(tmp_path, renamed=1)
+    commit(tmp_path, {"environment.yml": "# third\nname: third\n"})
+    assert contents(tmp_path) == {**stamped(NEW), "environment.yml": stamp("# third\nname: third\n")}
+
+
+def test_a_journal_envsolver_did_not_write_is_refused_with_the_fix(tmp_path: Path) -> None:
+    commit(tmp_path, OLD)
+    (tmp_path / fileset.JOURNAL).write_text("envsolver-commit 1\n../../etc/passwd\n")
+    before = contents(tmp_path)
+    with pytest.raises(BadInputError, match=r"\.envsolver-commit.*rm ") as info:
+        commit(tmp_path, NEW)
+    assert repr(str(tmp_path / fileset.JOURNAL)) in str(info.value)
+    assert contents(tmp_path) == before
+
+
+@given(st.text(max_size=200))
+def test_parse_journal_returns_member_names_or_raises_value_error(text: str) -> None:
+    try:
+        names = fileset.parse_journal(text)
+    except ValueError:
+        return
+    assert names and all(fileset.MEMBER.fullmatch(n) for n in names) and len(set(names)) == len(names)
+
+
+@given(st.lists(st.sampled_from([*OLD, "conda-osx-arm64.lock"]), min_size=1, max_size=4, unique=True))
+def test_journal_text_round_trips(names: list[str]) -> None:
+    assert fileset.parse_journal(fileset.journal_text(tuple(names))) == tuple(names)
+
+
+@pytest.mark.parametrize("name", ["../environment.yml", "/etc/passwd", "conda-$(id).lock", ".envsolver.lock", ""])
+def test_a_member_name_outside_the_grammar_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(BadInputError, match="not a file envsolver writes"):
+        commit(tmp_path / "out", {name: "# x\n"})
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_symlink_planted_at_a_temporary_name_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / fileset.temp_name("environment.yml")).symlink_to(victim)
+    commit(out, OLD)
+    assert victim.read_text() == "precious\n"
+    assert contents(out) == stamped(OLD)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(list(OLD)), st.text(st.characters(blacklist_categories=["Cs"]), max_size=30)),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_every_commit_leaves_exactly_its_texts_and_no_litter(tmp_path: Path, sets: list[dict[str, str]]) -> None:
+    out = tmp_path / f"out-{time.monotonic_ns()}"
+    expected: dict[str, str] = {}
+    for texts in sets:
+        commit(out, texts, force=True)
+        expected.update({name: stamp(text) for name, text in texts.items()})
+        if out.exists():
+            found = {p.name: p.read_bytes().decode() for p in out.iterdir()}
+            assert found == dict(sorted(expected.items()))
+
+
+def _hold(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_a_second_writer_waits_for_the_first(tmp_path: Path) -> None:
+    fd = _hold(tmp_path / fileset.LOCK)
+    notices: list[str] = []
+    threading.Timer(0.3, os.close, [fd]).start()
+    started = time.monotonic()
+    assert set(commit(tmp_path, OLD, wait_s=10, on_wait=notices.append).values()) == {Outcome.WRITTEN}
+    assert time.monotonic() - started >= 0.25
+    assert len(notices) == 1 and repr(str(tmp_path)) in notices[0]
+    assert contents(tmp_path) == stamped(OLD)
+
+
+def test_a_writer_that_waits_too_long_fails_cleanly(tmp_path: Path) -> None:
+    fd = _hold(tmp_path / fileset.LOCK)
+    try:
+        with pytest.raises(BadInputError, match=r"another envsolver .* --out") as info:
+            commit(tmp_path, OLD, wait_s=0.2)
+    finally:
+        os.close(fd)
+    assert repr(str(tmp_path)) in str(info.value)
+    assert [p.name for p in tmp_path.iterdir()] == [fileset.LOCK]
+
+
+def test_a_lock_file_left_by_a_killed_run_is_reused_and_removed(tmp_path: Path) -> None:
+    (tmp_path / fileset.LOCK).write_text("")
+    commit(tmp_path, OLD)
+    assert contents(tmp_path) == stamped(OLD)
+
+
+def test_a_directory_in_a_members_place_is_named_with_a_fix(tmp_path: Path) -> None:
+    (tmp_path / "environment.yml").mkdir()
+    with pytest.raises(BadInputError, match=r"environment\.yml'?: a directory is in the way.*--out") as info:
+        commit(tmp_path, OLD)
+    assert repr(str(tmp_path / "environment.yml")) in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["environment.yml"]
+
+
+def test_signals_that_come_while_held_arrive_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    came: list[int] = []
+    previous = signal.signal(signal.SIGHUP, lambda signum, _frame: came.append(signum))
+    try:
+        with fileset.signals_held():
+            os.kill(os.getpid(), signal.SIGHUP)
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.01)
+            assert came == []
+        assert came == [signal.SIGHUP]
+    finally:
+        signal.signal(signal.SIGHUP, previous)
