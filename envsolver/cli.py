@@ -226,16 +226,20 @@ def make(
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
     console = Console(stderr=True)
+
+    def notice(message: str) -> None:
+        console.print(message, highlight=False, markup=False)
+
     if no_lock:
         plan = resolve(inputs.target, kb)
-        written = outputs.write_environment(plan, out_dir, command, name, force)
+        written = outputs.write_environment(plan, out_dir, command, name, force, on_wait=notice)
         lock_result = None
     else:
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
         with console.status("resolving", spinner="dots") as status:
             lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), lambda m: status.update(m))
         plan = lock_result.plan
-        written = outputs.write_all(lock_result, kb, out_dir, command, name, force)
+        written = outputs.write_all(lock_result, kb, out_dir, command, name, force, on_wait=notice)
     if as_json:
         doc: dict[str, Any] = {"files": {str(p): o.value for p, o in written.items()}, "plan": plan.to_json()}
         if lock_result is not None:

@@ -21,17 +21,19 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver import archive, filelock, http, lockfile, pkgcache, prefixmeta, solve
+from envsolver import archive, dirlock, http, lockfile, pkgcache, prefixmeta, solve
+from envsolver.errors import EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.redact import redact
 
 Progress = Callable[[str], None]
+WAIT_S = 6 * 3600.0  # an install of a large environment over a slow link takes a while
 
 __all__ = ["FetchError", "InstallReport", "IntegrityError", "install", "installed"]
 
@@ -136,9 +138,31 @@ def _record_public_urls(prefix: Path, entries: list[LockEntry]) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
-def _lock_path(cache: Path, prefix: Path) -> Path:
+@contextlib.contextmanager
+def _turn(cache: Path, prefix: Path, progress: Progress) -> Iterator[None]:
+    """Installs into one prefix take turns: a lock file in the cache, named by the prefix's path. Raises
+    EnvsolverError (exit 2) when the cache cannot hold it or another install holds it past WAIT_S."""
     key = hashlib.sha256(str(prefix.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return cache / "locks" / f"prefix-{key}.lock"
+    path = cache / "locks" / f"prefix-{key}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = dirlock.acquire(
+            path, WAIT_S, lambda: progress(f"waiting for another envsolver installing into {prefix}")
+        )
+    except TimeoutError:
+        raise EnvsolverError(
+            f"another envsolver has been installing into {str(prefix)!r} for {WAIT_S:g} s; nothing was changed. "
+            "Run this again when it has finished."
+        ) from None
+    except OSError as exc:
+        raise EnvsolverError(
+            f"cannot create the lock file {str(path)!r} ({exc.strerror}); nothing was changed. Point "
+            "ENVSOLVER_CACHE_DIR at a writable directory and run this again."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def install(
@@ -148,7 +172,7 @@ def install(
     lock = lockfile.read(lock_path, platform)
     prefixmeta.check(lock.platform, lock.metadata, repr(str(lock_path)))
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
-    with filelock.held(_lock_path(cache, prefix), progress, f"installing into {prefix}"):
+    with _turn(cache, prefix, progress):
         have = records(prefix) if prefix.exists() else {}
         missing = [e for e in lock.entries if not _same(e, have.get(e.name))]
         if prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envsolver.writers import dirlock
+from envsolver import dirlock
 
 
 def test_release_removes_the_lock_file(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envsolver import names
 from envsolver.cli import main
 from envsolver.errors import BadInputError
 from envsolver.inputs import Options, build_target, canonical_command, make_command
@@ -118,7 +119,7 @@ NAME = st.text(
 @given(
     gpus=st.lists(st.sampled_from(["a100", "v100", "h100", "t4"]), min_size=1, max_size=3, unique=True),
     torch=st.none() | TORCH,
-    name=st.none() | NAME | SHELLISH.filter(lambda n: " " not in n and ":" not in n and "#" not in n and "/" not in n),
+    name=st.none() | NAME | SHELLISH.filter(lambda n: names.problem(n) is None),
     channels=st.lists(st.builds(lambda tail: f"file:///srv/{tail}", SHELLISH), max_size=2),
     offline=st.booleans(),
     no_lock=st.booleans(),

@@ -1,6 +1,6 @@
 """Write make's files into one directory as a set: a reader finds the old complete set or the new one.
 
-A commit, under the directory's lock (writers/dirlock.py), with SIGHUP, SIGINT, SIGQUIT and SIGTERM held
+A commit, under the directory's lock (envsolver/dirlock.py), with SIGHUP, SIGINT, SIGQUIT and SIGTERM held
 (signals_held):
   1. finish what an interrupted commit left (its journal), or delete its temporaries;
   2. compare every stamped text with its file: identical files are left alone, and a hand edit in any
@@ -25,8 +25,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from envsolver import dirlock
 from envsolver.errors import BadInputError
-from envsolver.writers import dirlock, files
+from envsolver.writers import files
 from envsolver.writers.files import Outcome
 
 # The files a set may hold: environment.yml, conda-lock.yml, conda-<platform>.lock (linux-64, osx-arm64, ...).
