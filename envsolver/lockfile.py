@@ -135,9 +135,9 @@ def _entry(
     if md5 is None and sha256 is None:
         raise _fail(where, "has no md5 or sha256, so its archive cannot be verified")
     if md5 is not None and not _MD5.fullmatch(md5):
-        raise _fail(where, f"md5 {md5!r} is not 32 lowercase hex digits")
+        raise _fail(where, f"md5 {md5[:80]!r} is not 32 lowercase hex digits")
     if sha256 is not None and not _SHA256.fullmatch(sha256):
-        raise _fail(where, f"sha256 {sha256!r} is not 64 lowercase hex digits")
+        raise _fail(where, f"sha256 {sha256[:80]!r} is not 64 lowercase hex digits")
     if len(url) > 4096 or not _URL.fullmatch(url):
         raise _fail(
             where,
@@ -182,8 +182,8 @@ def _check_field(where: str, field: str, value: str) -> None:
 def _platform(where: str, platform: str) -> str:
     if platform not in PLATFORMS:
         raise BadInputError(
-            f"{where} is for {platform!r}; envsolver installs {' and '.join(PLATFORMS)} environments. "
-            f"Pass the lock for one of them, or --platform {PLATFORMS[0]}."
+            f"{where} is for {platform[:80]!r}; envsolver installs {' and '.join(PLATFORMS)} environments. "
+            f"Make a lock for one of them: envsolver make --platform {PLATFORMS[0]} (with your --gpu options)."
         )
     return platform
 
@@ -192,6 +192,8 @@ def _explicit(text: str, where: str, platform: str | None) -> Lock:
     declared = next(
         (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None
     )
+    if declared:
+        _platform(where, declared)
     if platform and declared and platform != declared:
         raise BadInputError(
             f"{where} is for {declared!r}, not {platform}. Pass --platform {declared} or the lock for your platform."

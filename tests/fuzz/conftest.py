@@ -17,6 +17,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{tally.name:<40} {tally.cases:>7} cases  {tally.tracebacks} traceback(s)  {tally.hangs} hang(s)"
             + (f"  ({exits})" if exits else "")
         )
+        for problem in sorted(tally.violations):
+            write(f"    {problem}")
     cases = sum(t.cases for t in TALLIES)
     tracebacks = sum(t.tracebacks for t in TALLIES)
     hangs = sum(t.hangs for t in TALLIES)
