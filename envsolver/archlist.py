@@ -25,7 +25,7 @@ class Arch:
 
 # torch.utils.cpp_extension reads entries separated by ';' or spaces: `8.0;8.6;9.0+PTX`; nvcc's arch-specific
 # (`9.0a`) and family (`10.0f`) targets carry a one-letter suffix.
-_ARCH = re.compile(r"^(\d{1,3})\.(\d{1,3})([af]?)(\+PTX)?$")
+_ARCH = re.compile(r"^([0-9]{1,3})\.([0-9]{1,3})([af]?)(\+PTX)?$")
 MAX_LENGTH = 1000
 
 

@@ -59,7 +59,8 @@ INTERNAL = "internal error"
 class _Group(click.Group):
     """Maps every outcome to a message on stderr and exit 0, 1 or 2, in one place: EnvsolverError to its message
     and exit code; an OSError that no command turned into an error to exit 2 naming the file; anything else
-    (a bug) to exit 2 with an `internal error` line instead of a traceback. Every message is passed through
+    (a bug) to exit 2 with an `internal error` line instead of a traceback (ENVSOLVER_DEBUG=1 shows the traceback
+    instead, for a bug report). Every message is passed through
     redact_text, so no credential reaches the terminal or a log."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -79,6 +80,8 @@ class _Group(click.Group):
             )
             ctx.exit(2)
         except Exception as exc:
+            if os.environ.get("ENVSOLVER_DEBUG"):
+                raise
             click.echo(
                 f"error: {INTERNAL} ({type(exc).__name__}: {redact_text(str(exc))[:500]}). This is a bug in "
                 "envsolver, not in your input; please report it with the command you ran.",

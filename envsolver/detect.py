@@ -3,6 +3,8 @@
 Detection only fills defaults; it never decides anything. Order: the ENVSOLVER_GPUS and
 ENVSOLVER_DRIVER overrides, NVML (nvidia-ml-py), `nvidia-smi`, then /sys/module/nvidia/version and
 /proc/driver/nvidia/version (driver only). Every probe is injectable so tests run on captured real output.
+The parsers never raise, whatever the text: a value they cannot find is missing (None or empty), and their
+patterns have bounded repeats, so a long line costs linear time.
 """
 
 from __future__ import annotations
@@ -64,18 +66,18 @@ def parse_smi_csv(text: str, fields: tuple[str, ...] = ("name", "driver_version"
 
 # Sample (nvidia-smi -L; MIG devices are indented under their GPU):
 #   GPU 0: NVIDIA H200 (UUID: GPU-7fb43fb7-50d9-2a84-e002-f6c1a3f4ea7f)
-_SMI_LIST = re.compile(r"^GPU \d+: (.+?) \(UUID: [^)]*\)\s*$")
+_SMI_LIST = re.compile(r"GPU [0-9]{1,6}: (.{1,256}?) \(UUID: [^)]{0,128}\)\s{0,64}")
 
 
 def parse_smi_list(text: str) -> list[str]:
     """GPU names from `nvidia-smi -L` (MIG lines are skipped)."""
-    return [m.group(1) for line in text.splitlines() if (m := _SMI_LIST.match(line))]
+    return [m.group(1) for line in text.splitlines() if (m := _SMI_LIST.fullmatch(line))]
 
 
 # Sample (/proc/driver/nvidia/version):
 #   NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)
 #   GCC version:  gcc version 15.3.0 (GCC)
-_PROC_DRIVER = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s")
+_PROC_DRIVER = re.compile(r"NVRM version:[^\n]{0,256}?\s([0-9]{1,9}\.[0-9]{1,9}(?:\.[0-9]{1,9})?)\s")
 
 
 def parse_proc_version(text: str) -> str | None:
@@ -85,7 +87,7 @@ def parse_proc_version(text: str) -> str | None:
 
 # Sample (the banner line of plain `nvidia-smi`):
 #   | NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |
-_SMI_BANNER = re.compile(r"Driver Version:\s*(\S+)\s+CUDA Version:\s*(\S+)")
+_SMI_BANNER = re.compile(r"Driver Version:[ \t]{0,64}(\S{1,64})[ \t]{1,64}CUDA Version:[ \t]{0,64}(\S{1,64})")
 
 
 def parse_smi_banner(text: str) -> tuple[str, str] | None:
@@ -150,7 +152,9 @@ def detect(environ: Mapping[str, str], run: Runner = _run, read: Reader = _read,
     if probed is None:
         out = run(SMI_QUERY)
         rows = parse_smi_csv(out) if out else []
-        probed = ([r["name"] for r in rows], rows[0].get("driver_version", "")) if rows else None
+        names = [r["name"] for r in rows if r.get("name")]
+        version = next((r["driver_version"] for r in rows if r.get("driver_version")), "")
+        probed = (names, version) if rows else None
         origin = "nvidia-smi"
     if probed is not None:
         names, version = probed

@@ -78,11 +78,6 @@ def build_target(
             values["driver"] = facts.driver.value
             detected[f"driver {facts.driver.value}"] = facts.driver.origin
     gpus = tuple(dict.fromkeys(lookup(kb, n) for n in gpu_names))
-    if "torch" in values and not str(values["torch"]).strip():
-        raise BadInputError(
-            f"--torch {values['torch']!r} is empty: expected a version such as '2.5' or '2.3.1', or a range such "
-            "as '>=2.4,<2.6'. Pass --torch 2.5, or leave --torch out for the newest build that fits."
-        )
     target = Target(
         gpus=gpus,
         driver=versions.driver(str(values["driver"])) if "driver" in values else None,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver import archive, dirlock, http, lockfile, pkgcache, prefixmeta, solve
+from envsolver import archive, dirlock, http, lockfile, pkgcache, solve
 from envsolver.errors import EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
@@ -176,7 +176,6 @@ def install(
 ) -> InstallReport:
     """Make PREFIX hold exactly the lock's packages for the platform. Raises EnvsolverError (exit 2)."""
     lock = lockfile.read(lock_path, platform)
-    prefixmeta.check(lock.platform, lock.metadata, repr(str(lock_path)))
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
     with _turn(cache, prefix, progress):
         have = records(prefix) if prefix.exists() else {}

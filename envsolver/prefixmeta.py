@@ -14,10 +14,11 @@ from pathlib import Path
 from envsolver.archlist import canonical
 from envsolver.errors import BadInputError
 from envsolver.kb.model import PLATFORMS
+from envsolver.lockfile import ARCH_LIST_KEY
 from envsolver.writers import files
 
 METADATA = Path("etc") / "envsolver" / "lock-metadata.json"
-ARCH_KEY = "envsolver_torch_cuda_arch_list"
+ARCH_KEY = ARCH_LIST_KEY
 MAX_BYTES = 1 << 20
 
 

@@ -7,26 +7,21 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from envsolver import safeyaml
 from envsolver.errors import BadInputError
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
 
-KEYS = {
-    "description",
-    "gpus",
-    "driver",
-    "python",
-    "torch",
-    "cuda",
-    "source",
-    "platform",
-    "deepspeed",
-    "driver_compat",
-    "glibc",
-}
+# A profile is a handful of lines; these bounds are far above any real one.
+MAX_BYTES = 64 * 1024
+LIMITS = safeyaml.Limits(chars=MAX_BYTES, depth=8, aliases=100, nodes=10_000)
+
+# The keys and the YAML type each value must have. Versions are quoted strings: unquoted, `python: 3.10` is the
+# float 3.1.
+STRINGS = ("description", "driver", "python", "torch", "cuda", "source", "platform", "driver_compat", "glibc")
+KEYS = {*STRINGS, "gpus", "deepspeed"}
+_EXAMPLES = {"driver": "'535.104.05'", "python": "'3.11'", "torch": "'2.5'", "cuda": "'12.4'", "glibc": "'2.28'"}
 
 
 @dataclass(frozen=True)
@@ -48,40 +43,67 @@ def available() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in _root().iterdir() if p.name.endswith(".yaml"))
 
 
+def _is_file_path(name_or_path: str) -> bool:
+    """A path ends in .yaml/.yml or exists; a name is neither. A path the OS refuses (too long, NUL) is a name."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        return True
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def load(name_or_path: str) -> Profile:
     """Load a profile by name or path. Raises BadInputError (exit 2) naming the fix."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if _is_file_path(name_or_path):
+        path = Path(name_or_path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = safeyaml.read_text(path, MAX_BYTES)
         except OSError as exc:
             raise BadInputError(
                 f"cannot read profile {name_or_path!r}: {exc.strerror}. Pass an existing file "
                 "or a name from `envsolver make --help`."
             ) from None
+        except safeyaml.SafeYamlError as exc:
+            raise BadInputError(f"profile {name_or_path!r}: {exc}. Fix the file.") from None
         name = path.stem
-    else:
-        resource = _root().joinpath(f"{name_or_path}.yaml")
-        if not resource.is_file():
-            raise BadInputError(
-                f"unknown profile {name_or_path!r}. Known profiles: {', '.join(available())}. "
-                "Pass one of them to --profile, or a path to a YAML file."
-            )
-        text = resource.read_text(encoding="utf-8")
+    elif name_or_path in available():
+        text = _root().joinpath(f"{name_or_path}.yaml").read_text(encoding="utf-8")
         name = name_or_path
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"profile {name_or_path!r} is not valid YAML ({exc}). Fix the file.") from None
-    if not isinstance(doc, dict):
-        raise BadInputError(f"profile {name_or_path!r} must be a mapping of target keys. Fix the file.")
-    unknown = sorted(set(doc) - KEYS)
-    if unknown:
+    else:
         raise BadInputError(
-            f"profile {name_or_path!r} has unknown key(s) {unknown}; allowed: {sorted(KEYS)}. Fix the file."
+            f"unknown profile {name_or_path!r}. Known profiles: {', '.join(available())}. "
+            "Pass one of them to --profile, or a path to a YAML file."
         )
+    try:
+        doc = safeyaml.load(text, LIMITS)
+    except safeyaml.SafeYamlError as exc:
+        raise BadInputError(f"profile {name_or_path!r}: {exc}. Fix the file.") from None
+    checked = values(name_or_path, doc)
+    return Profile(name, doc.get("description") or "", checked)
+
+
+def values(where: str, doc: Any) -> dict[str, Any]:
+    """The target values of a profile document, every key and type checked. Raises BadInputError."""
+    if not isinstance(doc, dict):
+        raise BadInputError(f"profile {where!r} must be a mapping of target keys. Fix the file.")
+    unknown = sorted((k for k in doc if k not in KEYS), key=repr)
+    if unknown:
+        raise BadInputError(f"profile {where!r} has unknown key(s) {unknown}; allowed: {sorted(KEYS)}. Fix the file.")
     gpus = doc.get("gpus")
-    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) for g in gpus):
-        raise BadInputError(f"profile {name_or_path!r} needs 'gpus:', a non-empty list of GPU names. Fix the file.")
-    values = {k: v for k, v in doc.items() if k != "description" and v is not None}
-    return Profile(name, str(doc.get("description", "")), values)
+    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) and g.strip() for g in gpus):
+        raise BadInputError(f"profile {where!r} needs 'gpus:', a non-empty list of GPU names. Fix the file.")
+    for key in STRINGS:
+        value = doc.get(key)
+        if value is not None and not isinstance(value, str):
+            example = _EXAMPLES.get(key, "'...'")
+            raise BadInputError(
+                f"profile {where!r}: {key!r} must be a quoted string, not {value!r}; write {key}: {example}. "
+                "Fix the file."
+            )
+    if doc.get("deepspeed") is not None and not isinstance(doc["deepspeed"], bool):
+        raise BadInputError(
+            f"profile {where!r}: 'deepspeed' must be true or false, not {doc['deepspeed']!r}. Fix the file."
+        )
+    return {k: v for k, v in doc.items() if k != "description" and v is not None}

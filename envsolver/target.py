@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -9,7 +10,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from envsolver.errors import BadInputError
 from envsolver.kb.model import Channel, Gpu, Platform
-from envsolver.versions import DriverVersion, MajorMinor
+from envsolver.versions import MAX_DIGITS, DriverVersion, MajorMinor
 
 DriverCompat = Literal["full", "minor"]
 DEFAULT_GLIBC = MajorMinor(2, 28)
@@ -43,14 +44,27 @@ class Target:
         return tuple(sorted({g.compute_capability for g in self.gpus}))
 
 
+_NUMBER = rf"[0-9]{{1,{MAX_DIGITS}}}"
+_PLAIN = re.compile(rf"{_NUMBER}(?:\.{_NUMBER}){{0,2}}")
+# One clause of a range: an operator and a release number (a `.*` tail only after == and !=). No `===`
+# (arbitrary strings), no pre-release or local tags: torch's conda builds have none.
+_CLAUSE = re.compile(
+    rf"(?:(?:==|!=)\s*{_NUMBER}(?:\.{_NUMBER}){{0,3}}(?:\.\*)?|(?:>=|<=|>|<|~=)\s*{_NUMBER}(?:\.{_NUMBER}){{0,3}})"
+)
+
+
 def torch_specifier(text: str) -> SpecifierSet:
     """'2.5' -> ==2.5.*, '2.3.1' -> ==2.3.1, '>=2.4,<2.6' as given. Raises BadInputError."""
     value = text.strip()
-    if value and value[0].isdigit():
-        parts = value.split(".")
-        if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
-            raise _bad_torch(text)
-        value = f"=={value}.*" if len(parts) < 3 else f"=={value}"
+    if not value:
+        raise BadInputError(
+            f"--torch {text!r} is empty: expected a version such as '2.5' or '2.3.1', or a range such as "
+            "'>=2.4,<2.6'. Pass --torch 2.5, or leave --torch out for the newest build that fits."
+        )
+    if _PLAIN.fullmatch(value):
+        value = f"=={value}.*" if value.count(".") < 2 else f"=={value}"
+    elif not all(_CLAUSE.fullmatch(c.strip()) for c in value.split(",")):
+        raise _bad_torch(text)
     try:
         return SpecifierSet(value)
     except InvalidSpecifier:

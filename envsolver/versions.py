@@ -1,6 +1,8 @@
 """Small value types for the versions envsolver compares: CUDA, compute capability, driver, Python.
 
-Each parser raises BadInputError with the expected form and an example.
+Each parser raises BadInputError with the expected form and an example. Components are ASCII digits, at most
+MAX_DIGITS of them: int() refuses more than 4300 digits (a traceback), and accepts digits such as '١٢' that no
+version of ours is written in.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from functools import total_ordering
 
 from envsolver.errors import BadInputError
 
-_MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
-_LEADING_MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)")
-_DRIVER = re.compile(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?\s*$")
+MAX_DIGITS = 9
+_N = f"([0-9]{{1,{MAX_DIGITS}}})"
+_MAJOR_MINOR = re.compile(rf"{_N}\.{_N}(?:\.[0-9]{{1,{MAX_DIGITS}}})?")
+_LEADING_MAJOR_MINOR = re.compile(rf"\s*{_N}\.{_N}(?![0-9])")
+_DRIVER = re.compile(rf"{_N}(?:\.{_N})?(?:\.{_N})?")
 
 
 @total_ordering
@@ -45,11 +49,7 @@ class MajorMinor:
 
 def parse_major_minor(text: str, what: str, example: str, flag: str) -> MajorMinor:
     """Parse `12.4` (or `12.4.1`, whose patch is dropped). Raises BadInputError."""
-    value = str(text).strip()
-    parts = value.split(".")
-    if len(parts) == 3 and parts[2].isdigit():
-        value = ".".join(parts[:2])
-    match = _MAJOR_MINOR.match(value)
+    match = _MAJOR_MINOR.fullmatch(str(text).strip())
     if not match:
         raise BadInputError(
             f"malformed {what} {text!r}: expected MAJOR.MINOR such as {example!r}. Pass {flag} {example}."
@@ -72,7 +72,7 @@ def cc(text: str) -> MajorMinor:
 def leading_major_minor(text: object) -> MajorMinor | None:
     """The `major.minor` a reported version starts with (`12.4.131` -> 12.4), or None. For facts read from a
     machine (nvcc, torch.version.cuda), where a malformed value is unknown rather than bad input."""
-    match = _LEADING_MAJOR_MINOR.match(str(text or ""))
+    match = _LEADING_MAJOR_MINOR.match(str(text or "")[:200])
     return MajorMinor(int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -117,7 +117,7 @@ def _padded(parts: tuple[int, ...]) -> tuple[int, ...]:
 def driver(text: str) -> DriverVersion:
     """Parse `535.104.05`, `570.26` or a bare branch `580`. Raises BadInputError."""
     value = str(text).strip()
-    match = _DRIVER.match(value)
+    match = _DRIVER.fullmatch(value)
     if not match:
         raise BadInputError(
             f"malformed driver version {text!r}: expected the form nvidia-smi prints, such as "

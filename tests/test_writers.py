@@ -230,11 +230,6 @@ def test_a_line_break_in_the_command_is_escaped_in_the_header(a100_plan: Plan, w
     assert not any(line.startswith("prefix") for line in text.splitlines())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="envsolver/lockfile.py (not this part's file) takes any '@EXPLICIT' substring for the marker line: "
-    "`make --name @EXPLICIT` (a valid conda name) gives locks that `envsolver install` cannot read",
-)
 @pytest.mark.parametrize("writer", ["conda-lock", "explicit"])
 def test_explicit_marker_in_a_header_is_only_a_comment(tmp_path: Path, writer: str) -> None:
     command = "envsolver make --gpu a100 --name @EXPLICIT"

@@ -51,17 +51,17 @@ def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None, k
     """TORCH_CUDA_ARCH_LIST and conda platform: --arch-list, else the lock's metadata (--lock, or the one
     `envsolver install` kept in the prefix). Raises BadInputError when none says, or a value is malformed."""
     default_platform = "linux-aarch64" if host.machine() in ("aarch64", "arm64") else "linux-64"
-    platform, custom, where = default_platform, {}, "the prefix's lock metadata"
+    platform: str = default_platform
+    custom: dict[str, str] = {}
     if lock is not None:
         from envsolver import lockfile
 
         read = lockfile.read(lock, None)
-        platform, custom, where = read.platform, read.metadata, repr(str(lock))
+        platform, custom = read.platform, read.metadata
     else:
         kept = prefixmeta.load(prefix)
         if kept is not None:
             platform, custom = kept.platform, kept.custom
-    prefixmeta.check(platform, {} if given else custom, where)
     if given is not None:
         try:
             arch = canonical(given)

@@ -1,11 +1,13 @@
 """Load and validate the knowledge base YAML files into frozen rows.
 
-Every row is checked (types, required and unknown keys, source ids) and every problem is
-collected; `load_kb` raises one KnowledgeBaseError listing them all with file and row.
+Every row is checked (types, required and unknown keys, source ids, every value of every list) and every
+problem is collected; `load_kb` raises one KnowledgeBaseError listing them all with file and row. The files
+are read with size, nesting and alias limits (envsolver.safeyaml).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -13,10 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-import yaml
 from packaging.version import InvalidVersion, Version
 
-from envsolver import versions
+from envsolver import safeyaml, versions
 from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError, KnowledgeBaseError
 from envsolver.kb.model import (
@@ -37,6 +38,9 @@ from envsolver.versions import DriverVersion, MajorMinor
 
 T = TypeVar("T")
 FILES = ("gpus.yaml", "cuda.yaml", "torch.yaml", "deepspeed.yaml", "conda.yaml")
+MAX_BYTES = 1 << 20  # per file; the largest (gpus.yaml) is about 42 KiB
+LIMITS = safeyaml.Limits(chars=MAX_BYTES, depth=16, aliases=1000, nodes=200_000)
+MAX_INT = 10**9  # no count, CUDA major or gcc version of ours comes near
 
 
 class _Skip(Exception):
@@ -118,8 +122,8 @@ def _bool(value: Any) -> bool:
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("expected an integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_INT:
+        raise ValueError(f"expected an integer from 0 to {MAX_INT - 1}")
     return value
 
 
@@ -148,9 +152,25 @@ def _driver(value: Any) -> DriverVersion:
 
 
 def _version(value: Any) -> Version:
-    if not isinstance(value, str):
-        raise ValueError("expected a quoted version")
+    if not isinstance(value, str) or not _RELEASE.fullmatch(value):
+        raise ValueError("expected a quoted release version such as '2.5.1'")
     return Version(value)
+
+
+_RELEASE = re.compile(rf"[0-9]{{1,{versions.MAX_DIGITS}}}(?:\.[0-9]{{1,{versions.MAX_DIGITS}}}){{0,3}}")
+
+
+def _version_list(value: Any) -> tuple[Version, ...]:
+    if not isinstance(value, list) or not value:
+        raise ValueError("expected a non-empty list of quoted versions")
+    return tuple(_version(v) for v in value)
+
+
+def _driver_branch(value: Any) -> int:
+    """A quoted number such as a driver branch '525'."""
+    if not isinstance(value, str) or not re.fullmatch(rf"[0-9]{{1,{versions.MAX_DIGITS}}}", value):
+        raise ValueError("expected a quoted number such as '525'")
+    return int(value)
 
 
 def _choice(options: Iterable[str]) -> Callable[[Any], str]:
@@ -178,14 +198,15 @@ class _Reader:
             problems.append(f"{name}: missing 'sources:' map of id -> citation")
             raw_sources = {}
         self.sources: dict[str, str] = {}
-        for key, text in raw_sources.items():
+        for raw_key, text in raw_sources.items():
+            key = str(raw_key)
             if not isinstance(text, str) or not text.strip():
                 problems.append(f"{name}: sources.{key}: expected a citation string")
                 continue
             if key in all_sources and all_sources[key] != text:
                 problems.append(f"{name}: sources.{key}: id used elsewhere with another citation")
-            self.sources[str(key)] = text
-            all_sources[str(key)] = text
+            self.sources[key] = text
+            all_sources[key] = text
 
     def rows(self, table: str, build: Callable[[_Row], T]) -> tuple[T, ...]:
         raw_rows = self.doc.get(table)
@@ -234,7 +255,7 @@ def _gpu(r: _Row) -> Gpu:
         memory_gb=r.nullable("memory_gb", _int_list),
         bf16=r.nullable("bf16", _bool),
         fp8=r.nullable("fp8", _bool),
-        min_driver=r.nullable("min_driver", lambda v: int(_str(v))),
+        min_driver=r.nullable("min_driver", _driver_branch),
         platform=cast(Any, r.get("platform", _choice(PLATFORMS))),
         source=r.source(),
         note=r.get("note", _str, optional=True),
@@ -264,7 +285,7 @@ def _rename(r: _Row) -> ArchRename:
 def _torch_build(r: _Row) -> TorchBuild:
     return TorchBuild(
         channel=cast(Any, r.get("channel", _choice(CHANNELS))),
-        versions=tuple(_version(v) for v in r.get("versions", _str_list)),
+        versions=r.get("versions", _version_list),
         cuda=r.get("cuda", _mm),
         cuda_range=r.nullable("cuda_range", _str),
         platform=cast(Any, r.get("platform", _choice(PLATFORMS))),
@@ -283,7 +304,12 @@ def _torch_build(r: _Row) -> TorchBuild:
 def _mismatch_map(value: Any) -> dict[int, frozenset[MajorMinor]]:
     if not isinstance(value, dict):
         raise ValueError("expected a mapping of CUDA major -> list of 'major.minor'")
-    return {int(k): frozenset(_mm_list(v)) for k, v in value.items()}
+    return {_major_key(k): frozenset(_mm_list(v)) for k, v in value.items()}
+
+
+def _major_key(key: Any) -> int:
+    """A CUDA major as a mapping key: 12 or '12'."""
+    return _int(key) if not isinstance(key, str) else _driver_branch(key)
 
 
 def _ds_release(r: _Row) -> DeepSpeedRelease:
@@ -299,7 +325,7 @@ def _ds_release(r: _Row) -> DeepSpeedRelease:
 
 def _ds_conda(r: _Row) -> DeepSpeedCondaBuild:
     return DeepSpeedCondaBuild(
-        versions=tuple(_version(v) for v in r.get("versions", _str_list)),
+        versions=r.get("versions", _version_list),
         torch=r.get("torch", _mm),
         cuda=r.get("cuda", _mm),
         cuda_version_min=r.nullable("cuda_version_min", _mm),
@@ -320,28 +346,26 @@ def _fact(key: str) -> Callable[[_Row], Fact]:
     return build
 
 
-def _read_texts(data_dir: Path | None) -> dict[str, str]:
-    texts = {}
-    for name in FILES:
+def _read_doc(data_dir: Path | None, name: str, problems: list[str]) -> Any:
+    """The parsed file, or {} with its problem recorded (unreadable, too large, not UTF-8, not valid YAML)."""
+    try:
         if data_dir is None:
-            texts[name] = resources.files("envsolver.kb").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+            text = resources.files("envsolver.kb").joinpath("data").joinpath(name).read_text(encoding="utf-8")
         else:
-            texts[name] = (data_dir / name).read_text(encoding="utf-8")
-    return texts
+            text = safeyaml.read_text(data_dir / name, MAX_BYTES)
+        return safeyaml.load(text, LIMITS)
+    except OSError as exc:
+        problems.append(f"{name}: cannot read it ({exc.strerror})")
+    except (safeyaml.SafeYamlError, UnicodeDecodeError) as exc:
+        problems.append(f"{name}: {exc}")
+    return {}
 
 
 def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
     """Load the KB shipped in the package (or from `data_dir`). Raises KnowledgeBaseError."""
     problems: list[str] = []
     sources: dict[str, str] = {}
-    docs: dict[str, _Reader] = {}
-    for name, text in _read_texts(data_dir).items():
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            problems.append(f"{name}: not valid YAML ({exc})")
-            doc = {}
-        docs[name] = _Reader(name, doc, problems, sources)
+    docs = {name: _Reader(name, _read_doc(data_dir, name, problems), problems, sources) for name in FILES}
 
     gpus = docs["gpus.yaml"].rows("gpus", _gpu)
     cuda = docs["cuda.yaml"]
@@ -418,5 +442,5 @@ def default_kb() -> KnowledgeBase:
 def kb_date() -> str:
     """The knowledge base's date (data/meta.yaml)."""
     text = resources.files("envsolver.kb").joinpath("data").joinpath("meta.yaml").read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
+    doc = safeyaml.load(text)
     return str(doc["kb_date"]) if isinstance(doc, dict) and "kb_date" in doc else "unknown"
