@@ -114,14 +114,6 @@ def _fail(where: str, problem: str) -> BadInputError:
     return BadInputError(f"{where}: {problem}. Fix the entry, or regenerate the lock with envsolver make.")
 
 
-def _shown(url: str) -> str:
-    """The URL as a message may show it: no user info, no token; just the file name when it does not parse."""
-    try:
-        return redact(url)
-    except ValueError:
-        return "…/" + url.rsplit("/", 1)[-1]
-
-
 def _entry(
     where: str,
     url: str,
@@ -141,12 +133,12 @@ def _entry(
     if len(url) > 4096 or not _URL.fullmatch(url):
         raise _fail(
             where,
-            f"URL {_shown(url)!r} is not http(s)://host/…/SUBDIR/NAME-VERSION-BUILD.conda (or .tar.bz2, or a "
+            f"URL {redact(url)!r} is not http(s)://host/…/SUBDIR/NAME-VERSION-BUILD.conda (or .tar.bz2, or a "
             "file:// path) in plain URL characters",
         )
     segments = urlsplit(url).path.split("/")
     if len(segments) < 3 or not segments[-2]:
-        raise _fail(where, f"URL {_shown(url)!r} has no SUBDIR/ before its file name")
+        raise _fail(where, f"URL {redact(url)!r} has no SUBDIR/ before its file name")
     subdir, file_name = segments[-2], segments[-1]
     match = _FILE.fullmatch(file_name)
     if not match:
@@ -212,7 +204,7 @@ def _explicit(text: str, where: str, platform: str | None) -> Lock:
         match = _EXPLICIT_LINE.fullmatch(line)
         here = f"{where}: line {number} after @EXPLICIT"
         if not match:
-            raise _fail(here, f"is not `url#md5`: {_shown(line)!r}")
+            raise _fail(here, f"is not `url#md5`: {redact(line)!r}")
         entries.append(_entry(here, match.group("url"), chosen, match.group("md5"), match.group("sha256")))
     return Lock(chosen, _checked(where, entries, chosen), {})
 
