@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from envsolver.errors import EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.redact import redact
+from envsolver.writers import files
 
 Progress = Callable[[str], None]
 WAIT_S = 6 * 3600.0  # an install of a large environment over a slow link takes a while
@@ -133,15 +133,9 @@ def _record_public_urls(prefix: Path, entries: list[LockEntry]) -> None:
         doc["channel"] = redact(entry.url.rsplit("/", 2)[0])
         for key in ("extracted_package_dir", "package_tarball_full_path", "link"):
             doc.pop(key, None)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(doc, handle, indent=1, sort_keys=True)
-                handle.write("\n")
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.envsolver-new")
+        files.write_new(tmp, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
 
 
 @contextlib.contextmanager
@@ -192,7 +186,8 @@ def install(
                     entry,
                     pkgcache.stage(entry, url, cache / "verified", staging, http.download, progress),
                 )
-            kept = {name: doc for name, doc in have.items() if name not in staged}
+            wanted = {e.name for e in lock.entries}
+            kept = {name: doc for name, doc in have.items() if name in wanted and name not in staged}
             check_archives(prefix, staged, kept, progress)
             progress(f"linking {len(lock.entries)} packages into {prefix}")
             reinstall = {e.name for e in missing if e.name in have}

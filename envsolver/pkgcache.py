@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -122,15 +123,18 @@ def stage(entry: LockEntry, fetch_url: str, cache: Path, staging: Path, fetch: F
 
 
 def staging_dir(cache: Path) -> Path:
-    """A new private directory for one install's archives and extractions; stale ones of dead installs are
-    removed first."""
+    """A new private directory for one install's archives and extractions. Stale ones, left by installs on this
+    host whose process is gone, are removed first; a cache shared by several hosts (a home directory on NFS)
+    keeps the others' (their names start with their host name)."""
     root = cache / "staging"
     root.mkdir(parents=True, exist_ok=True)
+    host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
     for old in root.iterdir():
-        pid = old.name.split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        owner, _, rest = old.name.rpartition("-pid")
+        pid = rest.split("-", 1)[0]
+        if owner == host and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"{host}-pid{os.getpid()}-", dir=root))
 
 
 def _alive(pid: int) -> bool:

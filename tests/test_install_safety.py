@@ -286,3 +286,22 @@ def test_a_rebuilt_archive_with_the_same_name_version_and_build_is_installed(tmp
     code, output = _install(explicit_lock(tmp_path / "b.lock", [second]), prefix, tmp_path / "cache")
     assert code == 0 and "already up to date" not in output
     assert (prefix / "share" / "tiny" / "data.txt").read_text() == "second\n"
+
+
+def test_stale_staging_of_this_host_is_removed_and_other_hosts_are_left(tmp_path: Path) -> None:
+    """A killed install leaves its staging directory; the next install on the same host removes it. A cache on
+    a shared home directory also holds other hosts' live ones: those stay."""
+    import socket
+
+    from envsolver import pkgcache
+
+    cache = tmp_path / "cache"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    host = socket.gethostname()
+    (cache / "staging" / f"{host}-pid{pid}-abc").mkdir(parents=True)
+    (cache / "staging" / f"other-node-pid{pid}-abc").mkdir()
+    mine = pkgcache.staging_dir(cache)
+    left = sorted(p.name for p in (cache / "staging").iterdir())
+    assert left == sorted([f"other-node-pid{pid}-abc", mine.name])
+    assert mine.stat().st_mode & 0o777 == 0o700
