@@ -86,7 +86,8 @@ def test_temporaries_without_a_journal_are_discarded(tmp_path: Path) -> None:
 def test_the_next_commit_completes_an_interrupted_one_first(tmp_path: Path) -> None:
     interrupted(tmp_path, renamed=1)
     commit(tmp_path, {"environment.yml": "# third\nname: third\n"})
-    assert contents(tmp_path) == {**stamped(NEW), "environment.yml": stamp("# third\nname: third\n")}
+    # The interrupted set was completed first; the third set, environment.yml alone, then replaced all of it.
+    assert contents(tmp_path) == {"environment.yml": stamp("# third\nname: third\n")}
 
 
 def test_a_journal_envsolver_did_not_write_is_refused_with_the_fix(tmp_path: Path) -> None:
@@ -102,15 +103,21 @@ def test_a_journal_envsolver_did_not_write_is_refused_with_the_fix(tmp_path: Pat
 @given(st.text(max_size=200))
 def test_parse_journal_returns_member_names_or_raises_value_error(text: str) -> None:
     try:
-        names = fileset.parse_journal(text)
+        written, removed = fileset.parse_journal(text)
     except ValueError:
         return
+    names = written + removed
     assert names and all(fileset.MEMBER.fullmatch(n) for n in names) and len(set(names)) == len(names)
 
 
-@given(st.lists(st.sampled_from([*OLD, "conda-osx-arm64.lock"]), min_size=1, max_size=4, unique=True))
-def test_journal_text_round_trips(names: list[str]) -> None:
-    assert fileset.parse_journal(fileset.journal_text(tuple(names))) == tuple(names)
+@given(
+    st.lists(st.sampled_from([*OLD, "conda-osx-arm64.lock", "conda-linux-aarch64.lock"]), max_size=5, unique=True),
+    st.integers(0, 5),
+)
+def test_journal_text_round_trips(names: list[str], split: int) -> None:
+    written, removed = tuple(names[:split]), tuple(names[split:])
+    if names:
+        assert fileset.parse_journal(fileset.journal_text(written, removed)) == (written, removed)
 
 
 @pytest.mark.parametrize("name", ["../environment.yml", "/etc/passwd", "conda-$(id).lock", ".envsolver.lock", ""])
@@ -140,11 +147,11 @@ def test_a_symlink_planted_at_a_temporary_name_is_not_followed(tmp_path: Path) -
     )
 )
 def test_every_commit_leaves_exactly_its_texts_and_no_litter(tmp_path: Path, sets: list[dict[str, str]]) -> None:
+    """Each commit leaves exactly its own set: members of an earlier set that this one lacks are removed."""
     out = tmp_path / f"out-{time.monotonic_ns()}"
-    expected: dict[str, str] = {}
     for texts in sets:
         commit(out, texts, force=True)
-        expected.update({name: stamp(text) for name, text in texts.items()})
+        expected = {name: stamp(text) for name, text in texts.items()}
         if out.exists():
             found = {p.name: p.read_bytes().decode() for p in out.iterdir()}
             assert found == dict(sorted(expected.items()))

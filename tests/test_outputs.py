@@ -7,6 +7,7 @@ run writes on its own, and no temporary or journal file."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -297,3 +298,34 @@ def test_any_out_path_exits_0_or_2_without_a_traceback(
     assert result.output.startswith("error: ") and "Traceback" not in result.output
     fixed = runner.invoke(main, _suggested(result))
     assert fixed.exit_code == 0, fixed.output
+
+
+# --- a set replaces the set before it -------------------------------------------------------------------------
+
+REMOVED_TOO = [("conda-lock.yml", "removed"), ("conda-linux-64.lock", "removed")]
+
+
+def test_a_run_removes_the_files_an_earlier_run_wrote_and_this_one_did_not(runner: CliRunner, tmp_path: Path) -> None:
+    """`make --no-lock` after a full make: the old conda-lock.yml and conda-linux-64.lock belonged to another plan,
+    so they go; make says so. (The same holds for the lock of another platform.)"""
+    out = tmp_path / "out"
+    assert runner.invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(out)]).exit_code == 0
+    assert {p.name for p in out.iterdir()} == {"environment.yml", "conda-lock.yml", "conda-linux-64.lock"}
+    result = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in out.iterdir()} == {"environment.yml"}
+    files = json.loads(result.stdout)["files"]
+    assert files == {str(out / n): o for n, o in [("environment.yml", "written"), *REMOVED_TOO]}
+
+
+def test_a_hand_edited_file_of_an_earlier_run_is_kept_without_force(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert runner.invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(out)]).exit_code == 0
+    edited = out / "conda-linux-64.lock"
+    edited.write_text(edited.read_text() + "# mine\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    refused = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(out)])
+    assert refused.exit_code == 2 and "edited by hand" in refused.output and "--force" in refused.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    forced = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(out), "--force"])
+    assert forced.exit_code == 0 and {p.name for p in out.iterdir()} == {"environment.yml"}

@@ -23,6 +23,7 @@ MARK = "# envsolver-sha256: "
 class Outcome(str, Enum):
     WRITTEN = "written"
     UNCHANGED = "unchanged"
+    REMOVED = "removed"  # a file of an earlier set that the new set does not have
 
 
 def stamp(text: str) -> str:

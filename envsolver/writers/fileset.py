@@ -45,31 +45,37 @@ def temp_name(member: str) -> str:
     return f".{member}{TEMP_SUFFIX}"
 
 
-def journal_text(members: tuple[str, ...]) -> str:
-    return "\n".join([HEADER, *members]) + "\n"
+REMOVE = "remove "
 
 
-def parse_journal(text: str) -> tuple[str, ...]:
-    """The members a journal names, in order.
+def journal_text(members: tuple[str, ...], removed: tuple[str, ...] = ()) -> str:
+    return "\n".join([HEADER, *members, *(REMOVE + name for name in removed)]) + "\n"
+
+
+def parse_journal(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(members to rename into place, members to remove) as a journal names them, in order.
 
         envsolver-commit 1
         environment.yml
         conda-lock.yml
+        remove conda-linux-aarch64.lock
 
     Raises ValueError naming what is wrong."""
     if not text.endswith("\n"):
         raise ValueError("it does not end with a newline")
-    header, *members = text[:-1].split("\n")
+    header, *lines = text[:-1].split("\n")
     if header != HEADER:
         raise ValueError(f"its first line is not {HEADER!r}")
-    if not members:
+    if not lines:
         raise ValueError("it names no file")
-    for name in members:
+    written = tuple(line for line in lines if not line.startswith(REMOVE))
+    removed = tuple(line[len(REMOVE) :] for line in lines if line.startswith(REMOVE))
+    for name in written + removed:
         if not MEMBER.fullmatch(name):
             raise ValueError(f"{name!r} is not a file envsolver writes")
-    if len(set(members)) != len(members):
+    if len(set(written + removed)) != len(written) + len(removed):
         raise ValueError("it names a file twice")
-    return tuple(members)
+    return written, removed
 
 
 def commit(
@@ -105,7 +111,7 @@ def commit(
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and not _pending(out_dir):
             try:
-                unchanged = not _changed(out_dir, stamped, force, command)
+                unchanged = _changes(out_dir, stamped, force, command) == ([], [])
             except BadInputError:
                 unchanged = False
             if unchanged:  # an up-to-date set where nothing may be written: nothing to do
@@ -113,10 +119,11 @@ def commit(
         raise _cannot_write(out_dir, exc, command) from None
     with _holding(lock):
         _roll_forward(out_dir, command)
-        changed = _changed(out_dir, stamped, force, command)
-        if changed:
-            _write(out_dir, {name: stamped[name] for name in changed}, command)
-    return {out_dir / name: Outcome.WRITTEN if name in changed else Outcome.UNCHANGED for name in stamped}
+        changed, stale = _changes(out_dir, stamped, force, command)
+        if changed or stale:
+            _write(out_dir, {name: stamped[name] for name in changed}, tuple(stale), command)
+    result = {out_dir / name: Outcome.WRITTEN if name in changed else Outcome.UNCHANGED for name in stamped}
+    return result | {out_dir / name: Outcome.REMOVED for name in stale}
 
 
 def repair(out_dir: Path, command: str = "envsolver make", wait_s: float = WAIT_S) -> None:
@@ -192,11 +199,18 @@ def _leftover(name: str) -> bool:
     return name.startswith(".") and name.endswith(TEMP_SUFFIX) and bool(MEMBER.fullmatch(name[1 : -len(TEMP_SUFFIX)]))
 
 
-def _changed(out_dir: Path, stamped: Mapping[str, str], force: bool, command: str) -> list[str]:
-    """The members whose file differs from their text. Raises BadInputError, before anything is written,
-    when any of them was edited by hand and `force` is off."""
-    changed, edited = [], []
-    for name, text in stamped.items():
+def _changes(out_dir: Path, stamped: Mapping[str, str], force: bool, command: str) -> tuple[list[str], list[str]]:
+    """(members whose file differs from their text, members an earlier run wrote that this set has not: a lock
+    for another platform, or the locks a --no-lock run leaves out). Raises BadInputError, before anything is
+    written, when any of them was edited by hand and `force` is off."""
+    changed: list[str] = []
+    stale: list[str] = []
+    edited: list[str] = []
+    try:
+        present = sorted(name for name in os.listdir(out_dir) if MEMBER.fullmatch(name))
+    except OSError as exc:
+        raise _cannot_write(out_dir, exc, command) from None
+    for name in sorted(set(stamped) | set(present)):
         path = out_dir / name
         try:
             current = path.read_text(encoding="utf-8", errors="replace")
@@ -205,10 +219,11 @@ def _changed(out_dir: Path, stamped: Mapping[str, str], force: bool, command: st
             continue
         except OSError as exc:
             raise _cannot_write(path, exc, command, out_dir) from None
-        if current != text:
-            changed.append(name)
-            if files.edited_by_hand(current):
-                edited.append(str(path))
+        if name in stamped and current == stamped[name]:
+            continue
+        (changed if name in stamped else stale).append(name)
+        if files.edited_by_hand(current):
+            edited.append(str(path))
     if edited and not force:
         them = "it" if len(edited) == 1 else "them"
         raise BadInputError(
@@ -216,14 +231,14 @@ def _changed(out_dir: Path, stamped: Mapping[str, str], force: bool, command: st
             f"written by envsolver); nothing was written. Move your changes elsewhere, or pass --force to "
             f"overwrite {them}."
         )
-    return changed
+    return [n for n in stamped if n in changed], stale
 
 
-def _write(out_dir: Path, stamped: Mapping[str, str], command: str) -> None:
+def _write(out_dir: Path, stamped: Mapping[str, str], stale: tuple[str, ...], command: str) -> None:
     try:
         for name, text in stamped.items():
             files.write_new(out_dir / temp_name(name), text)
-        files.write_new(out_dir / JOURNAL_NEW, journal_text(tuple(stamped)))
+        files.write_new(out_dir / JOURNAL_NEW, journal_text(tuple(stamped), stale))
         files.fsync_dir(out_dir)
         os.replace(out_dir / JOURNAL_NEW, out_dir / JOURNAL)
         files.fsync_dir(out_dir)
@@ -231,17 +246,19 @@ def _write(out_dir: Path, stamped: Mapping[str, str], command: str) -> None:
         for name in [*(temp_name(n) for n in stamped), JOURNAL_NEW, JOURNAL]:
             (out_dir / name).unlink(missing_ok=True)
         raise _cannot_write(out_dir, exc, command) from None
-    _apply(out_dir, tuple(stamped))
+    _apply(out_dir, tuple(stamped), stale)
 
 
-def _apply(out_dir: Path, members: tuple[str, ...]) -> None:
-    """Rename the journal's temporaries onto their members, then remove the journal."""
+def _apply(out_dir: Path, members: tuple[str, ...], stale: tuple[str, ...]) -> None:
+    """Rename the journal's temporaries onto their members, remove the stale members, then the journal."""
     try:
         for name in members:
             try:
                 os.replace(out_dir / temp_name(name), out_dir / name)
             except FileNotFoundError:
                 continue  # renamed before the interruption
+        for name in stale:
+            (out_dir / name).unlink(missing_ok=True)
         files.fsync_dir(out_dir)
         (out_dir / JOURNAL).unlink()
         files.fsync_dir(out_dir)
@@ -257,16 +274,16 @@ def _roll_forward(out_dir: Path, command: str) -> None:
     """Complete the commit a journal names, then delete temporaries no journal names."""
     journal = out_dir / JOURNAL
     try:
-        members = parse_journal(journal.read_text(encoding="utf-8"))
+        members, stale = parse_journal(journal.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        members = ()
+        members, stale = (), ()
     except (ValueError, OSError) as exc:
         raise BadInputError(
             f"{str(journal)!r} is not a journal envsolver wrote ({exc}); nothing was changed. Look at it, "
             f"then remove it: rm {shlex.quote(str(journal))}"
         ) from None
-    if members:
-        _apply(out_dir, members)
+    if members or stale:
+        _apply(out_dir, members, stale)
     try:
         for name in os.listdir(out_dir):
             if _leftover(name):
