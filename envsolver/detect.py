@@ -170,3 +170,14 @@ def detect(environ: Mapping[str, str], run: Runner = _run, read: Reader = _read,
         if proc_driver:
             driver = Found(proc_driver, PROC_VERSION)
     return HostFacts(gpus, driver)
+
+
+# conda's platform for this machine's architecture (uname -m), for the platforms envsolver supports.
+_MACHINES = {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
+
+
+def host_platform(machine: str | None = None) -> str | None:
+    """'linux-64' or 'linux-aarch64' for this host (or for `machine`, as uname -m prints it); None otherwise."""
+    import platform
+
+    return _MACHINES.get((machine or platform.machine()).lower())

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver import archive, dirlock, http, lockfile, pkgcache, solve
-from envsolver.errors import EnvsolverError
+from envsolver import archive, detect, dirlock, http, lockfile, pkgcache, solve
+from envsolver.errors import BadInputError, EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.redact import redact
@@ -170,6 +170,13 @@ def install(
 ) -> InstallReport:
     """Make PREFIX hold exactly the lock's packages for the platform. Raises EnvsolverError (exit 2)."""
     lock = lockfile.read(lock_path, platform)
+    here = detect.host_platform()
+    if platform is None and here is not None and lock.platform != here:
+        raise BadInputError(
+            f"{str(lock_path)!r} is for {lock.platform}, and this host is {here}: its binaries would not run here. "
+            f"Install it on a {lock.platform} node, or pass --platform {lock.platform} to install it here anyway "
+            "(e.g. into a prefix on a shared file system that those nodes use)."
+        )
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
     with _turn(cache, prefix, progress):
         have = records(prefix) if prefix.exists() else {}

@@ -149,3 +149,17 @@ def test_real_detection_on_a_gpu_machine() -> None:
     facts = detect.detect(os.environ)
     assert facts.gpus and facts.driver is not None
     assert facts.gpus[0].origin in ("NVML", "nvidia-smi")
+
+
+@pytest.mark.parametrize(
+    ("machine", "platform"),
+    [
+        ("x86_64", "linux-64"),
+        ("AMD64", "linux-64"),
+        ("aarch64", "linux-aarch64"),
+        ("arm64", "linux-aarch64"),
+        ("ppc64le", None),
+    ],
+)
+def test_host_platform(machine: str, platform: str | None) -> None:
+    assert detect.host_platform(machine) == platform

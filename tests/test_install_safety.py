@@ -305,3 +305,19 @@ def test_stale_staging_of_this_host_is_removed_and_other_hosts_are_left(tmp_path
     left = sorted(p.name for p in (cache / "staging").iterdir())
     assert left == sorted([f"other-node-pid{pid}-abc", mine.name])
     assert mine.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_lock_for_another_platform_is_refused_unless_platform_says_so(tmp_path: Path) -> None:
+    from envsolver.detect import host_platform
+
+    here = host_platform()
+    other = "linux-aarch64" if here == "linux-64" else "linux-64"
+    archive = build_package(tmp_path / "channel", "tiny-lib", "1.0", {"lib/tiny.txt": "x\n"}, subdir=other)
+    lock = explicit_lock(tmp_path / f"conda-{other}.lock", [archive], platform=other)
+    prefix = tmp_path / "env"
+    code, output = _install(lock, prefix, tmp_path / "cache")
+    assert code == 2 and f"is for {other}, and this host is {here}" in output and not prefix.exists()
+    # The fix the message names works: --platform says so.
+    code, output = _install(lock, prefix, tmp_path / "cache", "--platform", other)
+    assert code == 0, output
+    assert (prefix / "lib" / "tiny.txt").read_text() == "x\n"

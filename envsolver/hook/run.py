@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform as host
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from envsolver import prefixmeta
 from envsolver.archlist import canonical, parse_arch_list
+from envsolver.detect import host_platform
 from envsolver.errors import BadInputError
 from envsolver.hook import activation, build, facts, preflight
 from envsolver.kb.model import KnowledgeBase
@@ -50,8 +50,7 @@ class Where:
 def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None, kb: KnowledgeBase) -> Where:
     """TORCH_CUDA_ARCH_LIST and conda platform: --arch-list, else the lock's metadata (--lock, or the one
     `envsolver install` kept in the prefix). Raises BadInputError when none says, or a value is malformed."""
-    default_platform = "linux-aarch64" if host.machine() in ("aarch64", "arm64") else "linux-64"
-    platform: str = default_platform
+    platform: str = host_platform() or "linux-64"
     custom: dict[str, str] = {}
     if lock is not None:
         from envsolver import lockfile
