@@ -1,6 +1,8 @@
 """The `envsolver` command: parse options, call the library, print, exit. Nothing else lives here.
 
-Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input.
+Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input; 130 interrupted (Ctrl-C). Results go to
+stdout, diagnostics (warnings, progress, errors) to stderr; with --json, stdout is one JSON document whatever
+the outcome (errors.py documents the failure document and its kinds).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The environment commands of `envsolver`: install, hook, verify. Parse options, call, print, exit.
 
-Exit codes: 0 ok; 1 a check, a pre-flight or an op build failed; 2 bad input, or the command could not run.
+Exit codes: 0 ok; 1 a check, a pre-flight or an op build failed; 2 bad input, or the command could not run;
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ into its message and its fix."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import json
 import os
@@ -514,6 +515,29 @@ def test_split_fix_loses_no_text(text: str) -> None:
     else:
         middle = text[len(message) : len(text) - len(fix)]
         assert text.startswith(message) and text.endswith(fix) and fix and set(middle) <= set(" \t\n:;")
+
+
+def test_every_error_class_has_its_own_kind() -> None:
+    """A new error class names its kind (on the class, or in cli's table) instead of inheriting one silently."""
+    import pkgutil
+
+    import envsolver
+    from envsolver.errors import EnvsolverError
+
+    for module in pkgutil.walk_packages(envsolver.__path__, "envsolver."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    classes: list[type[EnvsolverError]] = []
+    todo = [EnvsolverError]
+    while todo:
+        cls = todo.pop()
+        classes.append(cls)
+        todo.extend(cls.__subclasses__())
+    mapped = {cls for cls, _ in cli._KINDS}
+    ours = [c for c in classes if c.__module__.startswith("envsolver.")]
+    unnamed = [c.__qualname__ for c in ours if "kind" not in vars(c) and c not in mapped]
+    assert not unnamed
+    assert len(ours) >= 13
 
 
 def test_kinds_are_documented() -> None:
