@@ -1,31 +1,43 @@
 """The `envsolver` command: parse options, call the library, print, exit. Nothing else lives here.
 
-Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input.
+Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input; 130 interrupted (Ctrl-C). Results go to
+stdout, diagnostics (warnings, progress, errors) to stderr; with --json, stdout is one JSON document whatever
+the outcome (errors.py documents the failure document and its kinds).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from envsolver import __version__, detect, lock, names, outputs, profile, render
-from envsolver.errors import BadInputError, EnvsolverError
+from envsolver.archive import ArchiveError
+from envsolver.errors import (
+    INTERRUPTED,
+    INTERRUPTED_EXIT,
+    INTERRUPTED_FIX,
+    BadInputError,
+    EnvsolverError,
+    Kind,
+    failure,
+    split_fix,
+)
+from envsolver.http import DownloadError
 from envsolver.inputs import Inputs, Options, build_target, make_command
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
+from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.plan import Plan
 from envsolver.redact import redact_text
 from envsolver.resolve import resolve
-from envsolver.writers.environment import default_name
+from envsolver.solve import ChannelsUnreachable, SolveFailed
+from envsolver.verify.run import VerifyError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,40 +66,102 @@ Exit codes: 0 ok, 1 no consistent stack for the target, 2 bad input.
 
 
 INTERNAL = "internal error"
+_JSON = "envsolver.json"  # ctx.meta: whether the command runs with --json (parent and child contexts share meta)
+_ARGV = "envsolver.argv"
+
+# Error classes that live beside the code that raises them, and their kinds (errors.KINDS documents each);
+# the classes in errors.py carry their own `kind`. Subclasses first.
+_KINDS: tuple[tuple[type[EnvsolverError], Kind], ...] = (
+    (SolveFailed, "solve_failed"),
+    (ChannelsUnreachable, "fetch"),
+    (DownloadError, "fetch"),
+    (FetchError, "fetch"),
+    (IntegrityError, "integrity"),
+    (ArchiveError, "archive"),
+    (VerifyError, "verify"),
+)
+
+
+def _kind(exc: EnvsolverError) -> Kind:
+    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), exc.kind)
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    """--json as the command parsed it; before (or where) parsing failed, --json among the command's words."""
+    if _JSON in ctx.meta:
+        return bool(ctx.meta[_JSON])
+    argv: tuple[str, ...] = ctx.meta.get(_ARGV, ())
+    return "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+
+
+def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
+    """`error: TEXT` on stderr; with --json also the failure document on stdout. Exits with `code`."""
+    click.echo(f"error: {text}", err=True)
+    if _wants_json(ctx):
+        click.echo(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
+    ctx.exit(code)
+
+
+class _Command(click.Command):
+    """Records whether this command runs with --json, once its options are parsed, for the handler in _Group."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.meta[_JSON] = bool(ctx.params.get("as_json"))
+        return super().invoke(ctx)
 
 
 class _Group(click.Group):
-    """Maps every outcome to a message on stderr and exit 0, 1 or 2, in one place: EnvsolverError to its message
-    and exit code; an OSError that no command turned into an error to exit 2 naming the file; anything else
-    (a bug) to exit 2 with an `internal error` line instead of a traceback (ENVSOLVER_DEBUG=1 shows the traceback
-    instead, for a bug report). Every message is passed through
-    redact_text, so no credential reaches the terminal or a log."""
+    """Maps every outcome to a message on stderr and exit 0, 1, 2 or 130, in one place: EnvsolverError to its
+    message and exit code; an OSError that no command turned into an error to exit 2 naming the file; Ctrl-C to
+    exit 130; anything else (a bug) to exit 2 with an `internal error` line instead of a traceback
+    (ENVSOLVER_DEBUG=1 shows the traceback instead, for a bug report). With --json, each of these and click's
+    usage errors also print `{"ok": false, "exit_code", "error": {"kind", "message", "fix"}}` on stdout. Every
+    message is passed through redact_text, so no credential reaches the terminal or a log."""
+
+    command_class = _Command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = tuple(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except EnvsolverError as exc:
-            click.echo(f"error: {redact_text(str(exc))}", err=True)
+        except click.exceptions.UsageError as exc:
+            if not _wants_json(ctx):
+                raise
+            exc.show()
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            fix = f"Run `{where} --help` to see the options."
+            click.echo(json.dumps(failure(exc.exit_code, "usage", exc.format_message(), fix), indent=2))
             ctx.exit(exc.exit_code)
+        except (click.exceptions.ClickException, click.exceptions.Exit):
+            raise
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            if sys.stderr.isatty():
+                click.echo(err=True)  # past the terminal's ^C
+            _fail(ctx, INTERRUPTED_EXIT, "interrupted", f"{INTERRUPTED} {INTERRUPTED_FIX}")
+        except EnvsolverError as exc:
+            _fail(ctx, exc.exit_code, _kind(exc), redact_text(str(exc)))
         except OSError as exc:
             where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
-            click.echo(
-                f"error: {redact_text(exc.strerror or str(exc))}{where}. Check that the path exists and that you "
-                "can read and write it, then run the same command again.",
-                err=True,
+            _fail(
+                ctx,
+                2,
+                "io",
+                f"{redact_text(exc.strerror or str(exc))}{where}. Check that the path exists and that you can read "
+                "and write it, then run the same command again.",
             )
-            ctx.exit(2)
         except Exception as exc:
             if os.environ.get("ENVSOLVER_DEBUG"):
                 raise
-            click.echo(
-                f"error: {INTERNAL} ({type(exc).__name__}: {redact_text(str(exc))[:500]}). This is a bug in "
-                "envsolver, not in your input; please report it with the command you ran.",
-                err=True,
+            _fail(
+                ctx,
+                2,
+                "internal",
+                f"{INTERNAL} ({type(exc).__name__}: {redact_text(str(exc))[:500]}). This is a bug in envsolver, not "
+                "in your input. Report it with the command you ran.",
             )
-            ctx.exit(2)
 
 
 def target_options(func: F) -> F:
@@ -177,11 +251,10 @@ def explain(as_json: bool, **kwargs: Any) -> None:
     """Show the plan for a target: decisions with sources, rejected candidates, warnings."""
     inputs, plan = _plan(kwargs)
     if as_json:
-        doc = plan.to_json()
-        doc["detected"] = inputs.detected
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(json.dumps({"ok": True, **plan.to_json(), "detected": inputs.detected}, indent=2))
         return
-    render.plan(Console(), plan, inputs.detected)
+    render.plan(render.console(), plan, inputs.detected)
+    render.warnings(render.console(stderr=True), plan.warnings)
 
 
 @main.command(epilog=EPILOG_MAKE)
@@ -228,10 +301,10 @@ def make(
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
-    console = Console(stderr=True)
+    err = render.console(stderr=True)
 
     def notice(message: str) -> None:
-        console.print(message, highlight=False, markup=False)
+        render.text(err, message)
 
     if no_lock:
         plan = resolve(inputs.target, kb)
@@ -239,50 +312,15 @@ def make(
         lock_result = None
     else:
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
-        with console.status("resolving", spinner="dots") as status:
-            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), lambda m: status.update(m))
+        with err.status("resolving", spinner="dots") as status:
+            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), render.progress(status))
         plan = lock_result.plan
         written = outputs.write_all(lock_result, kb, out_dir, command, name, force, on_wait=notice)
     if as_json:
-        doc: dict[str, Any] = {"files": {str(p): o.value for p, o in written.items()}, "plan": plan.to_json()}
-        if lock_result is not None:
-            doc["lock"] = {
-                "channels": list(lock_result.channels),
-                "used": lock_result.used,
-                "snapshot_date": lock_result.snapshot_date,
-                "packages": {p: len(r) for p, r in lock_result.records.items()},
-                "warnings": list(lock_result.warnings),
-            }
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(json.dumps(render.made_json(written, plan, lock_result), indent=2))
         return
-    out = Console()
-    for path, outcome in written.items():
-        out.print(f"{path}: {outcome.value}", highlight=False)
-    out.print(
-        f"torch {plan.torch_version} (CUDA {plan.torch_cuda} build), CUDA {plan.cuda_version}, Python "
-        f"{plan.python_version}, TORCH_CUDA_ARCH_LIST={plan.torch_cuda_arch_list}",
-        highlight=False,
-    )
-    if lock_result is not None:
-        where = (
-            f"the bundled snapshot of {lock_result.snapshot_date}"
-            if lock_result.used == "snapshot"
-            else (", ".join(lock_result.channels))
-        )
-        count = sum(len(r) for r in lock_result.records.values())
-        out.print(f"locked {count} packages against {where}", highlight=False)
-        for w in lock_result.warnings:
-            out.print(f"[yellow]warning[/]: {escape(w)}")
-    for w in plan.warnings:
-        out.print(f"[yellow]warning[/]: {escape(w)}")
-    lockfile = shlex.quote(str(out_dir / "conda-lock.yml"))
-    env_name = shlex.quote(name or default_name(plan))
-    out.print(
-        f"Create it with: conda-lock install -n {env_name} {lockfile}   (or: envsolver install {lockfile} -p PREFIX)"
-        if lock_result
-        else f"Create it with: conda env create -f {shlex.quote(str(out_dir / 'environment.yml'))}",
-        highlight=False,
-    )
+    render.made(render.console(), written, plan, lock_result, out_dir, name)
+    render.warnings(err, [*(lock_result.warnings if lock_result else ()), *plan.warnings])
 
 
 @main.command()
@@ -299,7 +337,7 @@ def gpus(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(render.gpu_rows(kb.gpus), indent=2))
         return
-    render.gpu_table(Console(), kb.gpus)
+    render.gpu_table(render.console(), kb.gpus)
 
 
 # The environment commands (install, hook, verify) register themselves on `main`.

@@ -1,6 +1,7 @@
 """The environment commands of `envsolver`: install, hook, verify. Parse options, call, print, exit.
 
-Exit codes: 0 ok; 1 a check, a pre-flight or an op build failed; 2 bad input, or the command could not run.
+Exit codes: 0 ok; 1 a check, a pre-flight or an op build failed; 2 bad input, or the command could not run;
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from envsolver import install as installer
-from envsolver import prefixmeta
+from envsolver import prefixmeta, render
 from envsolver.cli import main
 from envsolver.errors import BadInputError
 from envsolver.hook import activation as hook_activation
@@ -70,9 +70,9 @@ def install_command(
       envsolver install -p ./env --mirror https://conda.anaconda.org=https://mirror.example.org/conda
     """
     mirror_map = parse_mirrors(mirrors)
-    console = Console(stderr=True)
-    with console.status("reading the lock", spinner="dots") as status:
-        report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), lambda m: status.update(m))
+    err = render.console(stderr=True)
+    with err.status("reading the lock", spinner="dots") as status:
+        report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), render.progress(status))
     meta = report.lock_metadata
     prefixmeta.save(prefix, report.platform, meta)
     hook_report = None
@@ -83,7 +83,7 @@ def install_command(
             "`envsolver hook -p PREFIX --arch-list ...`"
         )
     elif not no_hook:
-        with console.status("post-install hook", spinner="dots") as status:
+        with err.status("post-install hook", spinner="dots") as status:
             hook_report = hook_run.hook(
                 prefix,
                 default_kb(),
@@ -94,10 +94,12 @@ def install_command(
                 False,
                 None,
                 os.environ,
-                lambda m: status.update(m),
+                render.progress(status),
             )
+    ok = hook_report is None or hook_report.ok
     if as_json:
         doc = {
+            "ok": ok,
             "prefix": str(report.prefix),
             "platform": report.platform,
             "packages": report.packages,
@@ -108,17 +110,17 @@ def install_command(
         click.echo(json.dumps(doc, indent=2))
     else:
         state = "installed" if report.changed else "already up to date"
-        out = Console()
-        out.print(
+        out = render.console()
+        render.text(
+            out,
             f"{report.prefix}: {state} ({report.packages} packages for {report.platform}, "
             f"{report.fetched} fetched and verified)",
-            highlight=False,
         )
         if hook_report is not None:
             hook_render.show(out, hook_report)
         else:
-            out.print(f"post-install hook: {skipped}", highlight=False)
-    if hook_report is not None and not hook_report.ok:
+            render.text(out, f"post-install hook: {skipped}")
+    if not ok:
         sys.exit(1)
 
 
@@ -181,21 +183,24 @@ def hook_command(
     kb = default_kb()
     if print_env:
         where = hook_run.arch_list_and_platform(prefix, lock_path, arch_list, kb)
-        click.echo(hook_activation.exports(prefix, where.arch_list, where.target), nl=False)
+        exports = hook_activation.exports(prefix, where.arch_list, where.target)
+        if as_json:
+            click.echo(json.dumps(hook_render.env_json(prefix, where.arch_list, exports), indent=2))
+        else:
+            click.echo(exports, nl=False)
         return
     wanted = tuple(o.strip() for o in ops.split(",") if o.strip())
     unknown = [o for o in wanted if o not in hook_build.KNOWN_OPS]
     if unknown:
         raise BadInputError(f"unknown op(s) {unknown}. Known: {', '.join(hook_build.KNOWN_OPS)}. Fix --ops.")
-    console = Console(stderr=True)
-    with console.status("hook", spinner="dots") as status:
+    with render.console(stderr=True).status("hook", spinner="dots") as status:
         report = hook_run.hook(
-            prefix, kb, lock_path, arch_list, wanted, jobs, no_build, python, os.environ, lambda m: status.update(m)
+            prefix, kb, lock_path, arch_list, wanted, jobs, no_build, python, os.environ, render.progress(status)
         )
     if as_json:
         click.echo(json.dumps(hook_render.as_json(report), indent=2))
     else:
-        hook_render.show(Console(), report)
+        hook_render.show(render.console(), report)
     if not report.ok:
         sys.exit(1)
 
@@ -244,15 +249,15 @@ def verify_command(
     Exit codes: 0 everything passed (warnings allowed), 1 a check failed, 2 verify could not run.
     """
     kb = default_kb()
-    out = Console()
     if as_json:
         chosen, _, checks = verify_run.verify(kb, prefix, python, lock_path, gpu_test, only, os.environ)
         click.echo(json.dumps(verify_render.as_json(chosen.python, chosen.prefix, checks), indent=2))
     else:
-        out.print(f"verify {python or prefix or 'the active environment'}", highlight=False)
+        out = render.console()
+        render.text(out, f"verify {python or prefix or 'the active environment'}")
         chosen, _, checks = verify_run.verify(
             kb, prefix, python, lock_path, gpu_test, only, os.environ, on_check=lambda c: verify_render.line(out, c)
         )
-        out.print(verify_render.summary(checks), highlight=False)
+        render.text(out, verify_render.summary(checks))
     if any(c.status == "fail" for c in checks):
         sys.exit(1)

@@ -1,28 +1,82 @@
-"""The few error classes envsolver raises; each carries its exit code.
+"""The few error classes envsolver raises; each carries its exit code and its kind.
 
 Exit codes (documented in the README):
-  0  ok
-  1  no consistent stack exists for the target (a conflict)
-  2  bad input: unknown GPU, malformed version, unreadable profile, invalid knowledge base
+  0    ok
+  1    no consistent stack exists for the target (a conflict), or a check, a pre-flight or an op build failed
+  2    bad input: unknown GPU, malformed version, unreadable profile, invalid knowledge base; or the command
+       could not run
+  130  interrupted (Ctrl-C)
+
+Kinds: with --json every failure is `{"ok": false, "exit_code": N, "error": {"kind", "message", "fix"}}`, and
+`kind` is one of KINDS:
+  bad_input       a value given on the command line, in a profile or in a lock cannot be used (2)
+  unknown_gpu     a GPU name the knowledge base does not know (2)
+  detection       --gpu auto found nothing to detect (2)
+  knowledge_base  the knowledge base files are invalid (2)
+  conflict        no consistent stack exists for the target (1)
+  solve_failed    the solver found no solution in the channels (1)
+  fetch           a channel, a package or a netrc file could not be fetched or read (2)
+  integrity       an archive does not match the lock's hash (2)
+  archive         an archive cannot be read, or linking it would be unsafe (2)
+  verify          verify could not run: no such prefix or python, or the probe crashed (2)
+  failed          the command could not complete (another envsolver holds the prefix, rattler failed) (2)
+  io              a file or directory could not be read or written (2)
+  usage           the command line itself is wrong: a missing option, an unknown choice (2)
+  internal        a bug in envsolver (2)
+  interrupted     Ctrl-C (130)
 """
 
 from __future__ import annotations
+
+import re
+from typing import Literal, get_args
+
+Kind = Literal[
+    "bad_input",
+    "unknown_gpu",
+    "detection",
+    "knowledge_base",
+    "conflict",
+    "solve_failed",
+    "fetch",
+    "integrity",
+    "archive",
+    "verify",
+    "failed",
+    "io",
+    "usage",
+    "internal",
+    "interrupted",
+]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+INTERRUPTED = "interrupted (Ctrl-C)."
+INTERRUPTED_FIX = "Run the same command again."
+INTERRUPTED_EXIT = 130
+
+
+def failure(exit_code: int, kind: Kind, message: str, fix: str | None) -> dict[str, object]:
+    """The document `--json` prints for a failure."""
+    return {"ok": False, "exit_code": exit_code, "error": {"kind": kind, "message": message, "fix": fix}}
 
 
 class EnvsolverError(Exception):
     """Base class. The message is one short paragraph that ends with the fix."""
 
     exit_code = 2
+    kind: Kind = "failed"
 
 
 class BadInputError(EnvsolverError):
     """The user gave a value we cannot use (exit 2)."""
 
     exit_code = 2
+    kind: Kind = "bad_input"
 
 
 class UnknownGpuError(BadInputError):
     """A GPU name that is not in the knowledge base (exit 2)."""
+
+    kind: Kind = "unknown_gpu"
 
     def __init__(self, name: str, closest: list[str]) -> None:
         hint = ", ".join(repr(c) for c in closest) if closest else "none"
@@ -37,6 +91,8 @@ class UnknownGpuError(BadInputError):
 class KnowledgeBaseError(EnvsolverError):
     """The knowledge base files are invalid; every problem is listed at once (exit 2)."""
 
+    kind: Kind = "knowledge_base"
+
     def __init__(self, problems: list[str]) -> None:
         body = "\n".join(f"  - {p}" for p in problems)
         super().__init__(
@@ -49,6 +105,8 @@ class KnowledgeBaseError(EnvsolverError):
 class DetectionError(BadInputError):
     """Nothing could be detected where detection was asked for (exit 2)."""
 
+    kind: Kind = "detection"
+
 
 class ConflictError(EnvsolverError):
     """No consistent stack exists for the target (exit 1).
@@ -57,7 +115,52 @@ class ConflictError(EnvsolverError):
     """
 
     exit_code = 1
+    kind: Kind = "conflict"
 
     def __init__(self, message: str, rejected: list[tuple[str, str]] | None = None) -> None:
         super().__init__(message)
         self.rejected = rejected or []
+
+
+# The words envsolver's fixes begin with, as a sentence ("... Pass --driver 535.104.05.", "...\nFix the rows
+# above ...") or, lower case, as the clause after a colon or semicolon ("...: upgrade the driver to 570.26 or
+# newer.", "...; regenerate it with envsolver make ...").
+FIX_SENTENCE_WORDS = frozenset(
+    {
+        "pass", "run", "fix", "check", "regenerate", "move", "lock", "use", "wait", "install", "look", "point",
+        "make", "name", "fetch", "if", "put", "rewrite", "remove", "leave", "choose", "upgrade", "set", "give",
+        "try", "report",
+    }
+)  # fmt: skip
+FIX_CLAUSE_WORDS = frozenset({"pass", "run", "fix", "regenerate", "upgrade", "choose", "drop", "write"})
+_BOUNDARY = re.compile(r"(?P<after>[.:;])[ \t]+(?P<word>[A-Za-z]+)|(?P<line>\n)[ \t]*(?P<first>[A-Za-z]+)")
+
+
+def _fix_start(match: re.Match[str]) -> tuple[int, bool]:
+    """Where the sentence or clause after this boundary starts, and whether it starts a fix."""
+    if match.group("line"):
+        word = match.group("first")
+        return match.start("first"), word[0].isupper() and word.lower() in FIX_SENTENCE_WORDS
+    word = match.group("word")
+    if match.group("after") == ".":
+        return match.start("word"), word[0].isupper() and word.lower() in FIX_SENTENCE_WORDS
+    return match.start("word"), word in FIX_CLAUSE_WORDS
+
+
+def split_fix(text: str) -> tuple[str, str | None]:
+    """(message, fix) of an error text that ends with its fix: the fix starts at the last sentence or clause
+    that begins with a fix word, extended back over the fix sentences just before it ("Check the path exists.
+    If the channel moved, rewrite ..."), and runs to the end. No text is lost: the message is everything
+    before it, less the colon or semicolon that led into it. (text, None) when no fix is found."""
+    boundaries = [_fix_start(m) for m in _BOUNDARY.finditer(text)]
+    fixes = [i for i, (_, is_fix) in enumerate(boundaries) if is_fix]
+    if not fixes:
+        return text, None
+    first = fixes[-1]
+    while first > 0 and boundaries[first - 1][1]:
+        first -= 1
+    start = boundaries[first][0]
+    message = text[:start].rstrip()
+    if message.endswith((":", ";")):
+        message = message[:-1].rstrip()
+    return message, text[start:]

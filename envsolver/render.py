@@ -1,13 +1,52 @@
-"""Terminal rendering with rich: the plan for `explain`, the GPU table for `gpus`. Printing only."""
+"""Terminal rendering with rich: the consoles, the plan for `explain`, what `make` wrote, the GPU table for
+`gpus`. Printing only. Values are never read as markup: they are escaped, or printed with markup off."""
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
 from rich.table import Table
+from rich.text import Text
 
 from envsolver.kb.model import Gpu
+from envsolver.lock import LockResult
 from envsolver.plan import Plan
+from envsolver.writers.environment import default_name
+from envsolver.writers.files import Outcome
+
+# The width of a console that is not a terminal: wide enough that no table column is squeezed.
+UNLIMITED = 100_000
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that never wraps a line: text is soft-wrapped (a long path, URL or command stays whole on one
+    line, for the terminal to fold and for copying), and a pipe or a file gets no width limit, so a table is not
+    squeezed to 80 columns. stdout is for results, stderr (`stderr=True`) for warnings and progress."""
+    out = Console(stderr=stderr, soft_wrap=True)
+    if not out.is_terminal:
+        out.width = UNLIMITED
+    return out
+
+
+def text(out: Console, line: str) -> None:
+    """Print a line as it is: no markup, no highlighting."""
+    out.print(line, markup=False, highlight=False)
+
+
+def progress(status: Status) -> Callable[[str], None]:
+    """The callback that shows a progress message on the spinner's line, as it is (a path is not markup)."""
+    return lambda message: status.update(Text(message))
+
+
+def warnings(err: Console, found: Iterable[str]) -> None:
+    for w in found:
+        err.print(f"[yellow]warning[/]: {escape(w)}", highlight=False)
 
 
 def _yes(value: bool | None) -> str:
@@ -29,40 +68,77 @@ def gpu_rows(gpus: tuple[Gpu, ...]) -> list[dict[str, object]]:
     ]
 
 
-def gpu_table(console: Console, gpus: tuple[Gpu, ...]) -> None:
+def gpu_table(out: Console, gpus: tuple[Gpu, ...]) -> None:
     table = Table(title="GPUs in the knowledge base", show_lines=False)
     for column in ("key", "name", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform"):
         table.add_column(column)
     for g in sorted(gpus, key=lambda g: (g.compute_capability, g.key)):
         memory = "/".join(str(m) for m in g.memory_gb) if g.memory_gb else "?"
-        table.add_row(
-            g.key, g.name, str(g.compute_capability), g.architecture, memory, _yes(g.bf16), _yes(g.fp8), g.platform
-        )
-    console.print(table)
+        cells = (g.key, g.name, str(g.compute_capability), g.architecture, memory, _yes(g.bf16), _yes(g.fp8))
+        table.add_row(*(escape(c) for c in (*cells, g.platform)))
+    out.print(table)
 
 
-def plan(console: Console, p: Plan, detected: dict[str, str]) -> None:
+def plan(out: Console, p: Plan, detected: dict[str, str]) -> None:
+    """The plan, without its warnings (they are diagnostics: `warnings` prints them on stderr)."""
     gpus = ", ".join(f"{g.name} (sm_{g.compute_capability.sm})" for g in p.gpus)
-    console.print(f"[bold]Target[/]: {gpus}; driver {p.driver or 'not given'}; {p.platform}")
+    out.print(f"[bold]Target[/]: {escape(gpus)}; driver {escape(str(p.driver or 'not given'))}; {p.platform}")
     for value, origin in detected.items():
-        console.print(f"  detected {value} (from {origin})")
-    console.print(
+        text(out, f"  detected {value} (from {origin})")
+    out.print(
         f"[bold]Stack[/]: torch {p.torch_version} (CUDA {p.torch_cuda} build) + CUDA {p.cuda_version} "
         f"toolkit, Python {p.python_version}, source {p.source}; compatibility [bold]{p.compatibility}[/]"
     )
-    console.print(f"[bold]TORCH_CUDA_ARCH_LIST[/]={p.torch_cuda_arch_list}")
-    console.print(f"[bold]Channels[/]: {', '.join(p.channels)}")
-    console.print("[bold]Specs[/]: " + "  ".join(str(s) for s in p.specs))
+    out.print(f"[bold]TORCH_CUDA_ARCH_LIST[/]={escape(p.torch_cuda_arch_list)}")
+    out.print(f"[bold]Channels[/]: {escape(', '.join(p.channels))}")
+    out.print("[bold]Specs[/]: " + escape("  ".join(str(s) for s in p.specs)))
     if p.pip:
-        console.print("[bold]pip[/]: " + "  ".join(p.pip))
-    console.print("[bold]Virtual packages[/]: " + "  ".join(f"{k}={v}" for k, v in p.virtual_packages.items()))
-    console.print("[bold]Decisions[/]:")
+        out.print("[bold]pip[/]: " + escape("  ".join(p.pip)))
+    out.print("[bold]Virtual packages[/]: " + escape("  ".join(f"{k}={v}" for k, v in p.virtual_packages.items())))
+    out.print("[bold]Decisions[/]:")
     for r in p.reasons:
-        console.print(f"  - [bold]{escape(r.decision)}[/]: {escape(r.because)}", highlight=False)
-        console.print(f"      [dim]source: {', '.join(r.source)}[/]", highlight=False)
+        out.print(f"  - [bold]{escape(r.decision)}[/]: {escape(r.because)}", highlight=False)
+        out.print(f"      [dim]source: {escape(', '.join(r.source))}[/]", highlight=False)
     if p.rejected:
-        console.print("[bold]Rejected newer candidates[/]:")
+        out.print("[bold]Rejected newer candidates[/]:")
         for rej in p.rejected:
-            console.print(f"  - {rej.candidate}: {rej.because}")
-    for w in p.warnings:
-        console.print(f"[yellow]warning[/]: {w}")
+            text(out, f"  - {rej.candidate}: {rej.because}")
+
+
+def made(
+    out: Console, written: Mapping[Path, Outcome], p: Plan, locked: LockResult | None, out_dir: Path, name: str | None
+) -> None:
+    """What `make` wrote, the stack, and the command that creates the environment (its words shell-quoted)."""
+    for path, outcome in written.items():
+        text(out, f"{path}: {outcome.value}")
+    text(
+        out,
+        f"torch {p.torch_version} (CUDA {p.torch_cuda} build), CUDA {p.cuda_version}, Python {p.python_version}, "
+        f"TORCH_CUDA_ARCH_LIST={p.torch_cuda_arch_list}",
+    )
+    if locked is None:
+        text(out, f"Create it with: conda env create -f {shlex.quote(str(out_dir / 'environment.yml'))}")
+        return
+    where = (
+        f"the bundled snapshot of {locked.snapshot_date}" if locked.used == "snapshot" else ", ".join(locked.channels)
+    )
+    text(out, f"locked {sum(len(r) for r in locked.records.values())} packages against {where}")
+    lockfile = shlex.quote(str(out_dir / "conda-lock.yml"))
+    env_name = shlex.quote(name or default_name(p))
+    text(
+        out,
+        f"Create it with: conda-lock install -n {env_name} {lockfile}   (or: envsolver install {lockfile} -p PREFIX)",
+    )
+
+
+def made_json(written: Mapping[Path, Outcome], p: Plan, locked: LockResult | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"ok": True, "files": {str(f): o.value for f, o in written.items()}, "plan": p.to_json()}
+    if locked is not None:
+        doc["lock"] = {
+            "channels": list(locked.channels),
+            "used": locked.used,
+            "snapshot_date": locked.snapshot_date,
+            "packages": {platform: len(r) for platform, r in locked.records.items()},
+            "warnings": list(locked.warnings),
+        }
+    return doc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,8 +15,8 @@ MARK = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]
 
 def show(console: Console, report: HookReport) -> None:
     for path, outcome in report.activation.items():
-        console.print(f"{path}: {outcome.value}", highlight=False)
-    console.print(f"TORCH_CUDA_ARCH_LIST={report.arch_list}", highlight=False)
+        console.print(f"{path}: {outcome.value}", markup=False, highlight=False)
+    console.print(f"TORCH_CUDA_ARCH_LIST={report.arch_list}", markup=False, highlight=False)
     for f in report.findings:
         console.print(f"{MARK[f.status]} {escape(f.id)}: {escape(f.detail)}", highlight=False)
         if f.fix and f.status != "ok":
@@ -23,19 +24,20 @@ def show(console: Console, report: HookReport) -> None:
     for op in report.ops:
         if not op.ok:
             why = op.error or f"no SASS for {', '.join(f'sm_{a}' for a in op.missing_sass)}"
-            console.print(f"{MARK['fail']} op {op.op}: {escape(why)}", highlight=False)
+            console.print(f"{MARK['fail']} op {escape(op.op)}: {escape(why)}", highlight=False)
             continue
         sass = ", ".join(f"sm_{a}" for a in op.sass) if op.sass else "not checked (CPU op or no cuobjdump)"
         load = f"{op.load_seconds:.3f} s" if op.load_seconds is not None else "?"
         built = f"{op.seconds:.1f} s" if op.seconds is not None else "?"
         console.print(
-            f"{MARK['ok']} op {op.op}: built in {built}; SASS {sass}; load() in a new process {load}", highlight=False
+            f"{MARK['ok']} op {escape(op.op)}: built in {built}; SASS {escape(sass)}; load() in a new process {load}",
+            highlight=False,
         )
     if report.gpu_check is not None:
         state = "ok" if report.gpu_check.get("ok") else "fail"
         console.print(
             f"{MARK[state]} FusedAdam vs torch.optim.AdamW, 5 steps: max |diff| = "
-            f"{report.gpu_check.get('max_abs_diff', report.gpu_check.get('error'))}",
+            f"{escape(str(report.gpu_check.get('max_abs_diff', report.gpu_check.get('error'))))}",
             highlight=False,
         )
 
@@ -64,3 +66,8 @@ def as_json(report: HookReport) -> dict[str, Any]:
         "gpu_check": report.gpu_check,
         "unchanged": list(report.unchanged),
     }
+
+
+def env_json(prefix: Path, arch_list: str, exports: str) -> dict[str, Any]:
+    """`hook --print-env --json`: the export lines, and the values they were made from."""
+    return {"ok": True, "prefix": str(prefix), "torch_cuda_arch_list": arch_list, "exports": exports}

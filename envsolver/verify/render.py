@@ -14,7 +14,7 @@ MARK = {"pass": "[green]pass[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[
 
 
 def line(console: Console, check: Check) -> None:
-    console.print(f"{MARK[check.status]} {check.id}: {escape(check.detail)}", highlight=False)
+    console.print(f"{MARK[check.status]} {escape(check.id)}: {escape(check.detail)}", highlight=False)
     if check.fix and check.status in ("fail", "warn"):
         console.print(f"     fix: {escape(check.fix)}", highlight=False)
 
