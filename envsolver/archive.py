@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from envsolver.errors import EnvsolverError
+from envsolver.errors import EnvsolverError, Kind
 
 INFO_FILES = ("info/index.json", "info/paths.json", "info/link.json", "info/files")
 MAX_INFO_BYTES = 256 << 20  # paths.json of the largest real packages (cuda toolkits, torch) is a few MiB
@@ -34,6 +34,8 @@ _COMMAND = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 class ArchiveError(EnvsolverError):
     """An archive cannot be read, or linking it would be unsafe (exit 2); nothing was linked."""
+
+    kind: Kind = "archive"
 
 
 @dataclass(frozen=True)

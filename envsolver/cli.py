@@ -17,7 +17,6 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from envsolver import __version__, detect, lock, names, outputs, profile, render
-from envsolver.archive import ArchiveError
 from envsolver.errors import (
     INTERRUPTED,
     INTERRUPTED_EXIT,
@@ -28,16 +27,13 @@ from envsolver.errors import (
     failure,
     split_fix,
 )
-from envsolver.http import DownloadError
 from envsolver.inputs import Inputs, Options, build_target, make_command
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
-from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.plan import Plan
 from envsolver.redact import redact_text
 from envsolver.resolve import resolve
 from envsolver.solve import ChannelsUnreachable, SolveFailed
-from envsolver.verify.run import VerifyError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,11 +70,6 @@ _ARGV = "envsolver.argv"
 _KINDS: tuple[tuple[type[EnvsolverError], Kind], ...] = (
     (SolveFailed, "solve_failed"),
     (ChannelsUnreachable, "fetch"),
-    (DownloadError, "fetch"),
-    (FetchError, "fetch"),
-    (IntegrityError, "integrity"),
-    (ArchiveError, "archive"),
-    (VerifyError, "verify"),
 )
 
 

@@ -25,7 +25,7 @@ from typing import IO
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from envsolver import __version__
-from envsolver.errors import BadInputError, EnvsolverError
+from envsolver.errors import BadInputError, EnvsolverError, Kind
 from envsolver.redact import redact_text
 
 CHUNK = 1 << 20
@@ -42,6 +42,8 @@ AUTH_FIX = (
 class DownloadError(EnvsolverError, OSError):
     """A URL could not be fetched into its file (exit 2). Also an OSError, so a caller that catches OSError
     around a copy (install's `_copy`) catches it too. The message names the URL without its credentials."""
+
+    kind: Kind = "fetch"
 
 
 @dataclass(frozen=True)

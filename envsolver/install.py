@@ -95,12 +95,15 @@ def check_archives(
     links: dict[str, set[str]] = {name: _softlinks_kept(doc) for name, doc in kept.items()}
     # Decompressing is most of the work and bz2 and zstd release the GIL: the archives are read side by side.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        infos = pool.map(lambda item: archive.read_info(item[1][1]), sorted(staged.items()))
-        read = []
+        infos = pool.map(lambda item: _read(item[1][1]), sorted(staged.items()))
+        read: list[archive.PackageInfo | archive.ArchiveError] = []
         for number, info in enumerate(infos, start=1):
             progress(f"checked {number}/{len(staged)} archives")
             read.append(info)
     for (name, (entry, _)), info in zip(sorted(staged.items()), read, strict=True):
+        if isinstance(info, archive.ArchiveError):
+            problems.append(str(info))
+            continue
         found = archive.identity_problems(info, entry.name, entry.version, entry.build, entry.subdir)
         found += archive.own_problems(info)
         problems += [f"{entry.file_name}: {p}" for p in found]
@@ -118,6 +121,14 @@ def check_archives(
             f"linked:\n{shown}{more}\nThe lock pins archives that are not what they claim; regenerate it with "
             "envsolver make from channels you trust."
         )
+
+
+def _read(path: Path) -> archive.PackageInfo | archive.ArchiveError:
+    """The archive's info, or why it cannot be read (reported with the others, under one fix)."""
+    try:
+        return archive.read_info(path)
+    except archive.ArchiveError as exc:
+        return exc
 
 
 def _record_public_urls(prefix: Path, entries: list[LockEntry]) -> None:

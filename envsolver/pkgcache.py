@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from envsolver.errors import EnvsolverError
+from envsolver.errors import EnvsolverError, Kind
 from envsolver.lockfile import LockEntry
 from envsolver.redact import redact_text
 
@@ -31,9 +31,13 @@ _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+!-]*\.(?:conda|tar\.bz2)$")
 class IntegrityError(EnvsolverError):
     """An archive does not match the lock's hash (exit 2); nothing in the prefix was changed."""
 
+    kind: Kind = "integrity"
+
 
 class FetchError(EnvsolverError):
     """An archive could not be fetched (exit 2); nothing in the prefix was changed."""
+
+    kind: Kind = "fetch"
 
 
 def expected_hash(entry: LockEntry) -> tuple[str, str]:

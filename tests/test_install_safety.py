@@ -321,3 +321,19 @@ def test_a_lock_for_another_platform_is_refused_unless_platform_says_so(tmp_path
     code, output = _install(lock, prefix, tmp_path / "cache", "--platform", other)
     assert code == 0, output
     assert (prefix / "lib" / "tiny.txt").read_text() == "x\n"
+
+
+def test_an_unreadable_archive_the_lock_pins_is_refused_with_a_fix(tmp_path: Path) -> None:
+    """The hash matches (the lock pinned these bytes), but they are not a conda package."""
+    import json
+
+    junk = tmp_path / "channel" / "linux-64" / "junk-1.0-h0_0.conda"
+    junk.parent.mkdir(parents=True)
+    junk.write_bytes(b"not a zip")
+    lock = explicit_lock(tmp_path / "conda-linux-64.lock", [junk])
+    prefix = tmp_path / "env"
+    code, output = _install(lock, prefix, tmp_path / "cache", "--json")
+    doc = json.loads(output[output.index("{") :])
+    assert code == 2 and doc["error"]["kind"] == "archive" and "junk-1.0-h0_0.conda" in doc["error"]["message"]
+    assert doc["error"]["fix"] == "regenerate it with envsolver make from channels you trust."
+    assert not prefix.exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from envsolver import lockfile, prefixmeta
-from envsolver.errors import EnvsolverError
+from envsolver.errors import EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.verify.checks import HOST_ONLY, Check, Context, run
 
@@ -21,6 +21,8 @@ PROBE = Path(__file__).with_name("probe.py")
 
 class VerifyError(EnvsolverError):
     """verify could not run (exit 2): no such prefix or python, or the probe crashed."""
+
+    kind: Kind = "verify"
 
 
 @dataclass(frozen=True)
