@@ -50,6 +50,11 @@ def plan(console: Console, p: Plan, detected: dict[str, str]) -> None:
         f"[bold]Stack[/]: torch {p.torch_version} (CUDA {p.torch_cuda} build) + CUDA {p.cuda_version} "
         f"toolkit, Python {p.python_version}, source {p.source}; compatibility [bold]{p.compatibility}[/]"
     )
+    if p.snapshot_date:
+        console.print(
+            f"Planned within the bundled snapshot of {p.snapshot_date}: the plan `envsolver make --offline` locks.",
+            highlight=False,
+        )
     console.print(f"[bold]TORCH_CUDA_ARCH_LIST[/]={p.torch_cuda_arch_list}")
     console.print(f"[bold]Channels[/]: {', '.join(p.channels)}")
     console.print("[bold]Specs[/]: " + "  ".join(str(s) for s in p.specs))
