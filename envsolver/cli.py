@@ -222,9 +222,11 @@ def _options(kwargs: dict[str, Any]) -> Options:
     )
 
 
-def _plan(kwargs: dict[str, Any]) -> tuple[Inputs, Plan]:
+def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
+    if offline:
+        return inputs, lock.plan_offline(inputs.target, kb, cache_dir())[0]
     return inputs, resolve(inputs.target, kb)
 
 
@@ -237,10 +239,15 @@ def main() -> None:
 
 @main.command(epilog=EPILOG_EXPLAIN)
 @target_options
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Plan within the bundled snapshot of real channel records: the plan `make --offline` locks.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (stable keys).")
-def explain(as_json: bool, **kwargs: Any) -> None:
+def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     """Show the plan for a target: decisions with sources, rejected candidates, warnings."""
-    inputs, plan = _plan(kwargs)
+    inputs, plan = _plan(kwargs, offline)
     if as_json:
         click.echo(json.dumps({"ok": True, **plan.to_json(), "detected": inputs.detected}, indent=2))
         return

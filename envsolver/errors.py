@@ -147,11 +147,20 @@ def _fix_start(match: re.Match[str]) -> tuple[int, bool]:
     return match.start("word"), word in FIX_CLAUSE_WORDS
 
 
+# Conflict messages name their ways out with a label: "... Fix: upgrade the driver to 570.26 or newer (...)." or
+# "... Ways out: `--torch 2.10.0` gives torch 2.10.0 cu129 with CUDA 12.9." (envsolver/resolve/ways_out.py).
+_LABEL = re.compile(r"(?:(?<=[.;:]) |\n|^)(?:Fix|Ways out): ")
+
+
 def split_fix(text: str) -> tuple[str, str | None]:
-    """(message, fix) of an error text that ends with its fix: the fix starts at the last sentence or clause
-    that begins with a fix word, extended back over the fix sentences just before it ("Check the path exists.
-    If the channel moved, rewrite ..."), and runs to the end. No text is lost: the message is everything
-    before it, less the colon or semicolon that led into it. (text, None) when no fix is found."""
+    """(message, fix) of an error text that ends with its fix. A labelled fix ("Fix: ...", "Ways out: ...")
+    starts after its last label. Otherwise the fix starts at the last sentence or clause that begins with a fix
+    word, extended back over the fix sentences just before it ("Check the path exists. If the channel moved,
+    rewrite ..."), and runs to the end. No text is lost but a label: the message is everything before the fix,
+    less the colon or semicolon that led into it. (text, None) when no fix is found."""
+    labels = [m for m in _LABEL.finditer(text) if text[m.end() :].strip()]
+    if labels:
+        return text[: labels[-1].start()].rstrip(), text[labels[-1].end() :]
     boundaries = [_fix_start(m) for m in _BOUNDARY.finditer(text)]
     fixes = [i for i, (_, is_fix) in enumerate(boundaries) if is_fix]
     if not fixes:

@@ -8,6 +8,7 @@ candidate is tried, so `make --offline` ends with a plan the snapshot can really
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from envsolver.http import check_url
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
 from envsolver.redact import redact, redact_text
-from envsolver.resolve import resolve
+from envsolver.resolve import choose, refusal, resolve, ways_out
 from envsolver.snapshot import coverage
 from envsolver.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
 from envsolver.target import Target
@@ -29,6 +30,7 @@ Progress = Callable[[str], None]
 LIVE_BASE = "https://conda.anaconda.org"  # the public name of a channel in written files
 LIVE_LOCATION = LIVE_BASE  # where live repodata is fetched from (tests point it at a closed port)
 MAX_SNAPSHOT_RETRIES = 8
+UNSOLVED = "the snapshot cannot solve it: "
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,8 @@ def _live(plan: Plan) -> list[ChannelSource]:
 def _snapshot(plan: Plan) -> list[ChannelSource]:
     local = snapshot.channels()
     missing = [c for c in plan.channels if f"{LIVE_BASE}/{c}" not in local]
-    if missing:
-        raise ConflictError(
-            f"the bundled snapshot ({snapshot.date()}) has no copy of channel(s) {', '.join(missing)}. "
-            "Lock against the live channels or a mirror (--channel URL) instead of --offline."
-        )
+    if missing:  # a plan's channels are always in the snapshot (tests/test_snapshot.py): an envsolver bug
+        raise RuntimeError(f"the bundled snapshot has no copy of channel(s) {', '.join(missing)}")
     return [ChannelSource(f"{LIVE_BASE}/{c}", local[f"{LIVE_BASE}/{c}"]) for c in plan.channels]
 
 
@@ -78,12 +77,40 @@ def _custom(urls: Sequence[str]) -> list[ChannelSource]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _solve_snapshot(
+    specs: tuple[str, ...],
+    sources: tuple[ChannelSource, ...],
+    platform: str,
+    virtual: tuple[tuple[str, str], ...],
+    cache: Path,
+) -> tuple[Record, ...] | str:
+    """A solve against the bundled snapshot (read-only local files, so one answer per process): the
+    records, or the solver's explanation. The snapshot planner tries many candidates, and ways out more."""
+    try:
+        return tuple(solve(list(specs), list(sources), platform, dict(virtual), cache))
+    except SolveFailed as exc:
+        return str(exc)
+
+
 def _solve_all(
-    plan: Plan, kb: KnowledgeBase, sources: list[ChannelSource], cache: Path, progress: Progress
+    plan: Plan,
+    kb: KnowledgeBase,
+    sources: list[ChannelSource],
+    cache: Path,
+    progress: Progress,
+    local: bool = False,
 ) -> dict[str, tuple[Record, ...]]:
     specs = [str(s) for s in plan.specs]
     progress(f"solving {plan.platform} ({len(specs)} specs, channels: {', '.join(s.public for s in sources)})")
-    records = solve(specs, sources, plan.platform, virtual_packages(kb, plan), cache)
+    virtual = virtual_packages(kb, plan)
+    if local:
+        answer = _solve_snapshot(tuple(specs), tuple(sources), plan.platform, tuple(sorted(virtual.items())), cache)
+        if isinstance(answer, str):
+            raise SolveFailed(answer)
+        records: Sequence[Record] = answer
+    else:
+        records = solve(specs, sources, plan.platform, virtual, cache)
     wrong = lockcheck.problems(plan, kb, records)
     if wrong:
         raise ConflictError(
@@ -101,9 +128,14 @@ def _reasons(plan: Plan) -> str:
 def lock(
     target: Target, kb: KnowledgeBase, mode: Mode, channel_urls: Sequence[str], cache: Path, progress: Progress
 ) -> LockResult:
-    """Resolve and lock. Raises ConflictError (exit 1) when nothing can be locked."""
+    """Resolve and lock. Raises ConflictError (exit 1) when nothing can be locked.
+
+    One rule without reachable channels: `offline`, and `live` when the live channels cannot be reached,
+    plan within what the bundled snapshot can lock (plan_offline); the live fallback says so in one warning.
+    """
     if mode == "offline":
-        return _lock_snapshot(target, kb, cache, progress, warnings=[])
+        plan, records = plan_offline(target, kb, cache, progress)
+        return _snapshot_result(kb, plan, records, [])
     plan = resolve(target, kb)
     sources = _custom(channel_urls) if mode == "custom" else _live(plan)
     try:
@@ -114,12 +146,7 @@ def lock(
                 f"{redact_text(str(exc))}. Check the --channel URLs are reachable from this host; a channel that "
                 "needs credentials takes them in its URL (https://USER:TOKEN@HOST/... or https://HOST/t/TOKEN/...)."
             ) from None
-        warning = (
-            f"the live channels could not be reached ({str(exc).splitlines()[0]}); locked against the "
-            f"bundled snapshot of {snapshot.date()} instead"
-        )
-        progress(warning)
-        return _lock_snapshot(target, kb, cache, progress, warnings=[warning], plan=plan)
+        return _fall_back(target, kb, plan, _one_line(str(exc)), cache, progress)
     except SolveFailed as exc:
         raise SolveFailed(f"{exc}\nThe plan's decisions:\n{_reasons(plan)}") from None
     used: Literal["live", "custom"] = "custom" if mode == "custom" else "live"
@@ -128,47 +155,101 @@ def lock(
     )
 
 
-def _lock_snapshot(
-    target: Target, kb: KnowledgeBase, cache: Path, progress: Progress, warnings: list[str], plan: Plan | None = None
-) -> LockResult:
-    """Lock against the snapshot. With `plan` given (a live lock that fell back), that plan is locked or the
-    snapshot's gap is named; without, the resolver chooses among what the snapshot holds, and a candidate the
-    snapshot cannot solve is rejected and the next one tried."""
-    restricted = coverage.restrict(kb, snapshot.records())
-    if plan is not None:
-        try:
-            records = _solve_all(plan, kb, _snapshot(plan), cache, progress)
-        except SolveFailed as exc:
-            raise ConflictError(_snapshot_gap(plan, restricted, str(exc))) from None
-        return _snapshot_result(kb, plan, records, warnings)
+def _one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: Path, progress: Progress) -> LockResult:
+    """The live channels are out of reach: plan within the snapshot, and say so in one line."""
+    progress(f"the live channels could not be reached ({why}); planning within the bundled snapshot")
+    try:
+        plan, records = plan_offline(target, kb, cache, progress)
+    except ConflictError as exc:
+        raise ConflictError(
+            f"the live channels could not be reached ({why}); planning within the bundled snapshot instead: {exc}",
+            exc.rejected,
+        ) from None
+    same = (plan.torch_version, plan.torch_cuda, plan.cuda_version) == (
+        live.torch_version,
+        live.torch_cuda,
+        live.cuda_version,
+    )
+    instead = "" if same else f"; the live channels would give {ways_out.describe(live)}"
+    warning = (
+        f"the live channels could not be reached ({why}); planned and locked within the bundled snapshot of "
+        f"{snapshot.date()} instead: {ways_out.describe(plan)}{instead}"
+    )
+    progress(warning)
+    return _snapshot_result(kb, plan, records, [warning])
+
+
+def plan_offline(
+    target: Target, kb: KnowledgeBase, cache: Path, progress: Progress = lambda _: None
+) -> tuple[Plan, dict[str, tuple[Record, ...]]]:
+    """The plan `make --offline` locks and `explain --offline` shows, with its solved records: chosen among
+    what the bundled snapshot holds, each candidate solved against it, one it cannot solve rejected and the
+    next tried. Raises ConflictError (exit 1) naming the ways out that do lock within the snapshot."""
+    try:
+        return _within_snapshot(target, kb, cache, progress)
+    except ConflictError as exc:
+
+        def planner(changed: Target) -> Plan:
+            return _within_snapshot(changed, kb, cache, lambda _: None)[0]
+
+        raise refusal(exc, target, kb, planner, f"the bundled snapshot of {snapshot.date()}") from None
+
+
+_RESTRICTED: dict[int, tuple[KnowledgeBase, KnowledgeBase]] = {}
+
+
+def _restricted(kb: KnowledgeBase) -> KnowledgeBase:
+    """The KB restricted to what the snapshot holds, computed once per KB (the snapshot never changes)."""
+    kept = _RESTRICTED.get(id(kb))
+    if kept is None or kept[0] is not kb:
+        kept = (kb, coverage.restrict(kb, snapshot.records(), f"the bundled snapshot ({snapshot.date()})"))
+        _RESTRICTED.clear()
+        _RESTRICTED[id(kb)] = kept
+    return kept[1]
+
+
+def _within_snapshot(
+    target: Target, kb: KnowledgeBase, cache: Path, progress: Progress
+) -> tuple[Plan, dict[str, tuple[Record, ...]]]:
+    restricted = _restricted(kb)
     extra: list[Rejected] = []
     for _ in range(MAX_SNAPSHOT_RETRIES):
         try:
-            candidate = resolve(target, restricted)
+            candidate = choose(target, restricted)
         except ConflictError as exc:
-            raise ConflictError(
-                f"the bundled snapshot ({snapshot.date()}) cannot serve this target: {exc}\n"
-                f"The snapshot holds: {'; '.join(coverage.summary(restricted))}."
-            ) from None
+            raise _unlockable(exc, extra) from None
         try:
-            records = _solve_all(candidate, kb, _snapshot(candidate), cache, progress)
+            records = _solve_all(candidate, kb, _snapshot(candidate), cache, progress, local=True)
         except SolveFailed as exc:
             reason = _first_line_of_solver(str(exc))
-            progress(f"torch {candidate.torch_version} cu{candidate.torch_cuda.nodot}: {reason}")
-            extra.append(
-                Rejected(
-                    f"torch {candidate.torch_version} cu{candidate.torch_cuda.nodot}",
-                    f"the snapshot cannot solve it: {reason}",
-                )
-            )
+            label = ways_out.label(candidate)
+            progress(f"{label}: {reason}")
+            extra.append(Rejected(label, f"{UNSOLVED}{reason}"))
             restricted = _without(restricted, candidate)
             continue
-        final = dataclasses.replace(candidate, rejected=candidate.rejected + tuple(extra))
-        return _snapshot_result(kb, final, records, warnings)
+        final = dataclasses.replace(
+            candidate, rejected=candidate.rejected + tuple(extra), snapshot_date=snapshot.date()
+        )
+        return final, records
     raise ConflictError(
-        f"the bundled snapshot ({snapshot.date()}) could not lock any of the first "
-        f"{MAX_SNAPSHOT_RETRIES} candidates: " + "; ".join(f"{r.candidate}: {r.because}" for r in extra)
+        f"the bundled snapshot ({snapshot.date()}) could not solve any of the first {MAX_SNAPSHOT_RETRIES} "
+        "candidates: " + "; ".join(r.candidate for r in extra)
     )
+
+
+def _unlockable(exc: ConflictError, unsolved: list[Rejected]) -> ConflictError:
+    """The snapshot's refusal: the candidates it could not solve, and why the rest do not fit (a refusal
+    without rejected candidates only says that nothing is left once the unsolvable ones are taken out)."""
+    if not unsolved:
+        return exc
+    solved_out = "; ".join(f"{r.candidate} ({r.because.removeprefix(UNSOLVED)})" for r in unsolved)
+    facts = f"; {str(exc).rstrip('. ')}" if exc.rejected else ""
+    return ConflictError(f"the bundled snapshot ({snapshot.date()}) could not lock {solved_out}{facts}", exc.rejected)
 
 
 def _snapshot_result(
@@ -200,26 +281,5 @@ def _without(kb: KnowledgeBase, plan: Plan) -> KnowledgeBase:
 
 def _first_line_of_solver(text: str) -> str:
     lines = [line.strip(" └─├│") for line in text.splitlines()[1:] if line.strip(" └─├│")]
-    return lines[0] if lines else text.splitlines()[0]
-
-
-def _snapshot_gap(plan: Plan, restricted: KnowledgeBase, solver_text: str) -> str:
-    holds = any(
-        row.platform == plan.platform
-        and row.cuda == plan.torch_cuda
-        and row.channel == plan.source
-        and any(str(v) == plan.torch_version for v in row.versions)
-        and plan.python_version in row.python
-        for row in restricted.torch_builds
-    )
-    why = (
-        solver_text
-        if holds
-        else f"it has no pytorch {plan.torch_version} {plan.torch_build} record for Python {plan.python_version} "
-        f"on {plan.platform}"
-    )
-    return (
-        f"the bundled snapshot ({snapshot.date()}) cannot lock this plan: {why}. The snapshot holds: "
-        f"{'; '.join(coverage.summary(restricted))}. Use --offline to choose a plan the snapshot can lock, "
-        "or --channel with a reachable mirror."
-    )
+    line = lines[0] if lines else text.splitlines()[0]
+    return line.removeprefix("Cannot solve the request because of: ").rstrip(":")

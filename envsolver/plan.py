@@ -67,6 +67,7 @@ class Plan:
     rejected: tuple[Rejected, ...]
     warnings: tuple[str, ...]
     sources: dict[str, str] = field(default_factory=dict)
+    snapshot_date: str | None = None  # set when planned within the bundled snapshot (--offline, no network)
 
     def to_json(self) -> dict[str, Any]:
         """The stable `explain --json` document."""
@@ -91,4 +92,5 @@ class Plan:
             ],
             "rejected": [{"candidate": r.candidate, "because": r.because} for r in self.rejected],
             "warnings": list(self.warnings),
+            "snapshot_date": self.snapshot_date,
         }

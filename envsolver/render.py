@@ -89,6 +89,9 @@ def plan(out: Console, p: Plan, detected: dict[str, str]) -> None:
         f"[bold]Stack[/]: torch {p.torch_version} (CUDA {p.torch_cuda} build) + CUDA {p.cuda_version} "
         f"toolkit, Python {p.python_version}, source {p.source}; compatibility [bold]{p.compatibility}[/]"
     )
+    if p.snapshot_date:
+        locks = "the plan `envsolver make --offline` locks"
+        text(out, f"Planned within the bundled snapshot of {p.snapshot_date}: {locks}.")
     out.print(f"[bold]TORCH_CUDA_ARCH_LIST[/]={escape(p.torch_cuda_arch_list)}")
     out.print(f"[bold]Channels[/]: {escape(', '.join(p.channels))}")
     out.print("[bold]Specs[/]: " + escape("  ".join(str(s) for s in p.specs)))

@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CHANNELS = ("conda-forge", "pytorch", "nvidia", "nvidia/label/cuda-12.1.0")
+# The channels envsolver's plans name. Every real legacy CUDA record (pytorch-cuda's dependencies, nvcc, the
+# headers) comes from the plain nvidia channel; the one record of the nvidia/label/cuda-12.1.0 label (the
+# `cuda` metapackage, md5 only) is of no plan's, so no plan names a label channel.
+CHANNELS = ("conda-forge", "pytorch", "nvidia")
 SUBDIRS = ("linux-64", "linux-aarch64", "noarch")
 # What envsolver plans ask for; the snapshot keeps these and everything they depend on.
 ROOTS = (

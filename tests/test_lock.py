@@ -126,8 +126,10 @@ def test_offline_says_plainly_when_the_target_is_outside_the_snapshot(kb: Knowle
     target = build_target(Options(gpus=("a100",), torch="2.13"), kb).target
     with pytest.raises(ConflictError) as info:
         lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
-    text = str(info.value)
-    assert "cannot serve this target" in text and "The snapshot holds:" in text and "torch 2.10.0" in text
+    assert str(info.value) == (
+        "the bundled snapshot (2026-07-02) has no conda-forge torch 2.13 CUDA build for linux-64. "
+        "Ways out: `--torch 2.10.0` gives torch 2.10.0 cu129 with CUDA 12.9."
+    )
 
 
 def test_live_unreachable_falls_back_to_the_snapshot(
@@ -260,3 +262,104 @@ def test_credentials_never_reach_a_written_file(kb: KnowledgeBase, tmp_path: Pat
 
     command = make_command(target, channels=("https://u:p@mirror.example.org/t/tok-9/conda-forge",))
     assert "u:p@" not in command and "tok-9" not in command
+
+
+# --- the legacy pytorch channel, and planning within the snapshot ---------------------------------------------
+
+
+def _package(lockfile_path: Path, name: str):  # type: ignore[no-untyped-def]
+    return next(p for p in parse_conda_lock_file(lockfile_path).package if p.name == name)
+
+
+def test_seed_recipe_locks_offline(tmp_path: Path) -> None:
+    """The seeds' recipe (pytorch + pytorch-cuda from the pytorch channel, CUDA from nvidia) locks offline."""
+    args = ["make", "--gpu", "a100", "--torch", "2.3", "--source", "pytorch", "--python", "3.10", "--offline"]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["plan"]["channels"] == ["pytorch", "nvidia", "conda-forge"]
+    path = tmp_path / "conda-lock.yml"
+    jsonschema.validate(yaml.safe_load(path.read_text()), json.loads(SCHEMA_PATH.read_text()))
+    torch = _package(path, "pytorch")
+    assert torch.version == "2.3.0" and "cuda12.1" in torch.url
+    assert torch.url.startswith("https://conda.anaconda.org/pytorch/linux-64/")
+    assert _package(path, "pytorch-cuda").version == "12.1"
+    for name in ("cuda-nvcc", "cuda-cudart-dev", "libcublas-dev", "libcusparse-dev"):
+        assert _package(path, name).url.startswith("https://conda.anaconda.org/nvidia/"), name
+    # DeepSpeed's op builder accepts nvcc 12.6 against torch built with 12.1 (both in its CUDA 12 list).
+    assert doc["plan"]["cuda_version"] == "12.6" and _package(path, "cuda-nvcc").version.startswith("12.6.")
+    assert doc["plan"]["pip"] == ["deepspeed==0.19.5"]
+
+
+@pytest.mark.parametrize(
+    ("torch", "python", "deepspeed"), [("2.3.0", "3.10", True), ("2.1.0", "3.11", True), ("2.3.0", "3.9", False)]
+)
+def test_offline_locks_the_legacy_cuda12_plans_the_snapshot_holds(
+    kb: KnowledgeBase, tmp_path: Path, torch: str, python: str, deepspeed: bool
+) -> None:
+    """(The snapshot holds no msgpack-python record for Python 3.9, which DeepSpeed from PyPI needs.)"""
+    options = Options(gpus=("a100",), torch=torch, python=python, source="pytorch", deepspeed=deepspeed)
+    target = build_target(options, kb).target
+    result = lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    assert result.plan.torch_version == torch and str(result.plan.torch_cuda) == "12.1"
+    assert {r.name for r in result.records["linux-64"]} >= {"pytorch", "pytorch-cuda", "cuda-nvcc", "gxx_linux-64"}
+
+
+def test_offline_names_why_a_cuda11_legacy_build_cannot_lock(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """2.3.1 is on the pytorch channel only for CUDA 11.8 in the snapshot, and no real record of an nvidia-
+    channel nvcc 11.x for linux-64 exists: the refusal says so and offers what does lock."""
+    target = build_target(Options(gpus=("a100",), torch="2.3.1", source="pytorch"), kb).target
+    with pytest.raises(ConflictError) as info:
+        lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    text = str(info.value)
+    assert "nvcc" in text and "11.8" in text
+    assert "`--torch 2.3.0`" in text
+    assert len(text) < 900
+
+
+def _closed_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lock, "LIVE_LOCATION", "https://127.0.0.1:9")  # nothing listens on loopback port 9
+
+
+def test_without_network_gh200_plans_within_the_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live plan (torch 2.13) is not in the snapshot: without network, make plans within it and says so."""
+    _closed_live(monkeypatch)
+    result = CliRunner().invoke(main, ["make", "--profile", "gh200", "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["lock"]["used"] == "snapshot" and doc["plan"]["torch_version"] == "2.10.0"
+    [warning] = doc["lock"]["warnings"]
+    assert "\n" not in warning and "could not be reached" in warning and snapshot.date() in warning
+    assert "torch 2.13.0" in warning  # what the live channels would have given
+    parse_conda_lock_file(tmp_path / "conda-lock.yml")
+
+
+# Targets on which `explain --offline` and `make --offline` must agree: the plan, or the refusal word for word.
+AGREE = [
+    ["--gpu", "a100"],
+    ["--gpu", "a100", "--torch", "2.3.1"],
+    ["--gpu", "a100", "--torch", "2.3", "--source", "pytorch", "--python", "3.10"],
+    ["--gpu", "a100", "--torch", "2.3.1", "--source", "pytorch"],
+    ["--profile", "gh200"],
+    ["--gpu", "h100", "--torch", "2.13"],
+    ["--gpu", "v100", "--driver", "535.104.05", "--driver-compat", "full"],
+    ["--gpu", "rtx5090", "--driver", "550.54.14"],
+]
+
+
+@pytest.mark.parametrize("args", AGREE, ids=[" ".join(a) for a in AGREE])
+def test_explain_offline_and_make_offline_agree(args: list[str], tmp_path: Path) -> None:
+    runner = CliRunner()
+    explained = runner.invoke(main, ["explain", *args, "--offline", "--json"])
+    made = runner.invoke(main, ["make", *args, "--offline", "--out", str(tmp_path), "--json"])
+    assert explained.exit_code == made.exit_code, (explained.output, made.output)
+    if made.exit_code == 0:
+        plan = json.loads(made.stdout)["plan"]
+        assert json.loads(explained.stdout) == {"ok": True, **plan, "detected": {}}
+        assert plan["snapshot_date"] == snapshot.date()
+    else:
+        assert made.exit_code == 1
+        # The refusal, word for word (without --json, so only the message is compared).
+        explained = runner.invoke(main, ["explain", *args, "--offline"])
+        made = runner.invoke(main, ["make", *args, "--offline", "--out", str(tmp_path)])
+        assert (explained.exit_code, explained.output) == (made.exit_code, made.output)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,3 +40,26 @@ def test_every_profile_is_locked_or_explained() -> None:
     skipped = (ROOT / "locks" / "SKIPPED.md").read_text()
     for name in profile.available():
         assert name in locked or f"`{name}`" in skipped
+
+
+def test_every_profile_locks_without_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make --profile NAME` with the live channels out of reach plans within the snapshot, as --offline does,
+    and writes a lock that conda-lock's parser accepts."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    from envsolver import lock, outputs, profile
+    from envsolver.inputs import Options, build_target, make_command
+    from envsolver.kb import default_kb
+
+    monkeypatch.setattr(lock, "LIVE_LOCATION", "https://127.0.0.1:9")  # nothing listens on loopback port 9
+    kb = default_kb()
+    for name in profile.available():
+        target = build_target(Options(profile=name), kb).target
+        live = lock.lock(target, kb, "live", (), tmp_path / "cache", lambda _: None)
+        offline = lock.lock(target, kb, "offline", (), tmp_path / "cache", lambda _: None)
+        assert live.used == "snapshot" and live.records == offline.records, name
+        assert len(live.warnings) == 1 and "could not be reached" in live.warnings[0], name
+        outputs.write_all(live, kb, tmp_path / name, make_command(target), None, force=True)
+        locked = parse_conda_lock_file(tmp_path / name / "conda-lock.yml")
+        torch = next(p for p in locked.package if p.name == "pytorch")
+        assert torch.version == offline.plan.torch_version, name

@@ -8,6 +8,7 @@ the unsatisfiable `cudatoolkit-dev=12.x`.
 from __future__ import annotations
 
 import pytest
+import rattler
 
 from envsolver.archlist import parse_arch_list
 from envsolver.errors import ConflictError
@@ -62,7 +63,12 @@ def test_invariants(kb: KnowledgeBase, gpu: str, driver: str | None, source: str
         assert (plan.compatibility == "full") == (plan.driver >= toolkit.driver)
     assert plan.virtual_packages["__cuda_arch"] == str(min(g.compute_capability for g in plan.gpus))
     assert plan.source == source
-    assert plan.channels[0] == ("conda-forge" if source == "conda-forge" else "pytorch")
+    # The channels the records really come from: pytorch-channel torch runs on nvidia-channel CUDA packages.
+    assert plan.channels == (("conda-forge",) if source == "conda-forge" else ("pytorch", "nvidia", "conda-forge"))
+    # Every spec parses as the solve call's own (strict) parser reads it; strict mode rejects a build glob
+    # with a dot, such as '*cuda12.1*' (InvalidMatchSpecError in every legacy make before this test).
+    for spec in plan.specs:
+        rattler.MatchSpec(str(spec), strict=True)
 
 
 def test_every_kb_gpu_has_a_plan_with_a_current_driver(kb: KnowledgeBase) -> None:

@@ -510,7 +510,7 @@ CONFLICTS = [
         "t4-driver-470",
         dict(gpus=("t4",), driver="470.82.01"),
         1,
-        ["driver 470.82.01 supports CUDA <= 11.4", "upgrade the driver to 525.60.13", "--source pytorch works"],
+        ["driver 470.82.01 supports CUDA <= 11.4", "upgrade the driver to 525.60.13", "`--source pytorch` gives"],
     ),
     ("t4-driver-418", dict(gpus=("t4",), driver="418.67"), 1, ["needs CUDA >= 11.0", "450.51.05"]),
     (
@@ -519,11 +519,11 @@ CONFLICTS = [
         1,
         ["CUDA <= 11.8", "upgrade the driver to 525.60.13", "torch 2.5.1 cu118 (pytorch channel)"],
     ),
-    ("v100-cuda-13", dict(gpus=("v100",), cuda="13.0"), 1, ["no sm_70", "--cuda 13.0 is outside"]),
-    ("b200-legacy", dict(gpus=("b200",), source="pytorch"), 1, ["no sm_100", "a newer --torch"]),
+    ("v100-cuda-13", dict(gpus=("v100",), cuda="13.0"), 1, ["no sm_70", "CUDA 13.0 is outside", "`--cuda 12.9`"]),
+    ("b200-legacy", dict(gpus=("b200",), source="pytorch"), 1, ["no sm_100", "`--source conda-forge` gives"]),
     ("b200-torch-2.6", dict(gpus=("b200",), torch="2.6"), 1, ["no sm_100", "arch list is"]),
     ("gh200-legacy", dict(gpus=("gh200",), source="pytorch"), 1, ["no linux-aarch64 CUDA builds"]),
-    ("gh200-plus-h100", dict(gpus=("gh200", "h100")), 1, ["different platforms", "--platform linux-aarch64"]),
+    ("gh200-plus-h100", dict(gpus=("gh200", "h100")), 1, ["different platforms", "`--gpu h100` (", "`--gpu gh200` ("]),
     ("legacy-torch-2.6", dict(gpus=("a100",), torch="2.6", source="pytorch"), 1, ["stopped at 2.5.1"]),
     ("torch-2.2-conda-forge", dict(gpus=("a100",), torch="2.2"), 1, ["no conda-forge torch 2.2"]),
     ("python-3.7", dict(gpus=("a100",), python="3.7"), 1, ["no Python 3.7 build", "--python"]),
@@ -549,7 +549,8 @@ def test_rtx5090_message_pinned(kb: KnowledgeBase) -> None:
     error = error_for(kb, gpus=("rtx5090",), driver="550.54.14")
     assert str(error) == (
         "GeForce RTX 5090 (sm_120) needs CUDA >= 12.8, which needs driver >= 570.26 (Blackwell GPUs need driver "
-        "branch R570 or newer); driver 550.54.14 supports CUDA <= 12.4: upgrade the driver to 570.26 or newer."
+        "branch R570 or newer); driver 550.54.14 supports CUDA <= 12.4. Fix: upgrade the driver to 570.26 or newer "
+        "(`--driver 570.26` gives torch 2.10.0 cu129 with CUDA 12.9)."
     )
 
 
@@ -578,16 +579,44 @@ def test_cuda12_plans_keep_cudnn_below_9_11(kb: KnowledgeBase) -> None:
     assert next(s for s in plan_for(kb, gpus=("a100",), torch="2.13").specs if s.name == "cudnn").version is None
 
 
-def test_legacy_channels_put_the_nvidia_label_before_conda_forge(kb: KnowledgeBase) -> None:
+def test_legacy_channels_are_the_seeds_recipe(kb: KnowledgeBase) -> None:
+    """pytorch, then nvidia (where every real record of the legacy CUDA stack comes from), then conda-forge;
+    the CUDA minor is chosen by pytorch-cuda, nvcc is pinned, and the build glob is one rattler accepts."""
     plan = plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch")
-    assert plan.channels == ("pytorch", "nvidia/label/cuda-12.1.0", "nvidia", "conda-forge")
-    assert "pytorch-cuda 12.1.*" in [str(s) for s in plan.specs]
+    assert plan.channels == ("pytorch", "nvidia", "conda-forge")
+    specs = [str(s) for s in plan.specs]
+    assert {"pytorch ==2.3.1 *cuda12*", "pytorch-cuda 12.1.*", "cuda-nvcc 12.1.*"} <= set(specs)
+    assert plan.torch_build == "*cuda12.1*"  # the KB glob, which lockcheck matches the solved build against
+
+
+@pytest.mark.parametrize(
+    ("glob", "spec"),
+    [("*cuda12.1*", "*cuda12*"), ("*cuda11.8*", "*cuda11*"), ("cuda129*", "cuda129*"), ("cuda130_*", "cuda130_*")],
+)
+def test_spec_glob_is_strict_and_wider(glob: str, spec: str) -> None:
+    from fnmatch import fnmatchcase
+
+    from envsolver.resolve.specs import spec_glob
+
+    assert spec_glob(glob) == spec
+    for build in ("py3.10_cuda12.1_cudnn8.9.2_0", "py3.10_cuda11.8_cudnn8.7.0_0", "cuda129_mkl_py313_h1_0"):
+        assert not fnmatchcase(build, glob) or fnmatchcase(build, spec)
+
+
+def test_legacy_nvcc_may_be_a_newer_minor_of_the_same_major(kb: KnowledgeBase) -> None:
+    """pytorch-cuda fixes the runtime; nvcc is its own package, and torch and DeepSpeed accept 12.6 for 12.1."""
+    plan = plan_for(kb, gpus=("a100",), torch="2.3.0", source="pytorch", cuda="12.6")
+    assert str(plan.cuda_version) == "12.6" and str(plan.torch_cuda) == "12.1"
+    assert "cuda-nvcc 12.6.*" in [str(s) for s in plan.specs]
+    error = error_for(kb, gpus=("a100",), torch="2.3.0", source="pytorch", cuda="13.0")
+    assert "takes an nvcc of CUDA 12.1 to 12.x" in str(error)
 
 
 def test_gxx_is_capped_by_nvcc(kb: KnowledgeBase) -> None:
     assert "gxx <15" in [str(s) for s in plan_for(kb, gpus=("a100",)).specs]  # nvcc 12.9 accepts GCC <= 14
-    legacy = plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch")
-    assert "gxx <13" in [str(s) for s in legacy.specs]  # nvcc 12.1 accepts GCC <= 12
+    legacy = [str(s) for s in plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch").specs]
+    assert "gxx_linux-64 <13" in legacy  # nvcc 12.1 accepts GCC <= 12
+    assert not any(s.startswith("gxx ") for s in legacy)  # nvidia's nvcc depends on gxx_linux-64 only
 
 
 def test_env_for_the_hook(kb: KnowledgeBase) -> None:

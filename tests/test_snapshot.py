@@ -47,10 +47,29 @@ def test_snapshot_date_is_its_newest_record() -> None:
 
 
 def test_coverage_holds_the_default_stacks(kb: KnowledgeBase) -> None:
-    restricted = coverage.restrict(kb, snapshot.records())
+    restricted = coverage.restrict(kb, snapshot.records(), "the bundled snapshot")
     lines = "\n".join(coverage.summary(restricted))
     assert "conda-forge linux-64 CUDA 12.9: torch 2.10.0 (Python 3.13)" in lines
     assert "conda-forge linux-aarch64 CUDA 12.9: torch 2.10.0" in lines
     assert "pytorch linux-64 CUDA 12.1: torch 2.1.0" in lines
     versions = {str(v) for b in restricted.deepspeed_conda_builds for v in b.versions}
     assert versions == {"0.18.0", "0.18.8"}
+    # The nvidia channel (where every real legacy CUDA record comes from) holds one nvcc: 12.6.
+    assert restricted.holding is not None
+    assert [str(v) for v in restricted.holding.nvcc[("nvidia", "linux-64")]] == ["12.6"]
+    assert "12.9" in [str(v) for v in restricted.holding.nvcc[("conda-forge", "linux-aarch64")]]
+
+
+def test_every_channel_a_plan_names_is_in_the_snapshot(kb: KnowledgeBase) -> None:
+    """The legacy plans name pytorch, nvidia and conda-forge, the channels the real records came from."""
+    from envsolver.resolve.candidates import pick
+    from envsolver.resolve.specs import channels
+    from envsolver.target import Target
+
+    held = set(snapshot.channels())
+    for source in ("conda-forge", "pytorch"):
+        target = Target(gpus=(next(g for g in kb.gpus if g.key == "a100"),), source=source)  # type: ignore[arg-type]
+        chosen, _, _ = pick(kb, target, "linux-64")
+        assert chosen is not None
+        assert {f"https://conda.anaconda.org/{c}" for c in channels(chosen)} <= held
+    assert set(snapshot.provenance()["channels"]) == {"conda-forge", "nvidia", "pytorch"}

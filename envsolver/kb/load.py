@@ -396,6 +396,7 @@ def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
         no_mixing=no_mixing or (MajorMinor(0, 0), MajorMinor(0, 0), ()),
         nvcc_package=cxx[0] if cxx else Fact("", ()),
         cxx_packages=cxx[1] if cxx else ((), ()),
+        cxx_packages_nvidia=cxx[2] if cxx else ((), ()),
         platform_virtual_packages=dict(platform_vpkgs),
         deepspeed_arch_suffixes=ds.one("arch_suffixes", _fact("breaks_versions")) or Fact("", ()),
         extra_headers=conda.rows("extra_headers", _op_header),
@@ -417,20 +418,23 @@ def _platform_vpkgs(r: _Row) -> tuple[str, tuple[dict[str, str], tuple[str, ...]
     return r.get("platform", _choice(PLATFORMS)), (r.get("packages", _str_map), r.source())
 
 
-def _toolchain(r: _Row) -> tuple[Fact, tuple[tuple[str, ...], tuple[str, ...]]]:
+Packages = tuple[tuple[str, ...], tuple[str, ...]]  # (package names, source ids)
+
+
+def _toolchain(r: _Row) -> tuple[Fact, Packages, Packages]:
     def nvcc(value: Any) -> Fact:
         sub = _Row(f"{r.where}.nvcc", value if isinstance(value, dict) else {}, r.problems, r.sources)
         fact = Fact(sub.get("package", _str), sub.source())
         sub.finish()
         return fact
 
-    def cxx(value: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def cxx(value: Any) -> Packages:
         sub = _Row(f"{r.where}.cxx", value if isinstance(value, dict) else {}, r.problems, r.sources)
         result = (sub.get("packages", _str_list), sub.source())
         sub.finish()
         return result
 
-    return r.get("nvcc", nvcc), r.get("cxx", cxx)
+    return r.get("nvcc", nvcc), r.get("cxx", cxx), r.get("cxx_nvidia", cxx)
 
 
 @lru_cache(maxsize=1)

@@ -85,6 +85,12 @@ class TorchBuild:
     def arch_list(self) -> str:
         return ";".join(str(a) for a in self.archs)
 
+    @property
+    def toolkit_channel(self) -> str:
+        """Where a plan's nvcc and CUDA headers come from: conda-forge, or for a pytorch-channel build the
+        nvidia channel that its pytorch-cuda package depends on."""
+        return "conda-forge" if self.channel == "conda-forge" else "nvidia"
+
     def has_sass_for(self, cc: MajorMinor) -> bool:
         """SASS for X.y runs on X.z with z >= y (same major only)."""
         return any(a.cc.major == cc.major and a.cc.minor <= cc.minor for a in self.archs)
@@ -137,6 +143,18 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class Holding:
+    """What a restricted KB can lock: its name for messages ('the bundled snapshot (2026-07-02)') and the
+    nvcc versions (major.minor) it holds per (toolkit channel, platform)."""
+
+    name: str
+    nvcc: dict[tuple[str, str], tuple[MajorMinor, ...]]
+
+    def nvcc_for(self, build: TorchBuild) -> tuple[MajorMinor, ...]:
+        return self.nvcc.get((build.toolkit_channel, build.platform), ())
+
+
+@dataclass(frozen=True)
 class KnowledgeBase:
     gpus: tuple[Gpu, ...]
     cuda_majors: tuple[CudaMajor, ...]
@@ -154,11 +172,15 @@ class KnowledgeBase:
     no_mixing: tuple[MajorMinor, MajorMinor, tuple[str, ...]]
     nvcc_package: Fact
     cxx_packages: tuple[tuple[str, ...], tuple[str, ...]]
+    cxx_packages_nvidia: tuple[tuple[str, ...], tuple[str, ...]]
     platform_virtual_packages: dict[str, tuple[dict[str, str], tuple[str, ...]]]
     deepspeed_arch_suffixes: Fact
     extra_headers: tuple[OpHeader, ...]
     cudnn_cuda12_below: Fact
     sources: dict[str, str] = field(default_factory=dict)
+    # None for the shipped KB; the KB restricted to what the bundled snapshot can lock carries its name and
+    # nvcc versions (snapshot.coverage.restrict).
+    holding: Holding | None = None
 
     def toolkit(self, version: MajorMinor) -> Toolkit | None:
         return next((t for t in self.toolkits if t.version == version), None)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
 
-from envsolver.errors import ConflictError
+from envsolver.errors import ConflictError, Kind
 from envsolver.kb.model import KnowledgeBase, Platform
 from envsolver.plan import Plan, Reason
-from envsolver.resolve import archs, driver
+from envsolver.resolve import archs, driver, ways_out
 from envsolver.resolve.candidates import Candidate, Problem, pick
 from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.specs import assemble
@@ -17,12 +17,43 @@ LEGACY_LAST = "2.5.1"
 
 
 def resolve(target: Target, kb: KnowledgeBase) -> Plan:
-    """Choose a consistent stack for the target. Raises ConflictError (exit 1) when none exists."""
+    """Choose a consistent stack for the target. Raises ConflictError (exit 1) when none exists; its message
+    names the clashing facts, then the option changes that do plan (each tried before it is named)."""
+    try:
+        return choose(target, kb)
+    except ConflictError as exc:
+        raise refusal(exc, target, kb, lambda t: choose(t, kb), "the knowledge base") from None
+
+
+def refusal(
+    exc: ConflictError, target: Target, kb: KnowledgeBase, planner: Callable[[Target], Plan], where: str
+) -> ConflictError:
+    """The conflict with its ways out appended (ways_out.find through `planner`, which must not append
+    its own)."""
+    facts = str(exc).rstrip(". ")
+    if isinstance(exc, PlatformsConflict):
+        return ConflictError(f"{facts}. {ways_out.one_each(target, exc.groups, planner)}", exc.rejected)
+    found = ways_out.find(kb, target, planner)
+    return ConflictError(f"{facts}. {ways_out.sentence(found, where)}", exc.rejected)
+
+
+class PlatformsConflict(ConflictError):
+    """The target GPUs run on different platforms; `groups` holds the GPU keys of each platform (exit 1)."""
+
+    kind: Kind = "conflict"
+
+    def __init__(self, message: str, groups: tuple[tuple[str, ...], ...]) -> None:
+        super().__init__(message)
+        self.groups = groups
+
+
+def choose(target: Target, kb: KnowledgeBase) -> Plan:
+    """resolve without the ways out: the message names the clashing facts only. Raises ConflictError."""
     platform, platform_reasons, warnings = _platform(target)
     _check_driver_floors(kb, target)
     chosen, rejected, problems = pick(kb, target, platform)
     if chosen is None:
-        message = _no_candidate_message(target, platform, problems) + _legacy_hint(kb, target, platform)
+        message = _no_candidate_message(kb, target, platform, problems)
         raise ConflictError(message, [(r.candidate, r.because) for r in rejected])
     if target.driver is None:
         warnings.append(
@@ -103,10 +134,9 @@ def _platform(target: Target) -> tuple[Platform, list[Reason], list[str]]:
     if len(wanted) > 1:
         by = {p: [g.name for g in target.gpus if g.platform == p] for p in sorted(wanted)}
         detail = "; ".join(f"{', '.join(names)} on {p}" for p, names in by.items())
-        raise ConflictError(
-            f"the target GPUs need different platforms ({detail}); one conda environment serves "
-            "one platform. Make one environment per platform with --platform linux-64 and "
-            "--platform linux-aarch64."
+        raise PlatformsConflict(
+            f"the target GPUs need different platforms ({detail}); one conda environment serves one platform",
+            groups=tuple(tuple(dict.fromkeys(g.key for g in target.gpus if g.platform == p)) for p in sorted(wanted)),
         )
     platform = next(iter(wanted))
     hosts = ", ".join(g.name for g in target.gpus)
@@ -132,47 +162,23 @@ def _check_driver_floors(kb: KnowledgeBase, target: Target) -> None:
         branch = f" ({gpu.architecture} GPUs need driver branch R{gpu.min_driver} or newer)" if gpu.min_driver else ""
         raise ConflictError(
             f"{gpu.name} ({sm}){needs}, which needs driver >= {first.driver}{branch}; "
-            f"driver {target.driver} {driver.supports_text(kb, target.driver)}: upgrade the driver to "
-            f"{first.driver} or newer."
+            f"driver {target.driver} {driver.supports_text(kb, target.driver)}"
         )
 
 
-def _no_candidate_message(target: Target, platform: str, problems: list[Problem]) -> str:
+def _no_candidate_message(kb: KnowledgeBase, target: Target, platform: str, problems: list[Problem]) -> str:
     gpus = ", ".join(g.name for g in target.gpus)
+    holder = kb.holding.name if kb.holding else "the knowledge base"
     if not problems:
         if target.source == "pytorch" and platform != "linux-64":
-            return f"the pytorch channel has no {platform} CUDA builds. Use --source conda-forge."
-        if target.source == "pytorch" and target.torch is not None:
-            return (
-                f"the pytorch channel has no torch {target.torch_text}: it stopped at {LEGACY_LAST}. "
-                "Use --source conda-forge, or a --torch <= 2.5.1."
-            )
+            return f"the pytorch channel has no {platform} CUDA builds"
+        if target.source == "pytorch" and target.torch is not None and kb.holding is None:
+            return f"the pytorch channel has no torch {target.torch_text}: it stopped at {LEGACY_LAST}"
         wanted = f" {target.torch_text}" if target.torch_text else ""
-        return (
-            f"the knowledge base has no {target.source} torch{wanted} CUDA build for {platform}. "
-            "Run `envsolver explain` without --torch to see what exists, then pass one of those versions."
-        )
-    seen: dict[str, str] = {}
-    for p in problems:
-        seen.setdefault(p.text, p.fix)
-    lines = list(seen.items())[:2]
-    detail = "; ".join(text for text, _ in lines)
-    needed = [p.driver_needed for p in problems if p.driver_needed is not None]
-    fix = f"upgrade the driver to {min(needed)} or newer" if needed else lines[0][1]
-    return f"no {target.source} torch build fits {gpus} on {platform}: {detail}. Fix: {fix}."
-
-
-def _legacy_hint(kb: KnowledgeBase, target: Target, platform: str) -> str:
-    """When conda-forge has nothing, say whether the legacy pytorch channel would work."""
-    if target.source != "conda-forge" or platform != "linux-64":
-        return ""
-    legacy, _, _ = pick(kb, replace(target, source="pytorch"), platform)
-    if legacy is None:
-        return ""
-    return (
-        f" Alternatively, --source pytorch works on this target: {legacy.label} with CUDA "
-        f"{legacy.toolkit.version} (compatibility {legacy.compatibility})."
-    )
+        return f"{holder} has no {target.source} torch{wanted} CUDA build for {platform}"
+    texts = list(dict.fromkeys(p.text for p in problems))[:2]
+    channel = "pytorch-channel" if target.source == "pytorch" else target.source
+    return f"no {channel} torch build fits {gpus} on {platform}: {'; '.join(texts)}"
 
 
 def _target_reasons(kb: KnowledgeBase, target: Target) -> list[Reason]:
@@ -207,20 +213,23 @@ def _torch_reason(kb: KnowledgeBase, target: Target, c: Candidate) -> Reason:
 
 def _cuda_reasons(kb: KnowledgeBase, target: Target, c: Candidate, arch_list: str) -> list[Reason]:
     toolkit = c.toolkit
-    same = toolkit.version == c.build.cuda
-    how = (
-        "the same major.minor as torch.version.cuda, which torch's and DeepSpeed's extension checks accept"
-        if same
-        else f"within the build's range ({c.build.cuda_range}) and accepted by DeepSpeed's op builder "
-        f"for torch built with {c.build.cuda}"
-    )
-    reasons = [
-        Reason(
-            f"CUDA {toolkit.version} (nvcc, runtime and headers)",
-            f"nvcc {toolkit.version} is {how}.",
-            toolkit.source,
+    legacy = c.build.channel == "pytorch"
+    deepspeed = c.deepspeed is not None
+    source = toolkit.source
+    if toolkit.version == c.build.cuda:
+        how = "the same major.minor as torch.version.cuda, which torch's and DeepSpeed's extension checks accept"
+    elif legacy:
+        how = (
+            f"a package of its own beside pytorch-cuda={c.build.cuda}, which keeps the {c.build.cuda} runtime; "
+            f"torch's extension builder accepts an nvcc of the same major as torch.version.cuda"
+            + (", and DeepSpeed's op builder has both in its allow-list" if deepspeed else "")
         )
-    ]
+        source += ("PT-CUDA-CHECK",) + (c.deepspeed.release.source if c.deepspeed else ())
+    else:
+        ds = " and accepted by DeepSpeed's op builder" if deepspeed else ""
+        how = f"within the build's range ({c.build.cuda_range}){ds} for torch built with {c.build.cuda}"
+    what = f"nvcc and headers; the runtime is pytorch-cuda's {c.build.cuda}" if legacy else "nvcc, runtime and headers"
+    reasons = [Reason(f"CUDA {toolkit.version} ({what})", f"nvcc {toolkit.version} is {how}.", source)]
     dropped = [cc for cc in target.ccs if archs.cc_for_toolkit(kb, cc, toolkit.version).sm not in (toolkit.sm or set())]
     reasons.append(
         Reason(

@@ -14,7 +14,7 @@ from envsolver.plan import Rejected
 from envsolver.resolve import archs, driver
 from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, no_conda_text
 from envsolver.target import Target
-from envsolver.versions import DriverVersion, MajorMinor
+from envsolver.versions import MajorMinor
 
 # envsolver's default Python: the newest the torch build supports, at most this one. 3.13 is the
 # newest Python with a conda-forge deepspeed CUDA build in the KB (deepspeed-0.18.8-cuda129_py313).
@@ -23,11 +23,10 @@ PYTHON_CAP = MajorMinor(3, 13)
 
 @dataclass(frozen=True)
 class Problem:
-    """Why a candidate cannot be used, and what the user can do about it."""
+    """Why a candidate cannot be used. What the user can do about it is found by trying option changes
+    (resolve.ways_out), so that every fix a message offers is one that plans."""
 
     text: str
-    fix: str
-    driver_needed: DriverVersion | None = None
 
 
 @dataclass(frozen=True)
@@ -59,32 +58,46 @@ def _python(target: Target, build: TorchBuild) -> MajorMinor | Problem:
     if target.python is not None:
         if target.python in build.python:
             return target.python
-        return Problem(
-            f"no Python {target.python} build (it has {offered})",
-            f"pass --python with one of {offered}, or another --torch",
-        )
+        return Problem(f"no Python {target.python} build (it has {offered})")
     capped = [p for p in build.python if p <= PYTHON_CAP] or list(build.python)
     return max(capped)
 
 
 def _toolkit(kb: KnowledgeBase, target: Target, build: TorchBuild) -> Toolkit | Problem:
-    cuda = target.cuda or build.cuda
-    outside = build.cuda_range is None or not _in_range(cuda, build.cuda)
-    if target.cuda is not None and target.cuda != build.cuda and outside:
-        runs = f"runs with cuda-version {build.cuda_range}" if build.cuda_range else f"needs CUDA {build.cuda}"
-        return Problem(
-            f"built for CUDA {build.cuda}, {runs}; --cuda {target.cuda} is outside",
-            f"drop --cuda or pass --cuda {build.cuda}",
-        )
+    if target.cuda is not None and target.cuda != build.cuda and not _nvcc_fits(build, target.cuda):
+        if build.channel == "pytorch":
+            runs = f"takes an nvcc of CUDA {build.cuda} to {build.cuda.major}.x"
+        elif build.cuda_range:
+            runs = f"runs with cuda-version {build.cuda_range}"
+        else:
+            runs = f"needs CUDA {build.cuda}"
+        return Problem(f"built for CUDA {build.cuda}, {runs}; the requested CUDA {target.cuda} is outside")
+    cuda = target.cuda or _default_toolkit(kb, build)
     toolkit = kb.toolkit(cuda)
     if toolkit is None:
-        return Problem(f"CUDA {cuda} is not in the knowledge base", "pass a --cuda that `envsolver explain` lists")
+        return Problem(f"CUDA {cuda} is not in the knowledge base")
     return toolkit
 
 
-def _in_range(cuda: MajorMinor, built: MajorMinor) -> bool:
+def _nvcc_fits(build: TorchBuild, cuda: MajorMinor) -> bool:
+    """Whether a toolkit other than the build's own CUDA can serve it."""
+    same_major_newer = cuda.major == build.cuda.major and cuda >= build.cuda
+    if build.channel == "pytorch":
+        # pytorch-channel builds take their CUDA runtime from pytorch-cuda=X.Y; nvcc is a package of its own,
+        # and torch's extension builder accepts an nvcc of the same major (another minor only warns).
+        return same_major_newer
     # conda-forge CUDA 12+ builds run with cuda-version >=X.Y,<X+1 (their run deps).
-    return cuda.major == built.major and cuda >= built
+    return build.cuda_range is not None and same_major_newer
+
+
+def _default_toolkit(kb: KnowledgeBase, build: TorchBuild) -> MajorMinor:
+    """The build's own CUDA; within a restricted KB (the snapshot), the oldest toolkit it offers that
+    serves the build when it lacks the build's own (the build's own CUDA again when none does)."""
+    if kb.holding is None:
+        return build.cuda
+    offered = kb.holding.nvcc_for(build)
+    fits = sorted(v for v in offered if v == build.cuda or _nvcc_fits(build, v))
+    return fits[0] if fits else build.cuda
 
 
 def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit: Toolkit) -> Problem | None:
@@ -92,61 +105,55 @@ def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit:
     no_sass = [cc for cc in ccs if not build.has_sass_for(cc)]
     if no_sass:
         sms = ", ".join(f"sm_{cc.sm}" for cc in no_sass)
-        newest = max(a.cc for a in build.archs)
-        way = "a newer --torch (or --source conda-forge)" if min(no_sass) > newest else "an older --torch"
-        return Problem(
-            f"no {sms}, needed by {gpu_names(target, no_sass)} (its arch list is {build.arch_list})",
-            f"choose {way} whose builds carry that architecture, or leave that GPU out",
-        )
+        return Problem(f"no {sms}, needed by {gpu_names(target, no_sass)} (its arch list is {build.arch_list})")
     if any(g.segment == "embedded" for g in target.gpus) and build.cuda.major < 13:
         return Problem(
-            f"CUDA {build.cuda} linux-aarch64 builds are for Arm servers (sbsa), not Jetson (tegra)",
-            "use a CUDA 13 build (tegra and sbsa are one platform from CUDA 13.0)",
+            f"CUDA {build.cuda} linux-aarch64 builds are for Arm servers (sbsa), not Jetson (tegra); tegra and "
+            "sbsa are one platform from CUDA 13.0"
         )
     missing = archs.unbuildable(kb, toolkit, ccs)
     if missing is None:
-        return Problem(
-            f"the SM targets of nvcc {toolkit.version} are not confirmed in the knowledge base",
-            f"pass --cuda {build.cuda}",
-        )
+        return Problem(f"the SM targets of nvcc {toolkit.version} are not confirmed in the knowledge base")
     if missing:
         sms = ", ".join(f"sm_{archs.cc_for_toolkit(kb, cc, toolkit.version).sm}" for cc in missing)
-        return Problem(
-            f"nvcc {toolkit.version} cannot build {sms}, needed by {gpu_names(target, missing)}",
-            "choose a --torch/--cuda whose toolkit still builds that architecture",
-        )
+        return Problem(f"nvcc {toolkit.version} cannot build {sms}, needed by {gpu_names(target, missing)}")
     split_since = MajorMinor(12, 0)
     if build.channel == "conda-forge" and toolkit.version < split_since:
         return Problem(
             f"conda-forge has no nvcc or CUDA header packages for CUDA {toolkit.version} (split packages "
             f"start at 12.0; cudatoolkit-dev stops at {kb.cudatoolkit_dev_last.value} and downloads the "
-            "toolkit at install time)",
-            "use a CUDA 12+ build, or --source pytorch (nvidia-channel nvcc) for CUDA 11.8",
+            "toolkit at install time)"
         )
     if build.glibc is not None and build.glibc > target.glibc:
-        return Problem(
-            f"needs glibc >= {build.glibc}, the target has {target.glibc}",
-            f"pass --glibc {build.glibc} if the nodes have it, or choose an older --torch",
-        )
+        return Problem(f"needs glibc >= {build.glibc}, the target has {target.glibc}")
+    held = _snapshot_gap(kb, build, toolkit)
+    if held is not None:
+        return held
     if target.driver is not None:
         level = driver.support(kb, target.driver, toolkit.version)
         supports = driver.supports_text(kb, target.driver)
-        major = kb.cuda_major(toolkit.version.major)
         if level == "none":
-            floor = major.mvc_driver if major and target.driver_compat == "minor" else toolkit.driver
-            return Problem(
-                f"{driver.requirement_text(kb, toolkit.version)}; driver {target.driver} {supports}",
-                f"upgrade the driver to {floor} or newer",
-                floor,
-            )
+            return Problem(f"{driver.requirement_text(kb, toolkit.version)}; driver {target.driver} {supports}")
         if level == "minor" and target.driver_compat == "full":
             return Problem(
                 f"driver {target.driver} runs CUDA {toolkit.version} only through minor-version "
-                f"compatibility ({supports})",
-                f"upgrade the driver to {toolkit.driver} or newer, or allow --driver-compat minor",
-                toolkit.driver,
+                f"compatibility ({supports})"
             )
     return None
+
+
+def _snapshot_gap(kb: KnowledgeBase, build: TorchBuild, toolkit: Toolkit) -> Problem | None:
+    """Within a restricted KB (the snapshot): a toolkit whose nvcc it holds no record of."""
+    if kb.holding is None:
+        return None
+    offered = kb.holding.nvcc_for(build)
+    if toolkit.version in offered:
+        return None
+    held = ", ".join(str(v) for v in offered) or "none"
+    return Problem(
+        f"{kb.holding.name} holds no {build.toolkit_channel}-channel nvcc {toolkit.version} for {build.platform} "
+        f"(its {build.toolkit_channel} nvcc: {held})"
+    )
 
 
 def _compatibility(kb: KnowledgeBase, target: Target, cuda: MajorMinor) -> str:
@@ -177,20 +184,17 @@ def _evaluate(
     if target.deepspeed:
         conda, pypi, why = choose(kb, build, torch, target.ccs, toolkit.version, python)
         if conda is None and pypi is None:
-            return None, Problem(why, "pass --no-deepspeed, or another --torch/--cuda"), None
+            return None, Problem(why), None
         ds_choice = conda or pypi
         if conda is None and build.channel == "conda-forge" and target.torch is None:
-            soft = Problem(
-                no_conda_text(kb, build, torch, toolkit.version, python),
-                f"pass --torch {torch} to take DeepSpeed from PyPI instead",
-            )
+            soft = Problem(no_conda_text(kb, build, torch, toolkit.version, python))
     compat = _compatibility(kb, target, toolkit.version)
     return Candidate(build, torch, toolkit, compat, python, ds_choice), None, soft
 
 
 def _order(kb: KnowledgeBase, target: Target, item: tuple[TorchBuild, Version]) -> tuple[object, ...]:
     build, torch = item
-    cuda = target.cuda or build.cuda
+    cuda = target.cuda or _default_toolkit(kb, build)
     rank = 0 if _compatibility(kb, target, cuda) == "full" else 1
     return (-_vkey(torch), rank, -(cuda.major * 100 + cuda.minor))
 

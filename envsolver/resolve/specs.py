@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from envsolver.kb.model import KnowledgeBase, Toolkit
@@ -19,11 +20,25 @@ class Assembly:
     reasons: tuple[Reason, ...]
 
 
+# The characters rattler's strict match-spec parser (the one its solve call uses) accepts in a build glob.
+_STRICT_GLOB = re.compile(r"[A-Za-z0-9_*]*")
+
+
 def channels(candidate: Candidate) -> tuple[str, ...]:
+    """conda-forge alone, or the seeds' legacy recipe: pytorch, then nvidia (every CUDA package that
+    pytorch-cuda pulls in, and nvcc with the headers), then conda-forge for the rest."""
     if candidate.build.channel == "conda-forge":
         return ("conda-forge",)
-    cuda = candidate.build.cuda
-    return ("pytorch", f"nvidia/label/cuda-{cuda}.0", "nvidia", "conda-forge")
+    return ("pytorch", candidate.build.toolkit_channel, "conda-forge")
+
+
+def spec_glob(glob: str) -> str:
+    """A build glob the strict parser accepts: cut at the first other character (the dot in
+    '*cuda12.1*'), ending in '*'. It matches every build the KB glob matches, and more; a pytorch-channel
+    plan then selects the CUDA minor through pytorch-cuda=X.Y, which its CUDA builds depend on."""
+    kept = _STRICT_GLOB.match(glob)
+    head = kept.group(0) if kept else ""
+    return head if head == glob else head.rstrip("*") + "*"
 
 
 def gcc_max(kb: KnowledgeBase, toolkit: Toolkit) -> tuple[int | None, Toolkit | None]:
@@ -45,18 +60,19 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
     legacy = build.channel == "pytorch"
     specs: list[CondaSpec] = [CondaSpec("python", f"{c.python}.*")]
     reasons: list[Reason] = []
-    specs.append(CondaSpec("pytorch", f"=={c.torch}", build.build))
-    if legacy:
-        specs.append(CondaSpec("pytorch-cuda", f"{build.cuda}.*"))
-    else:
-        specs.append(CondaSpec("cuda-version", f"{c.toolkit.version}.*"))
-
+    specs.append(CondaSpec("pytorch", f"=={c.torch}", spec_glob(build.build)))
     nvcc = kb.nvcc_package.value
     headers = _header_packages(kb)
-    specs.extend(CondaSpec(name) for name in [nvcc, *headers])
+    if legacy:
+        specs.append(CondaSpec("pytorch-cuda", f"{build.cuda}.*"))
+        specs.append(CondaSpec(nvcc, f"{c.toolkit.version}.*"))
+    else:
+        specs.append(CondaSpec("cuda-version", f"{c.toolkit.version}.*"))
+        specs.append(CondaSpec(nvcc))
+    specs.extend(CondaSpec(name) for name in headers)
     header_list = ", ".join(f"{h.header} ({h.package})" for h in kb.op_headers)
     where = (
-        f"the nvidia/label/cuda-{build.cuda}.0 channel"
+        f"the nvidia channel, {nvcc} pinned to {c.toolkit.version}"
         if legacy
         else f"conda-forge, pinned by cuda-version={c.toolkit.version}"
     )
@@ -77,15 +93,16 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
         reasons.append(
             Reason(
                 f"channels {', '.join(channels(c))} in this order, strict priority",
-                f"pytorch-channel builds run on nvidia-channel CUDA packages (pytorch-cuda={build.cuda}); conda-forge "
-                f"and nvidia CUDA packages must not be mixed for CUDA {first}-{last}, so every CUDA package comes "
-                f"from the nvidia label channel of CUDA {build.cuda}, ahead of conda-forge.",
-                mix_source,
+                f"pytorch-channel builds run on nvidia-channel CUDA packages (pytorch-cuda={build.cuda} depends on "
+                f"them); conda-forge and nvidia CUDA packages must not be mixed for CUDA {first}-{last}, so every "
+                "CUDA package, nvcc and the headers included, comes from the nvidia channel, ahead of conda-forge.",
+                tuple(dict.fromkeys(mix_source + kb.cxx_packages_nvidia[1])),
             )
         )
 
     limit, limit_row = gcc_max(kb, c.toolkit)
-    cxx_names = [n.replace("{platform}", build.platform) for n in kb.cxx_packages[0]]
+    cxx_family = kb.cxx_packages_nvidia if legacy else kb.cxx_packages
+    cxx_names = [n.replace("{platform}", build.platform) for n in cxx_family[0]]
     for name in cxx_names:
         specs.append(CondaSpec(name, f"<{limit + 1}" if limit is not None else None))
     if limit is not None and limit_row is not None:
@@ -98,8 +115,12 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
             Reason(
                 f"host compiler {' and '.join(cxx_names)} <{limit + 1}",
                 f"nvcc {c.toolkit.version} accepts GCC <= {limit}{inherited}; the gxx_<platform> package sets $CXX, "
-                "which conda-forge's nvcc activation requires.",
-                limit_row.source + kb.cxx_packages[1],
+                + (
+                    "and the nvidia channel's nvcc depends on it."
+                    if legacy
+                    else "which conda-forge's nvcc activation requires."
+                ),
+                limit_row.source + cxx_family[1],
             )
         )
     specs.append(CondaSpec("ninja"))

@@ -8,22 +8,28 @@ from fnmatch import fnmatchcase
 
 from packaging.version import Version
 
-from envsolver.kb.model import KnowledgeBase
+from envsolver.kb.model import Holding, KnowledgeBase
 from envsolver.snapshot import SnapshotRecord
-from envsolver.versions import MajorMinor
+from envsolver.versions import MajorMinor, leading_major_minor
 
 
-def restrict(kb: KnowledgeBase, records: Iterable[SnapshotRecord]) -> KnowledgeBase:
-    """The KB with only the torch versions and conda-forge DeepSpeed builds the snapshot has records for.
+def restrict(kb: KnowledgeBase, records: Iterable[SnapshotRecord], name: str) -> KnowledgeBase:
+    """The KB with only the torch versions and conda-forge DeepSpeed builds the snapshot has records for,
+    and the nvcc versions it holds (`holding`, named `name` in messages).
 
     A torch build row becomes one row per version with a `pytorch` record whose build matches the row's
     build glob, on its channel and platform, listing only the Pythons those records are for. The resolver
-    then chooses among what can be locked.
+    then chooses among what can be locked, with a toolkit whose nvcc the snapshot holds.
     """
     builds: dict[tuple[str, str, str, str], list[str]] = {}
+    nvcc: dict[tuple[str, str], set[MajorMinor]] = {}
     for rec in records:
         if rec.name in ("pytorch", "deepspeed"):
             builds.setdefault((rec.channel, rec.subdir, rec.name, rec.version), []).append(rec.build)
+        if rec.name == kb.nvcc_package.value:
+            cuda = leading_major_minor(rec.version)
+            if cuda is not None:
+                nvcc.setdefault((rec.channel, rec.subdir), set()).add(cuda)
 
     def matching(channel: str, subdir: str, name: str, version: Version, glob: str) -> list[str]:
         return [b for b in builds.get((channel, subdir, name, str(version)), []) if fnmatchcase(b, glob)]
@@ -41,7 +47,10 @@ def restrict(kb: KnowledgeBase, records: Iterable[SnapshotRecord]) -> KnowledgeB
         kept = tuple(v for v in ds.versions if matching("conda-forge", ds.platform, "deepspeed", v, glob))
         if kept:
             ds_builds.append(dataclasses.replace(ds, versions=kept))
-    return dataclasses.replace(kb, torch_builds=tuple(torch_builds), deepspeed_conda_builds=tuple(ds_builds))
+    holding = Holding(name, {key: tuple(sorted(held)) for key, held in sorted(nvcc.items())})
+    return dataclasses.replace(
+        kb, torch_builds=tuple(torch_builds), deepspeed_conda_builds=tuple(ds_builds), holding=holding
+    )
 
 
 def _for_python(build: str, python: MajorMinor) -> bool:

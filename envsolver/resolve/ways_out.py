@@ -1,0 +1,223 @@
+"""Ways out of a conflict: option changes that give a plan, each tried through the same planner before a
+message offers it, so that every fix a refusal names works when the user runs it.
+
+A way out is shown as the options to put in the command (`--driver 570.26`, `--source pytorch`), each
+value shell-quoted; the changed command replaces those options and keeps the rest. Pure given the planner
+(resolve for the knowledge base, the snapshot planner for --offline).
+"""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from envsolver import versions
+from envsolver.errors import EnvsolverError
+from envsolver.kb.model import KnowledgeBase
+from envsolver.plan import Plan
+from envsolver.target import Target, torch_specifier
+
+Planner = Callable[[Target], Plan]
+Options = tuple[tuple[str, str | None], ...]  # (flag, value or None for a bare flag), in command order
+SHOWN = 3  # ways out named in one message
+
+
+@dataclass(frozen=True)
+class WayOut:
+    options: Options
+    plan: Plan
+
+    @property
+    def text(self) -> str:
+        """`--driver 570.26 --source pytorch`: the options as they go on the command line."""
+        return " ".join(flag if value is None else f"{flag} {shlex.quote(value)}" for flag, value in self.options)
+
+
+def apply(target: Target, options: Options) -> Target:
+    """The target as the command line with these options in place of the same options would give it.
+    Raises BadInputError for a value the command line would refuse."""
+    for flag, value in options:
+        text = value or ""
+        if flag == "--driver":
+            target = replace(target, driver=versions.driver(text))
+        elif flag == "--driver-compat":
+            target = replace(target, driver_compat="full" if text == "full" else "minor")
+        elif flag == "--cuda":
+            target = replace(target, cuda=versions.cuda(text))
+        elif flag == "--torch":
+            target = replace(target, torch=torch_specifier(text), torch_text=text)
+        elif flag == "--python":
+            target = replace(target, python=versions.python(text))
+        elif flag == "--source":
+            target = replace(target, source="pytorch" if text == "pytorch" else "conda-forge")
+        elif flag == "--glibc":
+            target = replace(target, glibc=versions.parse_major_minor(text, "glibc version", "2.28", "--glibc"))
+        elif flag == "--platform":
+            target = replace(target, platform="linux-aarch64" if text == "linux-aarch64" else "linux-64")
+        elif flag == "--no-deepspeed":
+            target = replace(target, deepspeed=False)
+        else:
+            raise ValueError(f"no such target option {flag!r}")
+    return target
+
+
+def _drivers(kb: KnowledgeBase, target: Target) -> list[str]:
+    """The driver floors the KB knows above the target's driver, oldest first (a newer driver never loses
+    a stack an older one has, so the first that plans is the one to name)."""
+    if target.driver is None:
+        return []
+    floors = {t.driver for t in kb.toolkits} | {m.mvc_driver for m in kb.cuda_majors}
+    return [str(d) for d in sorted(floors) if d > target.driver]
+
+
+def _moves(kb: KnowledgeBase, target: Target) -> list[Options]:
+    """Single option changes besides the driver, nearest first. A value of None frees the option: the
+    planner chooses, and the message names what it chose."""
+    moves: list[Options] = []
+    if target.driver_compat == "full":
+        moves.append((("--driver-compat", "minor"),))
+    for flag, given in (("--cuda", target.cuda), ("--torch", target.torch), ("--python", target.python)):
+        if given is not None:
+            moves.append(((flag, None),))
+    moves.append((("--source", "pytorch" if target.source == "conda-forge" else "conda-forge"),))
+    newer_glibc = sorted({b.glibc for b in kb.torch_builds if b.glibc is not None and b.glibc > target.glibc})
+    moves += [(("--glibc", str(glibc)),) for glibc in newer_glibc]
+    # The GPUs' own platform, where the user named another; never a platform some target GPU is not built for
+    # (GPUs that need different platforms need one environment each, as the conflict says).
+    usual = {g.platform for g in target.gpus}
+    if len(usual) == 1 and target.platform is not None and target.platform not in usual:
+        moves.append((("--platform", usual.pop()),))
+    if target.deepspeed:
+        moves.append((("--no-deepspeed", None),))
+    return moves
+
+
+# Freeing an option: how the target drops it, and how the chosen plan names its value.
+_FREED: dict[str, tuple[Callable[[Target], Target], Callable[[Plan], str]]] = {
+    "--cuda": (lambda t: replace(t, cuda=None), lambda p: str(p.cuda_version)),
+    "--torch": (lambda t: replace(t, torch=None, torch_text=None), lambda p: p.torch_version),
+    "--python": (lambda t: replace(t, python=None), lambda p: str(p.python_version)),
+}
+
+
+def _plans(planner: Planner, target: Target) -> Plan | None:
+    try:
+        return planner(target)
+    except EnvsolverError:
+        return None
+
+
+def _combine(
+    planner: Planner, kb: KnowledgeBase, target: Target, moves: tuple[Options, ...], newer_driver: bool
+) -> WayOut | None:
+    """These moves together (with the oldest newer driver that then plans): the way out, checked as the
+    user will run it, or None."""
+    fixed = tuple(o for m in moves for o in m if not (o[1] is None and o[0] in _FREED))
+    freed = [o[0] for m in moves for o in m if o[1] is None and o[0] in _FREED]
+    try:
+        base = apply(target, fixed)
+    except EnvsolverError:
+        return None
+    for flag in freed:
+        base = _FREED[flag][0](base)
+    driver = None
+    if newer_driver:
+        found = _oldest_driver(planner, base, _drivers(kb, target))
+        if found is None:
+            return None
+        driver, chosen = found
+    else:
+        plan = _plans(planner, base)
+        if plan is None:
+            return None
+        chosen = plan
+    options = fixed + ((("--driver", driver),) if driver else ())
+    options += tuple((flag, _FREED[flag][1](chosen)) for flag in freed)
+    checked = _plans(planner, apply(target, options))
+    return WayOut(options, checked) if checked is not None else None
+
+
+def _oldest_driver(planner: Planner, target: Target, drivers: list[str]) -> tuple[str, Plan] | None:
+    """The oldest of these drivers (ascending) with which the target plans, and that plan. A newer driver
+    keeps every stack an older one has, so the newest is tried first (none plans without it) and the
+    oldest found by bisection."""
+    plans: dict[int, Plan | None] = {}
+
+    def at(i: int) -> Plan | None:
+        if i not in plans:
+            plans[i] = _plans(planner, replace(target, driver=versions.driver(drivers[i])))
+        return plans[i]
+
+    if not drivers or at(len(drivers) - 1) is None:
+        return None
+    low, high = 0, len(drivers) - 1  # at(high) plans
+    while low < high:
+        middle = (low + high) // 2
+        if at(middle) is not None:
+            high = middle
+        else:
+            low = middle + 1
+    plan = at(high)
+    return (drivers[high], plan) if plan is not None else None
+
+
+def find(kb: KnowledgeBase, target: Target, planner: Planner) -> list[WayOut]:
+    """Up to SHOWN ways out, nearest first, from the first tier that has any: one option changed (a newer
+    driver first); two (an option and a newer driver first); three (two options and a newer driver)."""
+    moves = _moves(kb, target)
+    pairs = list(itertools.combinations(moves, 2))
+    tiers: list[list[tuple[tuple[Options, ...], bool]]] = [
+        [((), True)] + [((m,), False) for m in moves],
+        [((m,), True) for m in moves] + [(pair, False) for pair in pairs],
+        [(pair, True) for pair in pairs],
+    ]
+    found: list[WayOut] = []
+    for tier in tiers:
+        for combination, newer_driver in tier:
+            if newer_driver and target.driver is None:
+                continue
+            way = _combine(planner, kb, target, combination, newer_driver)
+            if way is not None:
+                found.append(way)
+                if len(found) == SHOWN:
+                    return found
+        if found:
+            return found
+    return found
+
+
+def label(plan: Plan) -> str:
+    """'torch 2.3.0 cu121 (pytorch channel)', as resolve names candidates."""
+    channel = " (pytorch channel)" if plan.source == "pytorch" else ""
+    return f"torch {plan.torch_version} cu{plan.torch_cuda.nodot}{channel}"
+
+
+def describe(plan: Plan) -> str:
+    return f"{label(plan)} with CUDA {plan.cuda_version}"
+
+
+def sentence(ways: list[WayOut], where: str) -> str:
+    """The fix as one sentence: `Fix: upgrade the driver to X or newer (...)` first where a newer driver is
+    a way out, then the others; or that no change of up to three options plans the target."""
+    if not ways:
+        return f"No change of up to three options plans this target within {where}."
+    parts = [f"`{w.text}` gives {describe(w.plan)}" for w in ways]
+    first = ways[0]
+    if len(first.options) == 1 and first.options[0][0] == "--driver":
+        head = f"Fix: upgrade the driver to {first.options[0][1]} or newer ({parts[0]})"
+        return head + "".join(f"; or {p}" for p in parts[1:]) + "."
+    return "Ways out: " + "; ".join(parts) + "."
+
+
+def one_each(target: Target, groups: tuple[tuple[str, ...], ...], planner: Planner) -> str:
+    """The fix for GPUs that need different platforms: one environment per platform, each group's `--gpu`
+    options tried through the planner before they are named."""
+    parts = []
+    for keys in groups:
+        group = replace(target, gpus=tuple(g for g in target.gpus if g.key in keys))
+        plan = _plans(planner, group)
+        text = " ".join(f"--gpu {shlex.quote(k)}" for k in keys)
+        parts.append(f"`{text}` ({describe(plan)} on {plan.platform})" if plan else f"`{text}` (no plan either)")
+    return "Fix: make one environment for each platform, " + " and ".join(parts) + "."
