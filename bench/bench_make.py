@@ -9,15 +9,20 @@
    Both read the same local channel with a fresh gateway each time. Reported: medians and their ratio.
 2. install: a local channel of synthetic packages (tests/conda_packages.py) installed into a new prefix
    with the archives already verified and extracted in the cache (warm), then re-installed unchanged (no-op).
+3. with --processes N: whole `python -m envsolver make --profile P --offline` processes, N of them; with
+   --baseline-src DIR (an older envsolver package tree, e.g. from `git archive REV envsolver | tar -x -C DIR`)
+   the same command from that tree, alternating, so both are measured in one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -130,16 +135,51 @@ def bench_install(packages: int, work: Path) -> dict[str, float]:
     }
 
 
+def _make_process(out: Path, cache: Path, profile: str, src: Path) -> float:
+    env = {**os.environ, "ENVSOLVER_CACHE_DIR": str(cache), "PYTHONPATH": str(src)}
+    command = [sys.executable, "-m", "envsolver", "make", "--profile", profile, "--offline", "--out", str(out)]
+    started = time.perf_counter()
+    subprocess.run(command, env=env, check=True, capture_output=True, cwd=out.parent)
+    return time.perf_counter() - started
+
+
+def bench_processes(profile: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, float]:
+    """Median wall time of whole make --offline processes from this tree and, alternating, from `baseline`."""
+    trees = {"current": ROOT, **({"baseline": baseline} if baseline else {})}
+    for name, src in trees.items():  # which envsolver each tree really imports
+        where = subprocess.run(
+            [sys.executable, "-c", "import envsolver; print(envsolver.__file__)"],
+            env={**os.environ, "PYTHONPATH": str(src)},
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert where.startswith(str(src)), f"{name}: PYTHONPATH={src} imports {where}"
+    times: dict[str, list[float]] = {name: [] for name in trees}
+    for i in range(repeat):
+        for name, src in trees.items():
+            times[name].append(_make_process(work / f"p{name}{i}", work / f"pc{name}", profile, src))
+    return {
+        f"{name}{stat}": f(values)
+        for name, values in times.items()
+        for stat, f in (("", statistics.median), ("_min", min))
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--profile", default="a100")
     parser.add_argument("--install-packages", type=int, default=100)
+    parser.add_argument("--processes", type=int, default=0, help="also time N whole make --offline processes")
+    parser.add_argument("--baseline-src", type=Path, help="an older envsolver tree to time alternately")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envsolver-bench-"))
     try:
         make = bench_make(args.profile, args.repeat, work)
         inst = bench_install(args.install_packages, work)
+        procs = bench_processes(args.profile, args.processes, work, args.baseline_src) if args.processes else {}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
@@ -154,6 +194,13 @@ def main() -> int:
     print(f"  cold cache (fetch+verify+extract+link) {inst['cold'] * 1000:8.1f} ms")
     print(f"  warm cache (link into a new prefix)    {inst['warm'] * 1000:8.1f} ms")
     print(f"  no-op re-install (median of 5)         {inst['noop'] * 1000:8.1f} ms")
+    if procs:
+        print(f"whole `envsolver make --profile {args.profile} --offline` processes, median of {args.processes}:")
+        for name in ("current", "baseline"):
+            if name in procs:
+                print(f"  {name:<9} {procs[name] * 1000:8.1f} ms (min {procs[name + '_min'] * 1000:.1f})")
+        if "baseline" in procs:
+            print(f"  ratio current / baseline {procs['current'] / procs['baseline']:8.2f}")
     return 0
 
 

@@ -1,5 +1,11 @@
-"""The only module that calls rattler: solve a set of specs for a target platform, index a local channel,
+"""The one module that reaches rattler: solve a set of specs for a target platform, index a local channel,
 install records into a prefix.
+
+Every call runs in a child process of the same Python (envsolver/rattler_worker.py, one per call): py-rattler's
+Rust threads outlive the call that started them, and when they reach the interpreter while it shuts down the
+process aborts or panics (the worker's docstring says how). Here a rattler error comes back as an answer, a
+child that dies becomes WorkerCrashed (exit 2), and a KeyboardInterrupt kills and reaps the child before it goes
+on, so an interrupted call never returns a result and nothing of it runs on.
 
 Results come back as envsolver's own `Record` type, with URLs in their public form (a record read from a
 local copy of a channel, such as the bundled snapshot, gets the public channel's URL).
@@ -7,16 +13,28 @@ local copy of a channel, such as the bundled snapshot, gets the public channel's
 
 from __future__ import annotations
 
-import asyncio
-import datetime
+import contextlib
+import json
+import signal
+import subprocess
+import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envsolver.errors import ConflictError, EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.redact import redact, redact_text
+
+WORKER = Path(__file__).with_name("rattler_worker.py")
+# The worker runs by path, without the '' (the working directory) that -c puts on sys.path: nothing there can
+# stand in for a standard module or for rattler.
+_BOOT = (
+    "import sys; sys.path[:] = filter(None, sys.path); import runpy; runpy.run_path(sys.argv[1], run_name='__main__')"
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +74,10 @@ class ChannelsUnreachable(EnvsolverError):
     """Repodata could not be fetched from a channel (exit 2)."""
 
 
+class WorkerCrashed(EnvsolverError):
+    """rattler's child process ended without a readable answer (exit 2)."""
+
+
 def _public_url(url: str, sources: Sequence[ChannelSource]) -> tuple[str, str]:
     for source in sources:
         location = source.location.rstrip("/")
@@ -64,70 +86,179 @@ def _public_url(url: str, sources: Sequence[ChannelSource]) -> tuple[str, str]:
     return url, url.rsplit("/", 2)[0]
 
 
-async def _solve(
+def _how(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}" if code else "its answer was not readable"
+
+
+def worker_command() -> list[str]:
+    """The command that starts a worker: this Python, running envsolver/rattler_worker.py by path."""
+    return [sys.executable, "-c", _BOOT, str(WORKER)]
+
+
+def _cause(errors: bytes) -> str:
+    """The line of a dead worker's stderr that says why: Python's fatal error or a Rust panic, else the last."""
+    lines = [line.strip() for line in errors.decode("utf-8", "replace").splitlines() if line.strip()]
+    telling = [line for line in lines if line.startswith("Fatal Python error") or "panicked at" in line]
+    line = (telling or lines[-1:] or [""])[0]
+    return f": {redact_text(line)[:300]}" if line else ""
+
+
+def read_answer(raw: bytes) -> dict[str, Any] | None:
+    """The worker's answer: a JSON object with a boolean `ok` on one line, else None (a child that died)."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("ok"), bool) else None
+
+
+def _call(request: dict[str, Any], doing: str, fix: str) -> dict[str, Any]:
+    """Carry out one request in a new worker process and return its answer (`ok` true or false). Whatever stops
+    the wait (KeyboardInterrupt above all) kills and reaps the child before it goes on. Raises WorkerCrashed
+    (exit 2) when the child dies without answering; `fix` ends that message."""
+    with tempfile.TemporaryFile() as errors:
+        try:
+            child = subprocess.Popen(
+                worker_command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+            )
+        except OSError as exc:
+            raise WorkerCrashed(
+                f"could not start a Python process for rattler while {doing} ({exc.strerror or exc}). {fix}"
+            ) from None
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            with contextlib.suppress(BrokenPipeError):  # a child gone already: its exit status says how
+                child.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+                child.stdin.flush()
+            raw = child.stdout.read()
+            code = child.wait()
+        except BaseException:
+            child.kill()
+            child.wait()
+            raise
+        finally:
+            child.stdout.close()
+            with contextlib.suppress(BrokenPipeError):
+                child.stdin.close()
+        doc = read_answer(raw) if code == 0 else None
+        if doc is None:
+            errors.seek(0)
+            raise WorkerCrashed(
+                f"rattler stopped without an answer while {doing} ({_how(code)}){_cause(errors.read())}. {fix}"
+            )
+    said = doc.get("warnings")
+    for text in said if isinstance(said, list) else ():
+        warnings.warn(redact_text(str(text)), RuntimeWarning, stacklevel=3)
+    return doc
+
+
+def _failure(doc: dict[str, Any]) -> tuple[str, str]:
+    kind, message = doc.get("kind"), doc.get("message")
+    if kind == "bad-request":  # only a bug in this module builds a request the worker refuses
+        raise RuntimeError(f"rattler's worker refused envsolver's request: {message}")
+    return str(kind), redact_text(str(message))
+
+
+def _unreadable(what: str) -> WorkerCrashed:
+    return WorkerCrashed(f"rattler's answer holds {what}; nothing was written. Run the same command again.")
+
+
+def _text(doc: dict[str, Any], key: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str):
+        raise _unreadable(f"a record whose {key!r} is not text")
+    return value
+
+
+def _texts(doc: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = doc.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _unreadable(f"a record whose {key!r} is not a list of text")
+    return tuple(value)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def records_from_answer(doc: dict[str, Any], sources: Sequence[ChannelSource]) -> list[Record]:
+    """The solved records of a worker's answer, sorted by name, with public URLs. Raises WorkerCrashed (exit 2)
+    when the answer does not hold records of the expected shape."""
+    docs = doc.get("records")
+    if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
+        raise _unreadable("no list of records")
+    out = []
+    for rec in docs:
+        number, size, noarch = rec.get("build_number"), rec.get("size"), rec.get("noarch")
+        if not _count(number) or not (size is None or _count(size)):
+            raise _unreadable("a record whose build number or size is not a whole number")
+        if noarch not in (None, "python", "generic"):
+            raise _unreadable(f"a record with the unknown noarch kind {noarch!r}")
+        url, channel = _public_url(_text(rec, "url"), sources)
+        out.append(
+            Record(
+                name=_text(rec, "name"),
+                version=_text(rec, "version"),
+                build=_text(rec, "build"),
+                build_number=number,
+                subdir=_text(rec, "subdir"),
+                channel=channel,
+                url=url,
+                md5=_text(rec, "md5"),
+                sha256=_text(rec, "sha256"),
+                size=size,
+                depends=_texts(rec, "depends"),
+                constrains=_texts(rec, "constrains"),
+                noarch=noarch,
+            )
+        )
+    return sorted(out, key=lambda r: r.name)
+
+
+def _solve(
     specs: Sequence[str],
     sources: Sequence[ChannelSource],
     platform: str,
     virtual_packages: dict[str, str],
     cache_dir: Path,
-    timeout: datetime.timedelta,
+    timeout_s: float,
 ) -> list[Record]:
-    import rattler
-    from rattler.channel import ChannelPriority
-    from rattler.exceptions import FetchRepoDataError, GatewayError, InvalidChannelError, SolverError
-    from rattler.package.build_string import BuildString
-
-    gateway = rattler.Gateway(cache_dir=cache_dir)
-    try:
-        channels = [rattler.Channel(s.location) for s in sources]
-    except InvalidChannelError as exc:
-        raise ChannelsUnreachable(
-            f"a channel URL is not valid: {redact_text(str(exc))}. Pass http(s):// or file:// channel URLs."
-        ) from None
     virtual = []
     for name, value in sorted(virtual_packages.items()):
         version, _, build = value.partition(" ")
-        virtual.append(
-            rattler.GenericVirtualPackage(
-                rattler.PackageName(name), rattler.Version(version), BuildString(build or "0")
-            )
-        )
-    try:
-        solved = await rattler.solve(
-            channels,
-            list(specs),
-            gateway=gateway,
-            platforms=[rattler.Subdir(platform), rattler.Subdir("noarch")],
-            virtual_packages=virtual,
-            channel_priority=ChannelPriority.Strict,
-            timeout=timeout,
-            timestamp_policy="allow-missing",
-        )
-    except SolverError as exc:  # rattler's texts may name a channel URL: redacted
-        raise SolveFailed(f"no solution for {platform}:\n{redact_text(str(exc))}") from None
-    except (FetchRepoDataError, GatewayError) as exc:
-        raise ChannelsUnreachable(f"could not fetch repodata: {redact_text(str(exc))}") from None
-    out = []
-    for rec in solved:
-        url, channel = _public_url(rec.url, sources)
-        out.append(
-            Record(
-                name=rec.name.normalized,
-                version=str(rec.version),
-                build=str(rec.build),
-                build_number=rec.build_number,
-                subdir=rec.subdir,
-                channel=channel,
-                url=url,
-                md5=rec.md5.hex() if rec.md5 else "",
-                sha256=rec.sha256.hex() if rec.sha256 else "",
-                size=rec.size,
-                depends=tuple(rec.depends),
-                constrains=tuple(rec.constrains),
-                noarch="python" if rec.noarch.python else ("generic" if rec.noarch.generic else None),
-            )
-        )
-    return sorted(out, key=lambda r: r.name)
+        virtual.append([name, version, build or "0"])
+    request = {
+        "op": "solve",
+        "channels": [s.location for s in sources],
+        "specs": list(specs),
+        "platforms": [platform, "noarch"],
+        "virtual_packages": virtual,
+        "cache_dir": str(cache_dir),
+        "timeout_s": timeout_s,
+    }
+    doc = _call(request, f"solving for {platform}", "Run the same command again; if it stops the same way, report it.")
+    if doc["ok"]:
+        return records_from_answer(doc, sources)
+    kind, message = _failure(doc)
+    if kind == "solver":  # rattler's texts may name a channel URL: redacted
+        raise SolveFailed(f"no solution for {platform}:\n{message}")
+    if kind == "fetch":
+        raise ChannelsUnreachable(f"could not fetch repodata: {message}")
+    if kind == "channel":
+        raise ChannelsUnreachable(f"a channel URL is not valid: {message}. Pass http(s):// or file:// channel URLs.")
+    raise ChannelsUnreachable(
+        f"rattler could not read the channels for {platform}: {message}. Check that the channels can be read and "
+        f"that the cache directory {str(cache_dir)!r} is writable (ENVSOLVER_CACHE_DIR chooses another), then run "
+        "the same command again."
+    )
 
 
 def solve(
@@ -141,20 +272,21 @@ def solve(
     """Solve `specs` for `platform` (plus noarch) with strict channel priority and exactly these virtual
     packages (never the host's). A channel whose URL carries credentials is read through a private repodata
     cache that is removed afterwards. Raises SolveFailed (exit 1) or ChannelsUnreachable (exit 2)."""
-    timeout = datetime.timedelta(seconds=timeout_s)
     if not any(redact(s.location) != s.location for s in sources):
-        return asyncio.run(_solve(specs, sources, platform, virtual_packages, cache_dir, timeout))
+        return _solve(specs, sources, platform, virtual_packages, cache_dir, timeout_s)
     # rattler's repodata cache records the URL it fetched; a URL with credentials gets a cache of its own,
     # removed afterwards, so no credential is left in a file.
     with tempfile.TemporaryDirectory(prefix="envsolver-solve-") as private:
-        return asyncio.run(_solve(specs, sources, platform, virtual_packages, Path(private), timeout))
+        return _solve(specs, sources, platform, virtual_packages, Path(private), timeout_s)
 
 
 def index_channel(path: Path) -> None:
-    """Write repodata.json for every subdir of a local channel directory (tests build channels this way)."""
-    from rattler.index import index_fs
-
-    asyncio.run(index_fs(channel_directory=path, write_zst=False, write_shards=False))
+    """Write repodata.json for every subdir of a local channel directory (tests build channels this way).
+    Raises EnvsolverError (exit 2)."""
+    doc = _call({"op": "index", "path": str(path)}, f"indexing {str(path)!r}", "Run the same command again.")
+    if not doc["ok"]:
+        _, message = _failure(doc)
+        raise EnvsolverError(f"indexing the channel {str(path)!r} failed: {message}. Fix the cause and run it again.")
 
 
 def install_records(
@@ -166,38 +298,35 @@ def install_records(
 ) -> None:
     """Link lock entries into `prefix` with rattler; each comes with the URL of its already-verified archive.
     Packages in the prefix that the lock does not list are removed; those named in `reinstall` are linked
-    again even where the prefix has the same name, version and build. Link scripts are not run."""
-    import rattler
-    from rattler.package.build_string import BuildString
-
-    records = []
-    for entry, url in entries:
-        package = rattler.PackageRecord(
-            name=entry.name,
-            version=entry.version,
-            build=BuildString(entry.build),
-            build_number=0,
-            subdir=entry.subdir,
-            depends=list(entry.depends),
-            sha256=bytes.fromhex(entry.sha256) if entry.sha256 else None,
-            md5=bytes.fromhex(entry.md5) if entry.md5 else None,
-        )
-        channel = entry.url.rsplit("/", 2)[0]
-        records.append(rattler.RepoDataRecord(package, entry.file_name, url, channel))
-    try:
-        asyncio.run(
-            rattler.install(
-                records,
-                prefix,
-                cache_dir=cache_dir,
-                platform=rattler.Subdir(platform),
-                reinstall_packages=reinstall or None,
-                execute_link_scripts=False,
-                show_progress=False,
-            )
-        )
-    except Exception as exc:  # rattler raises its own error types for IO, extraction and linking
+    again even where the prefix has the same name, version and build. Link scripts are not run. Raises
+    EnvsolverError (exit 2); a KeyboardInterrupt stops the linking where it is."""
+    records = [
+        {
+            "name": entry.name,
+            "version": entry.version,
+            "build": entry.build,
+            "subdir": entry.subdir,
+            "depends": list(entry.depends),
+            "sha256": entry.sha256 or "",
+            "md5": entry.md5 or "",
+            "file_name": entry.file_name,
+            "url": url,
+            "channel": entry.url.rsplit("/", 2)[0],
+        }
+        for entry, url in entries
+    ]
+    request = {
+        "op": "install",
+        "records": records,
+        "prefix": str(prefix),
+        "platform": platform,
+        "cache_dir": str(cache_dir),
+        "reinstall": sorted(reinstall or ()),
+    }
+    again = "Run the same command again; it picks up where it stopped."
+    doc = _call(request, f"installing into {str(prefix)!r}", again)
+    if not doc["ok"]:
+        _, message = _failure(doc)
         raise EnvsolverError(
-            f"installing into {str(prefix)!r} failed: {exc}. Fix the cause and run the same "
-            "command again; it picks up where it stopped."
-        ) from None
+            f"installing into {str(prefix)!r} failed: {message}. Fix the cause and {again[0].lower()}{again[1:]}"
+        )
