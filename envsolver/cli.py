@@ -33,7 +33,6 @@ from envsolver.outputs import cache_dir
 from envsolver.plan import Plan
 from envsolver.redact import redact_text
 from envsolver.resolve import resolve
-from envsolver.solve import ChannelsUnreachable, SolveFailed
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,17 +63,6 @@ Exit codes: 0 ok, 1 no consistent stack for the target, 2 bad input.
 INTERNAL = "internal error"
 _JSON = "envsolver.json"  # ctx.meta: whether the command runs with --json (parent and child contexts share meta)
 _ARGV = "envsolver.argv"
-
-# Error classes that live beside the code that raises them, and their kinds (errors.KINDS documents each);
-# the classes in errors.py carry their own `kind`. Subclasses first.
-_KINDS: tuple[tuple[type[EnvsolverError], Kind], ...] = (
-    (SolveFailed, "solve_failed"),
-    (ChannelsUnreachable, "fetch"),
-)
-
-
-def _kind(exc: EnvsolverError) -> Kind:
-    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), exc.kind)
 
 
 def _wants_json(ctx: click.Context) -> bool:
@@ -133,7 +121,7 @@ class _Group(click.Group):
                 click.echo(err=True)  # past the terminal's ^C
             _fail(ctx, INTERRUPTED_EXIT, "interrupted", f"{INTERRUPTED} {INTERRUPTED_FIX}")
         except EnvsolverError as exc:
-            _fail(ctx, exc.exit_code, _kind(exc), redact_text(str(exc)))
+            _fail(ctx, exc.exit_code, exc.kind, redact_text(str(exc)))
         except OSError as exc:
             where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
             _fail(

@@ -62,6 +62,20 @@ def _snapshot(plan: Plan) -> list[ChannelSource]:
     return [ChannelSource(f"{LIVE_BASE}/{c}", local[f"{LIVE_BASE}/{c}"]) for c in plan.channels]
 
 
+def _channel_fix(urls: Sequence[str]) -> str:
+    """The fix for --channel URLs whose repodata could not be read: a local directory must be an indexed
+    channel; a remote one must be reachable, with its credentials in the URL."""
+    if all(url.startswith("file:") for url in urls):
+        return (
+            "Check that each --channel directory is a conda channel: SUBDIR/repodata.json for the platform and "
+            "for noarch (a mirror tool or `conda index DIR` writes them)."
+        )
+    return (
+        "Check the --channel URLs are reachable from this host; a channel that needs credentials takes them in "
+        "its URL (https://USER:TOKEN@HOST/... or https://HOST/t/TOKEN/...)."
+    )
+
+
 def _custom(urls: Sequence[str]) -> list[ChannelSource]:
     """The --channel URLs as sources: fetched as given (credentials included), named in files by their public
     form. Raises BadInputError (exit 2) for anything but an http(s) or file:// URL without a query."""
@@ -142,10 +156,7 @@ def lock(
         records = _solve_all(plan, kb, sources, cache, progress)
     except ChannelsUnreachable as exc:
         if mode == "custom":
-            raise ConflictError(
-                f"{redact_text(str(exc))}. Check the --channel URLs are reachable from this host; a channel that "
-                "needs credentials takes them in its URL (https://USER:TOKEN@HOST/... or https://HOST/t/TOKEN/...)."
-            ) from None
+            raise ChannelsUnreachable(f"{redact_text(str(exc))}. {_channel_fix(channel_urls)}") from None
         return _fall_back(target, kb, plan, _one_line(str(exc)), cache, progress)
     except SolveFailed as exc:
         raise SolveFailed(f"{exc}\nThe plan's decisions:\n{_reasons(plan)}") from None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver.errors import ConflictError, EnvsolverError
+from envsolver.errors import ConflictError, EnvsolverError, Kind
 from envsolver.lockfile import LockEntry
 from envsolver.redact import redact, redact_text
 
@@ -69,13 +69,19 @@ class Record:
 class SolveFailed(ConflictError):
     """The solver found no solution (exit 1); the message carries its explanation."""
 
+    kind: Kind = "solve_failed"
+
 
 class ChannelsUnreachable(EnvsolverError):
     """Repodata could not be fetched from a channel (exit 2)."""
 
+    kind: Kind = "fetch"
+
 
 class WorkerCrashed(EnvsolverError):
     """rattler's child process ended without a readable answer (exit 2)."""
+
+    kind: Kind = "failed"
 
 
 def _public_url(url: str, sources: Sequence[ChannelSource]) -> tuple[str, str]:

@@ -5,8 +5,7 @@ py-rattler's Rust threads used to outlive the call that started them and abort t
 envsolver/rattler_worker.py), so each case runs several fresh processes: RUNS in the default suite, FUZZ_RUNS
 (the issue's count) under `-m fuzz`.
 
-Until the CLI maps KeyboardInterrupt to exit 130 itself, click reports it as "Aborted!" with exit 1: both are
-accepted here (INTERRUPTED).
+An interrupt ends with exit 130 and `error: interrupted (Ctrl-C).` on stderr.
 """
 
 from __future__ import annotations
@@ -75,8 +74,8 @@ class Ended:
 
 
 def interrupted(ended: Ended) -> bool:
-    """Exit 130, or click's "Aborted!" with exit 1 until the CLI maps KeyboardInterrupt itself."""
-    return ended.code == 130 or (ended.code == 1 and "Aborted!" in ended.stderr)
+    """Exit 130 with the CLI's one-line message (never click's "Aborted!")."""
+    return ended.code == 130 and "error: interrupted (Ctrl-C)." in ended.stderr and "Aborted!" not in ended.stderr
 
 
 def envsolver(*args: str, cache: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -167,7 +166,7 @@ def _broken_channel(where: Path, case: str) -> Path:
 
 @pytest.mark.parametrize("runs", COUNTS)
 @pytest.mark.parametrize("case", ["missing", "empty-dir", "corrupt-repodata"])
-def test_make_against_an_unreadable_channel_exits_1_every_time(
+def test_make_against_an_unreadable_channel_exits_2_every_time(
     old_set: Path, tmp_path: Path, case: str, runs: int
 ) -> None:
     channel = _broken_channel(tmp_path / "nonexistent" / "conda-forge", case)
@@ -178,7 +177,8 @@ def test_make_against_an_unreadable_channel_exits_1_every_time(
             envsolver("make", "--gpu", "a100", "--channel", channel.as_uri(), "--out", str(out), cache=tmp_path / "c")
         )
         seen.append((run, ended.code, ended.unclean()))
-        assert ended.code == 1 and "error: could not fetch repodata" in ended.stderr, (seen, ended.stderr)
+        assert ended.code == 2 and "error: could not fetch repodata" in ended.stderr, (seen, ended.stderr)
+        assert "Check that each --channel directory is a conda channel" in ended.stderr
         assert not ended.unclean(), (seen, ended.stderr)
         assert files(out) == before
 

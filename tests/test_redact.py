@@ -282,7 +282,7 @@ def test_make_errors_carry_no_credential(tmp_path: Path, channel: str) -> None:
 
 def test_make_without_credentials_says_how_to_pass_them(basic_channel: Server, tmp_path: Path) -> None:
     code, _, stderr, written = _make(tmp_path, f"{basic_channel.url}/conda-forge")
-    assert code == 1 and "401" in stderr and "https://USER:TOKEN@HOST/" in stderr and written == ""
+    assert code == 2 and "401" in stderr and "https://USER:TOKEN@HOST/" in stderr and written == ""
 
 
 def test_make_with_a_query_token_writes_and_prints_no_token(tmp_path: Path) -> None:
