@@ -44,12 +44,14 @@ def available() -> list[str]:
 
 
 def _is_file_path(name_or_path: str) -> bool:
-    """A path ends in .yaml/.yml or exists; a name is neither. A path the OS refuses (too long, NUL) is a name."""
+    """A path ends in .yaml/.yml, or names a file that exists and is not a known profile's name; a name is
+    anything else (a directory called `gh200` in the working directory does not hide the gh200 profile). A path
+    the OS refuses (too long, NUL) is a name."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml"):
         return True
     try:
-        return path.exists()
+        return path.is_file() or (path.exists() and name_or_path not in available())
     except (OSError, ValueError):
         return False
 

@@ -77,3 +77,12 @@ def test_bad_profile_files(tmp_path: Path, content: str, phrase: str) -> None:
 def test_unreadable_profile(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="cannot read profile"):
         profile.load(str(tmp_path / "missing.yaml"))
+
+
+def test_a_directory_named_like_a_profile_does_not_hide_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--profile gh200` in a directory that holds a folder called gh200 (an --out from an earlier run)."""
+    from envsolver import profile
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gh200").mkdir()
+    assert profile.load("gh200").values["gpus"] == ["gh200"]
