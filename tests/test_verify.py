@@ -451,3 +451,26 @@ def test_op_libraries_reads_deepspeeds_version_from_conda_or_the_lock(kb: Knowle
     pip = {"envsolver_pip_not_locked": "deepspeed==0.19.8"}
     assert result(kb, "op_libraries", doc, lock_meta=pip).status == "pass"
 
+
+def test_the_shipped_no_driver_lock_fits_the_h200_it_was_made_for(kb: KnowledgeBase) -> None:
+    """locks/h200 was made without --driver; the H200 capture's driver (580.159.04) fully supports its CUDA 12.9.
+    The lock used to record __cuda 13.3 (the newest CUDA known), which made verify fail on this very host."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    lock = Path(__file__).parent.parent / "locks" / "h200" / "conda-lock.yml"
+    meta = parse_conda_lock_file(lock).metadata.custom_metadata or {}
+    check = result(kb, "host_vs_lock", healthy(), lock_meta=meta)
+    assert check.status == "pass", check.detail
+
+
+def test_a_cuda_whose_full_support_driver_is_unknown_is_not_called_unsupported(kb: KnowledgeBase) -> None:
+    """CUDA 13.4 publishes no full-support minimum: a 615 driver is not said to fall short, and no fix names
+    a driver version the knowledge base does not have."""
+    doc = edit("driver.version", "615.71.09")(edit("torch.cuda", "13.4")(healthy()))
+    check = result(kb, "driver_supports_torch_cuda", doc)
+    assert check.status == "warn" and "None" not in f"{check.detail} {check.fix}"
+    assert "13.4" in check.detail and "does not know" in check.detail
+    meta = {**LOCK_META, "envsolver_virtual_linux-64_cuda": "13.4"}
+    check = result(kb, "host_vs_lock", edit("driver.version", "615.71.09")(healthy()), lock_meta=meta)
+    assert check.status == "warn" and "does not know which driver fully supports CUDA 13.4" in check.detail
+    assert check.fix
