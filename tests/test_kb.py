@@ -238,6 +238,17 @@ def test_upstream_releases_newer_than_any_conda_build_are_recorded_as_unknown(kb
     assert kb.torch_releases[-1].pypi_cuda is None and kb.torch_releases[-1].note
 
 
+def test_pypi_default_wheels_of_the_upstream_releases(kb: KnowledgeBase) -> None:
+    """Read from the wheels' metadata: 2.14.x requires cuda-toolkit 13.0.3, cuDNN 9.24.0.43, NCCL 2.30.7 and
+    Python >= 3.10; 2.15.0 cuda-toolkit 13.2.2, cuDNN 9.26.0.51, NCCL 2.30.7 and Python >= 3.11."""
+    seen = {str(r.version): (str(r.pypi_default_cuda), r.cudnn, r.nccl, str(r.python_min)) for r in kb.torch_releases}
+    assert seen == {
+        "2.14.0": ("13.0", "9.24", "2.30", "3.10"),
+        "2.14.1": ("13.0", "9.24", "2.30", "3.10"),
+        "2.15.0": ("13.2", "9.26", "2.30", "3.11"),
+    }
+
+
 def test_gcc_limits_never_shrink(kb: KnowledgeBase) -> None:
     known = [t.gcc_max for t in sorted(kb.toolkits, key=lambda t: t.version) if t.gcc_max is not None]
     assert known == sorted(known)

@@ -363,6 +363,10 @@ def _torch_release(r: _Row) -> TorchRelease:
     return TorchRelease(
         version=r.get("version", _version),
         pypi_cuda=r.nullable("pypi_cuda", _mm_list),
+        pypi_default_cuda=r.nullable("pypi_default_cuda", _mm),
+        cudnn=r.nullable("cudnn", _str),
+        nccl=r.nullable("nccl", _str),
+        python_min=r.nullable("python_min", _mm),
         conda_forge=r.nullable("conda_forge", _bool),
         source=r.source(),
         note=r.get("note", _str, optional=True),

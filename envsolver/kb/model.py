@@ -145,11 +145,16 @@ class OpLibrary:
 
 @dataclass(frozen=True)
 class TorchRelease:
-    """An upstream PyTorch release newer than every conda build in the KB: its PyPI CUDA variants (None:
-    unknown) and whether conda-forge has builds (None: not confirmed either way)."""
+    """An upstream PyTorch release newer than every conda build in the KB: its CUDA variants (None: unknown),
+    what its default PyPI wheel requires (CUDA, cuDNN, NCCL, Python; None: unknown) and whether conda-forge has
+    builds (None: not confirmed either way)."""
 
     version: Version
     pypi_cuda: tuple[MajorMinor, ...] | None
+    pypi_default_cuda: MajorMinor | None
+    cudnn: str | None
+    nccl: str | None
+    python_min: MajorMinor | None
     conda_forge: bool | None
     source: tuple[str, ...]
     note: str | None = None
