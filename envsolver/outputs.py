@@ -16,6 +16,7 @@ from envsolver.kb.load import kb_date
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import LockResult
 from envsolver.plan import Plan
+from envsolver.resolve.driver import floor_text
 from envsolver.writers import condalock, environment, explicit, files, fileset
 
 
@@ -53,8 +54,10 @@ def custom_metadata(result: LockResult, kb: KnowledgeBase) -> dict[str, str]:
         "envsolver_kb_date": kb_date(),
         "envsolver_gpus": "; ".join(f"{g.name} ({g.compute_capability})" for g in plan.gpus),
         "envsolver_compute_capabilities": ";".join(str(g.compute_capability) for g in plan.gpus),
-        "envsolver_driver": str(plan.driver) if plan.driver else "not given (a current driver was assumed)",
-        "envsolver_driver_min_full": str(toolkit.driver) if toolkit else "unknown",
+        "envsolver_driver": str(plan.driver)
+        if plan.driver
+        else f"not given: the plan needs {floor_text(kb, plan.cuda_version)}",
+        "envsolver_driver_min_full": str(toolkit.driver) if toolkit and toolkit.driver else "unknown",
         "envsolver_driver_min_minor_compat": str(major.mvc_driver) if major else "unknown",
         "envsolver_compatibility": plan.compatibility,
         "envsolver_cuda_version": str(plan.cuda_version),

@@ -5,13 +5,17 @@ from __future__ import annotations
 import itertools
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from packaging.version import Version
 
+from envsolver import versions
 from envsolver.errors import KnowledgeBaseError
 from envsolver.kb import KnowledgeBase, load_kb
 from envsolver.kb.gpus import normalize
+from envsolver.resolve import deepspeed as ds_rules
 from envsolver.resolve.archs import first_toolkit_for
 from envsolver.versions import MajorMinor
 from tests.conftest import KB_DATA
@@ -137,9 +141,112 @@ def test_toolkit_sm_lists_follow_the_release_notes(kb: KnowledgeBase) -> None:
 
 
 def test_toolkit_drivers_increase(kb: KnowledgeBase) -> None:
-    ordered = sorted(kb.toolkits, key=lambda t: t.version)
-    for older, newer in itertools.pairwise(ordered):
+    known = [t for t in sorted(kb.toolkits, key=lambda t: t.version) if t.driver is not None]
+    for older, newer in itertools.pairwise(known):
+        assert older.driver is not None and newer.driver is not None
         assert older.driver < newer.driver, (older.version, newer.version)
+
+
+def _toolkit(kb: KnowledgeBase, version: str) -> Any:
+    toolkit = kb.toolkit(MajorMinor(*map(int, version.split("."))))
+    assert toolkit is not None, version
+    return toolkit
+
+
+def test_cuda_13_through_13_5_with_their_sm_lists(kb: KnowledgeBase) -> None:
+    """nvcc --list-gpu-code of NVIDIA's 13.1-13.5 wheels: 13.1-13.3 build what 13.0 builds, 13.4 adds sm_107."""
+    base = _toolkit(kb, "13.0").sm
+    for version in ("13.1", "13.2", "13.3"):
+        assert _toolkit(kb, version).sm == base
+    for version in ("13.4", "13.5"):
+        toolkit = _toolkit(kb, version)
+        assert base is not None and toolkit.sm == base | {107}
+        assert toolkit.gcc_max == 16
+    assert first_toolkit_for(kb, MajorMinor(10, 7)) == _toolkit(kb, "13.4")
+
+
+def test_driver_floors_nvidia_does_not_publish_are_unknown(kb: KnowledgeBase) -> None:
+    """From 13.4 the Linux driver is not bundled and no full-support minimum is published: null, not a guess."""
+    assert _toolkit(kb, "13.4").driver is None and _toolkit(kb, "13.5").driver is None
+    assert _toolkit(kb, "13.3").driver is not None
+    assert kb.cuda_global_pin.value == "13.4"
+
+
+def test_deepspeed_allow_list_grew_in_0_14_3_and_0_15_3(kb: KnowledgeBase) -> None:
+    """builder.py at the tags: 12.4 and 12.5 arrive in v0.14.3 (not 0.14.5), 12.6 in v0.15.3 (not 0.15.4)."""
+
+    def accepts(ds: str, nvcc: str, built: str) -> bool:
+        row = ds_rules.release_of(kb, Version(ds))
+        assert row is not None, ds
+        return row.accepts_mismatch(versions.cuda(nvcc), versions.cuda(built))
+
+    assert not accepts("0.14.2", "12.4", "12.1") and accepts("0.14.3", "12.4", "12.1")
+    assert accepts("0.14.3", "12.5", "12.4") and not accepts("0.14.3", "12.6", "12.4")
+    assert not accepts("0.15.2", "12.6", "12.4") and accepts("0.15.3", "12.6", "12.4")
+
+
+def test_deepspeed_through_the_newest_on_pypi(kb: KnowledgeBase) -> None:
+    newest = max(kb.deepspeed_releases, key=lambda r: r.since)
+    assert newest.latest == Version("0.19.8") and 13 not in newest.cuda_minor_mismatch_ok
+
+
+def test_cuda_h_comes_from_cuda_cudart_dev(kb: KnowledgeBase) -> None:
+    """cuda-cudart-dev ships targets/<arch>/include/cuda.h; cuda-driver-dev only the stub libcuda.so."""
+    packages = {h.header: h.package for h in (*kb.extra_headers, *kb.op_headers)}
+    assert packages["cuda.h"] == "cuda-cudart-dev"
+
+
+def test_deepspeed_default_ccs_on_cuda_13_cannot_be_built_by_nvcc_13(kb: KnowledgeBase) -> None:
+    """Every release's CUDA 13 default (TORCH_CUDA_ARCH_LIST unset, ahead-of-time build) has CCs below sm_75."""
+    nvcc13 = _toolkit(kb, "13.0").sm
+    assert nvcc13 is not None
+    for version in ("0.14.0", "0.15.4", "0.16.4", "0.19.5", "0.19.8"):
+        row = ds_rules.default_ccs(kb, Version(version), 13)
+        assert row is not None, version
+        assert [a.cc.sm for a in row.ccs if a.cc.sm not in nvcc13] == [60, 61, 70], version
+    assert ds_rules.default_ccs(kb, Version("0.19.9"), 13) is None  # not known beyond the newest release read
+    newest = ds_rules.default_ccs(kb, Version("0.19.8"), 13)
+    assert newest is not None and ";".join(str(a) for a in newest.ccs) == "6.0;6.1;7.0"
+
+
+def test_cpu_adam_links_curand_cublas_cudart_until_0_19_8(kb: KnowledgeBase) -> None:
+    linked = {(lib.op, lib.library): lib.package for lib in ds_rules.op_libraries(kb, Version("0.19.5"))}
+    assert linked == {
+        ("cpu_adam", "curand"): "libcurand-dev",
+        ("cpu_adam", "cublas"): "libcublas-dev",
+        ("cpu_adam", "cudart"): "cuda-cudart-dev",
+    }
+    assert ds_rules.op_libraries(kb, Version("0.19.8")) == ()
+
+
+def test_conda_forge_tegra_builds_for_jetson_orin(kb: KnowledgeBase) -> None:
+    tegra = [b for b in kb.torch_builds if b.arm_variant == "tegra"]
+    assert [str(v) for b in tegra for v in b.versions] == ["2.11.0", "2.12.0", "2.12.1", "2.13.0"]
+    for build in tegra:
+        assert build.channel == "conda-forge" and build.platform == "linux-aarch64"
+        assert str(build.cuda) == "12.9" and build.arch_list == "8.7+PTX" and build.glibc == MajorMinor(2, 34)
+    assert kb.include_target("linux-aarch64", "tegra").value == "aarch64-linux"
+    assert kb.include_target("linux-aarch64", "sbsa").value == "sbsa-linux"
+
+
+def test_upstream_releases_newer_than_any_conda_build_are_recorded_as_unknown(kb: KnowledgeBase) -> None:
+    newest_conda = max(v for b in kb.torch_builds for v in b.versions)
+    versions = [str(r.version) for r in kb.torch_releases]
+    assert versions == ["2.14.0", "2.14.1", "2.15.0"]
+    for release in kb.torch_releases:
+        assert release.version > newest_conda and release.conda_forge is None
+    assert kb.torch_releases[-1].pypi_cuda is None and kb.torch_releases[-1].note
+
+
+def test_pypi_default_wheels_of_the_upstream_releases(kb: KnowledgeBase) -> None:
+    """Read from the wheels' metadata: 2.14.x requires cuda-toolkit 13.0.3, cuDNN 9.24.0.43, NCCL 2.30.7 and
+    Python >= 3.10; 2.15.0 cuda-toolkit 13.2.2, cuDNN 9.26.0.51, NCCL 2.30.7 and Python >= 3.11."""
+    seen = {str(r.version): (str(r.pypi_default_cuda), r.cudnn, r.nccl, str(r.python_min)) for r in kb.torch_releases}
+    assert seen == {
+        "2.14.0": ("13.0", "9.24", "2.30", "3.10"),
+        "2.14.1": ("13.0", "9.24", "2.30", "3.10"),
+        "2.15.0": ("13.2", "9.26", "2.30", "3.11"),
+    }
 
 
 def test_gcc_limits_never_shrink(kb: KnowledgeBase) -> None:

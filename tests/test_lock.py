@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 from conda_lock.lockfile import parse_conda_lock_file
 
-from envsolver import lock, lockcheck, snapshot
+from envsolver import lock, lockcheck, outputs, snapshot
 from envsolver.cli import main
 from envsolver.errors import ConflictError
 from envsolver.inputs import Options, build_target
@@ -80,6 +80,28 @@ def test_conda_lock_parses_and_validates(a100_offline: Path) -> None:
     jsonschema.validate(doc, json.loads(SCHEMA_PATH.read_text()))
     torch = next(p for p in lockfile.package if p.name == "pytorch")
     assert torch.version == "2.10.0" and torch.build.startswith("cuda129")
+
+
+def test_no_driver_lock_records_the_plans_own_floor(a100_offline: Path, kb: KnowledgeBase) -> None:
+    """Without --driver the lock assumes a driver that fully supports the plan's CUDA (12.9 here), not the newest
+    CUDA the knowledge base knows, and its metadata says which driver that is."""
+    meta = parse_conda_lock_file(a100_offline / "conda-lock.yml").metadata.custom_metadata
+    assert meta["envsolver_virtual_linux-64_cuda"] == "12.9"
+    assert meta["envsolver_driver"] == "not given: the plan needs driver >= 575.51.03 (fully supports CUDA 12.9)"
+    plan = resolve(build_target(Options(gpus=("gh200",)), kb).target, kb)
+    assert lock.virtual_packages(kb, plan)["__cuda"] == str(plan.cuda_version) == "13.0"
+
+
+def test_no_driver_lock_of_a_toolkit_without_a_published_floor_says_so(kb: KnowledgeBase) -> None:
+    plan = resolve(build_target(Options(gpus=("h100",), cuda="13.4", deepspeed=False), kb).target, kb)
+    result = lock.LockResult(plan, {}, (), "live", None, {plan.platform: lock.virtual_packages(kb, plan)})
+    meta = outputs.custom_metadata(result, kb)
+    assert meta["envsolver_virtual_linux-64_cuda"] == "13.4"
+    assert meta["envsolver_driver_min_full"] == "unknown"
+    assert meta["envsolver_driver"] == (
+        "not given: the plan needs a driver that fully supports CUDA 13.4 (the knowledge base does not know its "
+        "version; >= 580 runs it through minor-version compatibility)"
+    )
 
 
 def test_explicit_lock_parses_with_rattler(a100_offline: Path) -> None:
@@ -288,7 +310,7 @@ def test_seed_recipe_locks_offline(tmp_path: Path) -> None:
         assert _package(path, name).url.startswith("https://conda.anaconda.org/nvidia/"), name
     # DeepSpeed's op builder accepts nvcc 12.6 against torch built with 12.1 (both in its CUDA 12 list).
     assert doc["plan"]["cuda_version"] == "12.6" and _package(path, "cuda-nvcc").version.startswith("12.6.")
-    assert doc["plan"]["pip"] == ["deepspeed==0.19.5"]
+    assert doc["plan"]["pip"] == ["deepspeed==0.19.8"]
 
 
 @pytest.mark.parametrize(

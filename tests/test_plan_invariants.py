@@ -55,12 +55,16 @@ def test_invariants(kb: KnowledgeBase, gpu: str, driver: str | None, source: str
     # nvcc and every header package are in, cudatoolkit-dev never is.
     names = {s.name for s in plan.specs}
     assert {h.package for h in kb.op_headers} | {"cuda-nvcc", "ninja"} <= names
+    assert {lib.package for lib in kb.op_libraries} <= names  # the -dev packages with the libraries ops link
     assert "cudatoolkit-dev" not in names and "cudatoolkit" not in names
     # The driver, when given, runs the plan's CUDA (fully, or through minor-version compatibility).
     if plan.driver is not None:
         major = kb.cuda_major(plan.cuda_version.major)
         assert major is not None and plan.driver >= major.mvc_driver
-        assert (plan.compatibility == "full") == (plan.driver >= toolkit.driver)
+        assert (plan.compatibility == "full") == (toolkit.driver is not None and plan.driver >= toolkit.driver)
+    else:
+        # No --driver: the solve assumes a driver that fully supports the plan's own CUDA, no newer one.
+        assert plan.virtual_packages["__cuda"] == str(plan.cuda_version)
     assert plan.virtual_packages["__cuda_arch"] == str(min(g.compute_capability for g in plan.gpus))
     assert plan.source == source
     # The channels the records really come from: pytorch-channel torch runs on nvidia-channel CUDA packages.

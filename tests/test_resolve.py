@@ -6,6 +6,8 @@ build matrices); the comment on a row says why where it is not obvious.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from envsolver.kb import KnowledgeBase
@@ -106,7 +108,7 @@ OK = [
         "3.12",
         "8.0+PTX",
         "full",
-        "pip:0.19.5",
+        "pip:0.19.8",
     ),
     (
         "a100-torch-2.5-legacy",
@@ -117,7 +119,7 @@ OK = [
         "3.12",
         "8.0+PTX",
         "full",
-        "pip:0.19.5",
+        "pip:0.19.8",
     ),
     (
         "a100-torch-2.7",
@@ -140,7 +142,7 @@ OK = [
         "3.13",
         "8.0+PTX",
         "full",
-        "pip:0.19.5",
+        "pip:0.19.8",
     ),
     (
         "a100-torch-range",
@@ -263,7 +265,7 @@ OK = [
         "3.13",
         "7.0+PTX",
         "full",
-        "pip:0.19.5",
+        "pip:0.19.8",
     ),
     ("p100-default", dict(gpus=("p100",)), "2.10.0", "12.9", "12.9", "3.13", "6.0+PTX", "full", "conda:0.18.8"),
     # SASS 6.0 runs on 6.1: the GTX 1080 Ti is served by the 12.9 build's sm_60.
@@ -287,7 +289,7 @@ OK = [
         "3.12",
         "7.5+PTX",
         "minor",
-        "pip:0.19.5",
+        "pip:0.19.8",
     ),
     ("l4-default", dict(gpus=("l4",)), "2.10.0", "12.9", "12.9", "3.13", "8.9+PTX", "full", "conda:0.18.8"),
     (
@@ -321,7 +323,7 @@ OK = [
         "3.12",
         "8.9+PTX",
         "full",
-        "pip:0.19.5",
+        "pip:0.19.8",
     ),
     (
         "h100-driver-525-minor",
@@ -343,7 +345,7 @@ OK = [
         "3.12",
         "9.0+PTX",
         "full",
-        "pip:0.19.5",
+        "pip:0.19.8",
     ),
     (
         "h200-driver-580",
@@ -357,7 +359,7 @@ OK = [
         "conda:0.18.8",
     ),
     # conda-forge builds no deepspeed for linux-aarch64: it comes from PyPI.
-    ("gh200-default", dict(gpus=("gh200",)), "2.13.0", "13.0", "13.0", "3.13", "9.0+PTX", "full", "pip:0.19.5"),
+    ("gh200-default", dict(gpus=("gh200",)), "2.13.0", "13.0", "13.0", "3.13", "9.0+PTX", "full", "pip:0.19.8"),
     (
         "gh200-on-x86",
         dict(gpus=("gh200",), platform="linux-64"),
@@ -382,7 +384,7 @@ OK = [
     ),
     # SASS 10.0 runs on 10.3; nvcc 12.9 builds sm_103.
     ("b300-default", dict(gpus=("b300",)), "2.10.0", "12.9", "12.9", "3.13", "10.3+PTX", "full", "conda:0.18.8"),
-    ("gb200-default", dict(gpus=("gb200",)), "2.13.0", "13.0", "13.0", "3.13", "10.0+PTX", "full", "pip:0.19.5"),
+    ("gb200-default", dict(gpus=("gb200",)), "2.13.0", "13.0", "13.0", "3.13", "10.0+PTX", "full", "pip:0.19.8"),
     (
         "rtx5090-driver-575",
         dict(gpus=("rtx5090",), driver="575.51.03"),
@@ -406,9 +408,9 @@ OK = [
         "conda:0.18.8",
     ),
     # CUDA 13 aarch64 builds serve Jetson (tegra and sbsa are one platform from 13.0); 2.13 adds sm_87.
-    ("jetson-orin", dict(gpus=("jetson-orin",)), "2.13.0", "13.0", "13.0", "3.13", "8.7+PTX", "full", "pip:0.19.5"),
-    ("jetson-thor", dict(gpus=("jetson-thor",)), "2.13.0", "13.0", "13.0", "3.13", "11.0+PTX", "full", "pip:0.19.5"),
-    ("gb10", dict(gpus=("gb10",)), "2.13.0", "13.0", "13.0", "3.13", "12.1+PTX", "full", "pip:0.19.5"),
+    ("jetson-orin", dict(gpus=("jetson-orin",)), "2.13.0", "13.0", "13.0", "3.13", "8.7+PTX", "full", "pip:0.19.8"),
+    ("jetson-thor", dict(gpus=("jetson-thor",)), "2.13.0", "13.0", "13.0", "3.13", "11.0+PTX", "full", "pip:0.19.8"),
+    ("gb10", dict(gpus=("gb10",)), "2.13.0", "13.0", "13.0", "3.13", "12.1+PTX", "full", "pip:0.19.8"),
     (
         "cluster-v100-a100-h100-535",
         dict(gpus=("v100", "a100", "h100"), driver="535.104.05"),
@@ -627,3 +629,50 @@ def test_env_for_the_hook(kb: KnowledgeBase) -> None:
         "TORCH_CUDA_ARCH_LIST": "9.0+PTX",
         "DS_ACCELERATOR": "cuda",
     }
+
+
+def _specs(plan: object) -> list[str]:
+    return [str(s) for s in plan.specs]  # type: ignore[attr-defined]
+
+
+def test_jetson_orin_gets_the_tegra_build_with_its_variant_and_headers(kb: KnowledgeBase) -> None:
+    """With CUDA 12.9, conda-forge's tegra build (8.7+PTX, glibc 2.34) serves Orin, selected with
+    `arm-variant * tegra`, its headers under targets/aarch64-linux (sbsa's are under targets/sbsa-linux)."""
+    plan = plan_for(kb, gpus=("jetson-orin",), torch="2.12", cuda="12.9", glibc="2.35")
+    assert (plan.torch_version, str(plan.torch_cuda), plan.platform) == ("2.12.1", "12.9", "linux-aarch64")
+    assert "arm-variant * tegra" in _specs(plan)
+    assert plan.env["CPATH"] == "${CONDA_PREFIX}/targets/aarch64-linux/include"
+    assert plan.torch_cuda_arch_list == "8.7+PTX"
+
+
+def test_tegra_builds_need_glibc_2_34(kb: KnowledgeBase) -> None:
+    error = error_for(kb, gpus=("jetson-orin",), torch="2.12", cuda="12.9")
+    assert "`--glibc 2.34` gives torch 2.12.1 cu129 with CUDA 12.9" in str(error)
+    assert any("needs glibc >= 2.34" in because for _, because in error.rejected)  # type: ignore[attr-defined]
+
+
+def test_tegra_builds_never_serve_arm_servers(kb: KnowledgeBase) -> None:
+    """A tegra build carries SASS for 8.7, which the CC rule would let an 8.9 GPU use: the variant decides."""
+    sbsa_less = replace(kb, torch_builds=tuple(b for b in kb.torch_builds if b.arm_variant != "sbsa"))
+    error = error_for(sbsa_less, gpus=("l4",), platform="linux-aarch64", torch="2.12", cuda="12.9", glibc="2.35")
+    assert "tegra" in str(error) and "Jetson" in str(error)
+    plan = plan_for(kb, gpus=("l4",), platform="linux-aarch64", torch="2.12", cuda="12.9", glibc="2.35")
+    assert "arm-variant * tegra" not in _specs(plan)
+    assert plan.env["CPATH"].endswith("/targets/sbsa-linux/include")
+
+
+def test_cuda_13_4_plans_though_its_full_support_driver_is_unknown(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("h100",), cuda="13.4", deepspeed=False)
+    assert str(plan.cuda_version) == "13.4" and plan.virtual_packages["__cuda"] == "13.4"
+    text = " ".join([*plan.warnings, *(r.because for r in plan.reasons)])
+    assert "None" not in text
+    assert any("does not know the driver that fully supports CUDA 13.4" in w for w in plan.warnings)
+    minor = plan_for(kb, gpus=("h100",), cuda="13.4", deepspeed=False, driver="615.71.09")
+    assert minor.compatibility == "minor"
+    error = error_for(kb, gpus=("h100",), cuda="13.4", deepspeed=False, driver="615.71.09", driver_compat="full")
+    assert "only through minor-version compatibility" in str(error) and "None" not in str(error)
+
+
+def test_every_plan_holds_the_libraries_cpu_adam_links(kb: KnowledgeBase) -> None:
+    names = {s.name for s in plan_for(kb, gpus=("a100",)).specs}
+    assert {"libcurand-dev", "libcublas-dev", "cuda-cudart-dev"} <= names

@@ -63,6 +63,15 @@ def same(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# A conda prefix with CUDA 13.0's dev packages but no libcurand-dev (which holds libcurand.so).
+CONDA_META = [
+    {"name": "cuda-version", "version": "13.0", "build": "h0"},
+    {"name": "libcublas-dev", "version": "13.0.2.14", "build": "h0"},
+    {"name": "cuda-cudart-dev", "version": "13.0.96", "build": "h0"},
+]
+CURAND = {"name": "libcurand-dev", "version": "10.4.0.35", "build": "h0"}
+
+
 # (check id, how to change the healthy facts, expected status, phrase in detail or fix)
 TABLE = [
     ("driver", same, "pass", "driver 580.159.04"),
@@ -130,7 +139,26 @@ TABLE = [
     ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "8.0"), "fail", "does not cover NVIDIA H200"),
     ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "9.0a"), "warn", "cannot parse arch suffixes"),
     ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "nine"), "fail", "malformed"),
-    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", None), "skip", "not set"),
+    # Unset: DeepSpeed's ahead-of-time builds fall back to its CUDA 13 default 6.0;6.1;7.0, which nvcc 13 cannot build.
+    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", None), "warn", "defaults to 6.0;6.1;7.0"),
+    ("torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", None), "warn", "export TORCH_CUDA_ARCH_LIST='9.0+PTX'"),
+    (
+        "torch_cuda_arch_list",
+        lambda d: edit("nvcc.archs", None)(edit("nvcc.version", "12.9")(edit("env.TORCH_CUDA_ARCH_LIST", None)(d))),
+        "skip",
+        "not set",
+    ),
+    ("op_libraries", same, "skip", "no conda packages"),
+    ("op_libraries", lambda d: {**d, "conda_meta": CONDA_META}, "fail", "libcurand-dev cuda-version=13.0"),
+    ("op_libraries", lambda d: {**d, "conda_meta": CONDA_META}, "fail", "-lcurand"),
+    ("op_libraries", lambda d: {**d, "conda_meta": [*CONDA_META, CURAND]}, "pass", "libcurand-dev"),
+    (
+        "op_libraries",
+        lambda d: edit("deepspeed.version", "0.19.8")({**d, "conda_meta": CONDA_META}),
+        "pass",
+        "links no CUDA library",
+    ),
+    ("op_libraries", lambda d: {**d, "conda_meta": CONDA_META, "deepspeed": None}, "skip", "DeepSpeed"),
     ("deepspeed_ops", same, "pass", "FusedAdam loads"),
     ("deepspeed_ops", edit("deepspeed.fused_adam_built", False), "fail", "not built"),
     ("deepspeed_ops", edit("deepspeed.accelerator", "cpu"), "fail", "DS_ACCELERATOR=cuda"),
@@ -170,6 +198,20 @@ def test_check_states(kb: KnowledgeBase, check_id: str, change: Any, status: str
     assert phrase in check.detail + " " + check.fix
     if status in ("fail", "warn") and check_id not in ("nccl",):
         assert check.fix
+
+
+def test_unset_arch_list_fix_takes_the_locks_arch_list(kb: KnowledgeBase) -> None:
+    doc = edit("env.TORCH_CUDA_ARCH_LIST", None)(healthy())
+    meta = {"envsolver_torch_cuda_arch_list": "8.0;9.0+PTX"}
+    check = result(kb, "torch_cuda_arch_list", doc, lock_meta=meta)
+    assert check.status == "warn" and check.fix.startswith("export TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX'")
+
+
+def test_real_cpu_machine_with_deepspeed_and_nvcc_13_but_no_arch_list(kb: KnowledgeBase) -> None:
+    """The captured CPU venv: DeepSpeed 0.19.5, nvcc 13.0, no GPU, TORCH_CUDA_ARCH_LIST unset."""
+    check = result(kb, "torch_cuda_arch_list", facts("cpu-venv-facts"))
+    assert check.status == "warn" and "nvcc 13.0 cannot build 6.0, 6.1, 7.0" in check.detail
+    assert "export TORCH_CUDA_ARCH_LIST=" in check.fix
 
 
 def test_probe_default_headers_are_the_knowledge_base_list(kb: KnowledgeBase) -> None:
@@ -399,3 +441,36 @@ def test_probe_output_in_one_read_is_not_lost(tmp_path: Path) -> None:
         facts = verify_run.probe(fake, True, False, 10.0, {"PATH": "/usr/bin:/bin"}, (), seen.append)
         assert facts["torch"] == {"error": "No module named torch"}
     assert seen == [{"python": {"version": "3.11"}}] * 20
+
+
+def test_op_libraries_reads_deepspeeds_version_from_conda_or_the_lock(kb: KnowledgeBase) -> None:
+    """DeepSpeed not probed: its conda package, else the lock's pip line, tells which ops link what."""
+    doc = {**healthy(), "deepspeed": None, "conda_meta": [*CONDA_META, {"name": "deepspeed", "version": "0.18.8"}]}
+    assert result(kb, "op_libraries", doc).status == "fail"
+    doc = {**healthy(), "deepspeed": None, "conda_meta": CONDA_META}
+    pip = {"envsolver_pip_not_locked": "deepspeed==0.19.8"}
+    assert result(kb, "op_libraries", doc, lock_meta=pip).status == "pass"
+
+
+def test_the_shipped_no_driver_lock_fits_the_h200_it_was_made_for(kb: KnowledgeBase) -> None:
+    """locks/h200 was made without --driver; the H200 capture's driver (580.159.04) fully supports its CUDA 12.9.
+    The lock used to record __cuda 13.3 (the newest CUDA known), which made verify fail on this very host."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    lock = Path(__file__).parent.parent / "locks" / "h200" / "conda-lock.yml"
+    meta = parse_conda_lock_file(lock).metadata.custom_metadata or {}
+    check = result(kb, "host_vs_lock", healthy(), lock_meta=meta)
+    assert check.status == "pass", check.detail
+
+
+def test_a_cuda_whose_full_support_driver_is_unknown_is_not_called_unsupported(kb: KnowledgeBase) -> None:
+    """CUDA 13.4 publishes no full-support minimum: a 615 driver is not said to fall short, and no fix names
+    a driver version the knowledge base does not have."""
+    doc = edit("driver.version", "615.71.09")(edit("torch.cuda", "13.4")(healthy()))
+    check = result(kb, "driver_supports_torch_cuda", doc)
+    assert check.status == "warn" and "None" not in f"{check.detail} {check.fix}"
+    assert "13.4" in check.detail and "does not know" in check.detail
+    meta = {**LOCK_META, "envsolver_virtual_linux-64_cuda": "13.4"}
+    check = result(kb, "host_vs_lock", edit("driver.version", "615.71.09")(healthy()), lock_meta=meta)
+    assert check.status == "warn" and "does not know which driver fully supports CUDA 13.4" in check.detail
+    assert check.fix

@@ -26,13 +26,16 @@ from envsolver.kb.model import (
     ArchRename,
     CudaMajor,
     DeepSpeedCondaBuild,
+    DeepSpeedDefaultCcs,
     DeepSpeedRelease,
     Fact,
     Gpu,
     KnowledgeBase,
     OpHeader,
+    OpLibrary,
     Toolkit,
     TorchBuild,
+    TorchRelease,
 )
 from envsolver.versions import DriverVersion, MajorMinor
 
@@ -270,7 +273,7 @@ def _toolkit(r: _Row) -> Toolkit:
     sm = r.nullable("sm", _int_list)
     return Toolkit(
         version=r.get("version", _mm),
-        driver=r.get("driver", _driver),
+        driver=r.nullable("driver", _driver),
         sm=frozenset(sm) if sm is not None else None,
         gcc_max=r.nullable("gcc_max", _int),
         source=r.source(),
@@ -335,6 +338,49 @@ def _ds_conda(r: _Row) -> DeepSpeedCondaBuild:
     )
 
 
+def _ds_default_ccs(r: _Row) -> DeepSpeedDefaultCcs:
+    return DeepSpeedDefaultCcs(
+        since=r.get("since", _version),
+        latest=r.get("latest", _version),
+        cuda_major=r.get("cuda_major", _int),
+        ccs=r.get("ccs", lambda v: parse_arch_list(_str(v))),
+        source=r.source(),
+    )
+
+
+def _op_library(r: _Row) -> OpLibrary:
+    return OpLibrary(
+        op=r.get("op", _str),
+        library=r.get("library", _str),
+        since=r.get("since", _version),
+        latest=r.get("latest", _version),
+        package=r.get("package", _str),
+        source=r.source(),
+    )
+
+
+def _torch_release(r: _Row) -> TorchRelease:
+    return TorchRelease(
+        version=r.get("version", _version),
+        pypi_cuda=r.nullable("pypi_cuda", _mm_list),
+        pypi_default_cuda=r.nullable("pypi_default_cuda", _mm),
+        cudnn=r.nullable("cudnn", _str),
+        nccl=r.nullable("nccl", _str),
+        python_min=r.nullable("python_min", _mm),
+        conda_forge=r.nullable("conda_forge", _bool),
+        source=r.source(),
+        note=r.get("note", _str, optional=True),
+    )
+
+
+def _target_include(r: _Row) -> tuple[str, Fact]:
+    """(platform, or platform:arm_variant where the variant has its own directory) -> targets/<name>."""
+    platform = r.get("platform", _choice(PLATFORMS))
+    variant = r.get("arm_variant", _choice(["sbsa", "tegra"]), optional=True)
+    key = f"{platform}:{variant}" if variant else platform
+    return key, Fact(r.get("target", _str), r.source())
+
+
 def _op_header(r: _Row) -> OpHeader:
     return OpHeader(r.get("header", _str), r.get("package", _str), r.source())
 
@@ -375,9 +421,7 @@ def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
     pip_deps = ds.one("pip_run_deps", lambda r: (r.get("names", _str_list), r.source()))
     no_mixing = conda.one("no_mixing", lambda r: (r.get("first", _mm), r.get("last", _mm), r.source()))
     cxx = conda.one("toolchain", lambda r: _toolchain(r))
-    targets = conda.rows(
-        "targets_include", lambda r: (r.get("platform", _choice(PLATFORMS)), Fact(r.get("target", _str), r.source()))
-    )
+    targets = conda.rows("targets_include", _target_include)
     platform_vpkgs = conda.rows("platform_virtual_packages", _platform_vpkgs)
     kb = KnowledgeBase(
         gpus=gpus,
@@ -401,6 +445,10 @@ def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
         deepspeed_arch_suffixes=ds.one("arch_suffixes", _fact("breaks_versions")) or Fact("", ()),
         extra_headers=conda.rows("extra_headers", _op_header),
         cudnn_cuda12_below=conda.one("cudnn_cuda12_below", _fact("version")) or Fact("", ()),
+        deepspeed_default_ccs=ds.rows("default_ccs", _ds_default_ccs),
+        op_libraries=ds.rows("op_libraries", _op_library),
+        torch_releases=torch.rows("upstream_releases", _torch_release),
+        cuda_global_pin=cuda.one("conda_forge_cuda_pin", _fact("version")) or Fact("", ()),
         sources=sources,
     )
     if problems:

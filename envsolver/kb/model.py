@@ -49,7 +49,7 @@ class CudaMajor:
 @dataclass(frozen=True)
 class Toolkit:
     version: MajorMinor
-    driver: DriverVersion
+    driver: DriverVersion | None  # the full-support minimum; None where NVIDIA publishes none (13.4 on)
     sm: frozenset[int] | None
     gcc_max: int | None
     source: tuple[str, ...]
@@ -115,6 +115,52 @@ class DeepSpeedRelease:
 
 
 @dataclass(frozen=True)
+class DeepSpeedDefaultCcs:
+    """What DeepSpeed's op builder targets, releases `since`..`latest`, when TORCH_CUDA_ARCH_LIST is unset and
+    ops are built ahead of time with an nvcc of `cuda_major`."""
+
+    since: Version
+    latest: Version
+    cuda_major: int
+    ccs: tuple[Arch, ...]
+    source: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return ";".join(str(a) for a in self.ccs)
+
+
+@dataclass(frozen=True)
+class OpLibrary:
+    """A CUDA library a DeepSpeed op links (-l`library`) in releases `since`..`latest`, and the conda package
+    that holds its unversioned lib`library`.so."""
+
+    op: str
+    library: str
+    since: Version
+    latest: Version
+    package: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    """An upstream PyTorch release newer than every conda build in the KB: its CUDA variants (None: unknown),
+    what its default PyPI wheel requires (CUDA, cuDNN, NCCL, Python; None: unknown) and whether conda-forge has
+    builds (None: not confirmed either way)."""
+
+    version: Version
+    pypi_cuda: tuple[MajorMinor, ...] | None
+    pypi_default_cuda: MajorMinor | None
+    cudnn: str | None
+    nccl: str | None
+    python_min: MajorMinor | None
+    conda_forge: bool | None
+    source: tuple[str, ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class DeepSpeedCondaBuild:
     """conda-forge deepspeed CUDA builds of these versions, pinned to one torch minor."""
 
@@ -177,6 +223,10 @@ class KnowledgeBase:
     deepspeed_arch_suffixes: Fact
     extra_headers: tuple[OpHeader, ...]
     cudnn_cuda12_below: Fact
+    deepspeed_default_ccs: tuple[DeepSpeedDefaultCcs, ...]
+    op_libraries: tuple[OpLibrary, ...]
+    torch_releases: tuple[TorchRelease, ...]
+    cuda_global_pin: Fact
     sources: dict[str, str] = field(default_factory=dict)
     # None for the shipped KB; the KB restricted to what the bundled snapshot can lock carries its name and
     # nvcc versions (snapshot.coverage.restrict).
@@ -187,3 +237,8 @@ class KnowledgeBase:
 
     def cuda_major(self, major: int) -> CudaMajor | None:
         return next((m for m in self.cuda_majors if m.major == major), None)
+
+    def include_target(self, platform: str, arm_variant: str | None = None) -> Fact:
+        """The targets/<name> directory conda's CUDA headers go to: per platform, or per arm variant where it
+        has its own (tegra)."""
+        return self.targets_include.get(f"{platform}:{arm_variant}") or self.targets_include[platform]

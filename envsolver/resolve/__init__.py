@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from envsolver.errors import ConflictError, Kind
-from envsolver.kb.model import KnowledgeBase, Platform
+from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
 from envsolver.plan import Plan, Reason
 from envsolver.resolve import archs, driver, ways_out
 from envsolver.resolve.candidates import Candidate, Problem, pick
@@ -56,15 +56,17 @@ def choose(target: Target, kb: KnowledgeBase) -> Plan:
         message = _no_candidate_message(kb, target, platform, problems)
         raise ConflictError(message, [(r.candidate, r.because) for r in rejected])
     if target.driver is None:
-        warnings.append(
-            f"no --driver given: assuming a current driver. This plan needs driver >= {chosen.toolkit.driver} "
-            f"(CUDA {chosen.toolkit.version}); pass --driver with the compute nodes' version, or use --gpu auto there."
-        )
+        warnings.append(_no_driver_warning(kb, chosen.toolkit))
     if chosen.compatibility == "minor":
+        upgrade = (
+            f"Upgrade the driver to {chosen.toolkit.driver}"
+            if chosen.toolkit.driver is not None
+            else f"Use a driver that fully supports CUDA {chosen.toolkit.version}"
+        )
         warnings.append(
             f"compatibility: minor. Driver {target.driver} runs CUDA {chosen.toolkit.version} only through "
             "minor-version compatibility: every target GPU has SASS in this torch build, but PTX JIT of code built "
-            f"with a newer toolkit fails. Upgrade the driver to {chosen.toolkit.driver} for full support."
+            f"with a newer toolkit fails. {upgrade} for full support."
         )
     if chosen.deepspeed is not None and chosen.deepspeed.conda is None and chosen.build.channel == "conda-forge":
         why = no_conda_text(kb, chosen.build, chosen.torch, chosen.toolkit.version, chosen.python)
@@ -78,7 +80,7 @@ def choose(target: Target, kb: KnowledgeBase) -> Plan:
         *_cuda_reasons(kb, target, chosen, arch_list),
         *assembly.reasons,
     ]
-    include = kb.targets_include[platform]
+    include = kb.include_target(platform, chosen.build.arm_variant)
     env = {
         "CUDA_HOME": "${CONDA_PREFIX}",
         "CPATH": f"${{CONDA_PREFIX}}/targets/{include.value}/include",
@@ -117,6 +119,20 @@ def choose(target: Target, kb: KnowledgeBase) -> Plan:
         rejected=tuple(rejected),
         warnings=tuple(warnings),
         sources=dict(kb.sources),
+    )
+
+
+def _no_driver_warning(kb: KnowledgeBase, toolkit: Toolkit) -> str:
+    """The plan's driver floor, which the lock records as __cuda (the solve assumes no newer driver)."""
+    fix = "pass --driver with the compute nodes' version, or use --gpu auto there."
+    if toolkit.driver is not None:
+        return (
+            f"no --driver given: assuming a current driver. This plan needs driver >= {toolkit.driver} "
+            f"(CUDA {toolkit.version}); {fix}"
+        )
+    return (
+        "no --driver given: assuming a current driver. The knowledge base does not know the driver that fully "
+        f"supports CUDA {toolkit.version}: {driver.requirement_text(kb, toolkit.version)}; {fix}"
     )
 
 
@@ -161,7 +177,7 @@ def _check_driver_floors(kb: KnowledgeBase, target: Target) -> None:
         )
         branch = f" ({gpu.architecture} GPUs need driver branch R{gpu.min_driver} or newer)" if gpu.min_driver else ""
         raise ConflictError(
-            f"{gpu.name} ({sm}){needs}, which needs driver >= {first.driver}{branch}; "
+            f"{gpu.name} ({sm}){needs}, which needs {driver.full_driver_text(kb, first.version)}{branch}; "
             f"driver {target.driver} {driver.supports_text(kb, target.driver)}"
         )
 
@@ -244,11 +260,13 @@ def _cuda_reasons(kb: KnowledgeBase, target: Target, c: Candidate, arch_list: st
 
 
 def _virtual_packages(kb: KnowledgeBase, target: Target, c: Candidate) -> dict[str, str]:
+    """__cuda: what the given driver fully supports; with no --driver, the plan's own CUDA (its driver floor),
+    never a newer CUDA than the plan needs."""
     if target.driver is not None:
         newest = driver.newest_full_cuda(kb, target.driver)
         cuda = str(newest.version) if newest else str(c.toolkit.version)
     else:
-        cuda = str(max(t.version for t in kb.toolkits))
+        cuda = str(c.toolkit.version)
     return {
         "__cuda": cuda,
         "__glibc": str(target.glibc),

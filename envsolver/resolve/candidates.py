@@ -106,11 +106,9 @@ def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit:
     if no_sass:
         sms = ", ".join(f"sm_{cc.sm}" for cc in no_sass)
         return Problem(f"no {sms}, needed by {gpu_names(target, no_sass)} (its arch list is {build.arch_list})")
-    if any(g.segment == "embedded" for g in target.gpus) and build.cuda.major < 13:
-        return Problem(
-            f"CUDA {build.cuda} linux-aarch64 builds are for Arm servers (sbsa), not Jetson (tegra); tegra and "
-            "sbsa are one platform from CUDA 13.0"
-        )
+    variant = _variant_problem(target, build)
+    if variant is not None:
+        return variant
     missing = archs.unbuildable(kb, toolkit, ccs)
     if missing is None:
         return Problem(f"the SM targets of nvcc {toolkit.version} are not confirmed in the knowledge base")
@@ -139,6 +137,23 @@ def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit:
                 f"driver {target.driver} runs CUDA {toolkit.version} only through minor-version "
                 f"compatibility ({supports})"
             )
+    return None
+
+
+def _variant_problem(target: Target, build: TorchBuild) -> Problem | None:
+    """Before CUDA 13, Jetson (tegra) and Arm servers (sbsa) are different builds of the same version and build
+    string: a Jetson needs a tegra build, and a tegra build (Orin's sm_87 only) is for Jetson alone."""
+    if build.cuda.major >= 13:
+        return None
+    embedded = any(g.segment == "embedded" for g in target.gpus)
+    if embedded and build.arm_variant != "tegra":
+        return Problem(
+            f"CUDA {build.cuda} {build.platform} builds other than tegra are for servers (sbsa), not Jetson; tegra "
+            "and sbsa are one platform from CUDA 13.0"
+        )
+    if not embedded and build.arm_variant == "tegra":
+        servers = gpu_names(target, list(target.ccs))
+        return Problem(f"a tegra build, for Jetson devices, not for {servers} on an Arm server (sbsa)")
     return None
 
 

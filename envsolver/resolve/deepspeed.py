@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from envsolver.kb.model import DeepSpeedCondaBuild, DeepSpeedRelease, KnowledgeBase, TorchBuild
+from envsolver.kb.model import (
+    DeepSpeedCondaBuild,
+    DeepSpeedDefaultCcs,
+    DeepSpeedRelease,
+    KnowledgeBase,
+    OpLibrary,
+    TorchBuild,
+)
 from envsolver.versions import MajorMinor
 
 
@@ -37,6 +44,19 @@ def release_of(kb: KnowledgeBase, version: Version) -> DeepSpeedRelease | None:
         if row.since <= version:
             found = row
     return found if found and version <= found.latest else None
+
+
+def default_ccs(kb: KnowledgeBase, version: Version, cuda_major: int) -> DeepSpeedDefaultCcs | None:
+    """What this DeepSpeed release builds for, with an nvcc of this major, when TORCH_CUDA_ARCH_LIST is unset
+    (ahead-of-time builds); None where the KB does not know."""
+    return next(
+        (r for r in kb.deepspeed_default_ccs if r.cuda_major == cuda_major and r.since <= version <= r.latest), None
+    )
+
+
+def op_libraries(kb: KnowledgeBase, version: Version | None = None) -> tuple[OpLibrary, ...]:
+    """The CUDA libraries DeepSpeed's ops link in this release (every release's, when None)."""
+    return tuple(lib for lib in kb.op_libraries if version is None or lib.since <= version <= lib.latest)
 
 
 def choose(

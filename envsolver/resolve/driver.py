@@ -12,7 +12,7 @@ Support = Literal["full", "minor", "none"]
 
 def newest_full_cuda(kb: KnowledgeBase, driver: DriverVersion) -> Toolkit | None:
     """The newest toolkit whose every feature this driver supports (what nvidia-smi calls 'CUDA Version')."""
-    fitting = [t for t in kb.toolkits if t.driver <= driver]
+    fitting = [t for t in kb.toolkits if t.driver is not None and t.driver <= driver]
     return max(fitting, key=lambda t: t.version) if fitting else None
 
 
@@ -20,7 +20,7 @@ def support(kb: KnowledgeBase, driver: DriverVersion, cuda: MajorMinor) -> Suppo
     """'full' when the driver meets the release's own minimum, 'minor' when only the major's
     minor-version-compatibility floor, 'none' otherwise (or when the KB lacks the release)."""
     toolkit = kb.toolkit(cuda)
-    if toolkit is not None and driver >= toolkit.driver:
+    if toolkit is not None and toolkit.driver is not None and driver >= toolkit.driver:
         return "full"
     major = kb.cuda_major(cuda.major)
     if major is not None and driver >= major.mvc_driver:
@@ -36,8 +36,27 @@ def supports_text(kb: KnowledgeBase, driver: DriverVersion) -> str:
 
 def requirement_text(kb: KnowledgeBase, cuda: MajorMinor) -> str:
     """'CUDA 12.9 needs driver >= 575.51.03 (>= 525.60.13 through minor-version compatibility)'."""
-    toolkit = kb.toolkit(cuda)
     major = kb.cuda_major(cuda.major)
-    full = f"driver >= {toolkit.driver}" if toolkit else "a driver the knowledge base does not list"
     mvc = f" (>= {major.mvc_driver} through minor-version compatibility)" if major else ""
-    return f"CUDA {cuda} needs {full}{mvc}"
+    return f"CUDA {cuda} needs {full_driver_text(kb, cuda)}{mvc}"
+
+
+def full_driver_text(kb: KnowledgeBase, cuda: MajorMinor) -> str:
+    """'driver >= 575.51.03', or what is said where NVIDIA publishes no full-support minimum."""
+    toolkit = kb.toolkit(cuda)
+    if toolkit is None:
+        return "a driver the knowledge base does not list"
+    if toolkit.driver is None:
+        return f"a driver that fully supports CUDA {cuda}, whose version the knowledge base does not know"
+    return f"driver >= {toolkit.driver}"
+
+
+def floor_text(kb: KnowledgeBase, cuda: MajorMinor) -> str:
+    """What a plan of this CUDA needs of a driver nobody named: 'driver >= 575.51.03 (fully supports CUDA
+    12.9)', or for a release without a published minimum 'a driver that fully supports CUDA 13.4 (...)'."""
+    toolkit = kb.toolkit(cuda)
+    if toolkit is not None and toolkit.driver is not None:
+        return f"driver >= {toolkit.driver} (fully supports CUDA {cuda})"
+    major = kb.cuda_major(cuda.major)
+    mvc = f"; >= {major.mvc_driver} runs it through minor-version compatibility" if major else ""
+    return f"a driver that fully supports CUDA {cuda} (the knowledge base does not know its version{mvc})"

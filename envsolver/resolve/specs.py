@@ -52,7 +52,19 @@ def gcc_max(kb: KnowledgeBase, toolkit: Toolkit) -> tuple[int | None, Toolkit | 
 
 
 def _header_packages(kb: KnowledgeBase) -> list[str]:
-    return list(dict.fromkeys(h.package for h in kb.op_headers))
+    """The packages with DeepSpeed's op headers, then those with the libraries its ops link (libX.so)."""
+    return list(dict.fromkeys([*(h.package for h in kb.op_headers), *(lib.package for lib in kb.op_libraries)]))
+
+
+def _links_text(kb: KnowledgeBase) -> str:
+    """', and cpu_adam (DeepSpeed 0.14.0-0.19.7) links -lcurand (libcurand-dev), ...' or ''."""
+    parts = []
+    for op in dict.fromkeys(lib.op for lib in kb.op_libraries):
+        rows = [lib for lib in kb.op_libraries if lib.op == op]
+        since, latest = min(r.since for r in rows), max(r.latest for r in rows)
+        libs = ", ".join(f"-l{r.library} ({r.package})" for r in rows)
+        parts.append(f"{op} (DeepSpeed {since}-{latest}) links {libs}")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
@@ -61,6 +73,9 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
     specs: list[CondaSpec] = [CondaSpec("python", f"{c.python}.*")]
     reasons: list[Reason] = []
     specs.append(CondaSpec("pytorch", f"=={c.torch}", spec_glob(build.build)))
+    if build.arm_variant == "tegra":
+        # The tegra and sbsa builds share version and build string; the arm-variant package tells them apart.
+        specs.append(CondaSpec("arm-variant", None, "tegra"))
     nvcc = kb.nvcc_package.value
     headers = _header_packages(kb)
     if legacy:
@@ -71,6 +86,7 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
         specs.append(CondaSpec(nvcc))
     specs.extend(CondaSpec(name) for name in headers)
     header_list = ", ".join(f"{h.header} ({h.package})" for h in kb.op_headers)
+    links = _links_text(kb)
     where = (
         f"the nvidia channel, {nvcc} pinned to {c.toolkit.version}"
         if legacy
@@ -79,11 +95,15 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
     reasons.append(
         Reason(
             f"nvcc and CUDA headers: {', '.join([nvcc, *headers])} from {where}",
-            f"DeepSpeed's ops and torch's CUDAContext include {header_list}; these packages hold them, and "
+            f"DeepSpeed's ops and torch's CUDAContext include {header_list}{links}; these packages hold them, and "
             f"{nvcc} puts nvcc at $CONDA_PREFIX/bin/nvcc. cudatoolkit-dev is not used: conda-forge's stops at "
             f"{kb.cudatoolkit_dev_last.value} and downloads the toolkit in a post-link script, so advice such as "
             f"`cudatoolkit-dev={build.cuda}` cannot be satisfied; the packages above replace it.",
-            tuple(dict.fromkeys(s for h in kb.op_headers for s in h.source))
+            tuple(
+                dict.fromkeys(
+                    [*(s for h in kb.op_headers for s in h.source), *(s for lib in kb.op_libraries for s in lib.source)]
+                )
+            )
             + kb.nvcc_package.source
             + kb.cudatoolkit_dev_last.source,
         )

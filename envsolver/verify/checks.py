@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from envsolver.verify.checks_base import Check, Context
+from envsolver.verify.checks_deepspeed import check_op_libraries
 from envsolver.verify.checks_host import (
     check_driver,
     check_gpus,
@@ -48,6 +49,7 @@ CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
     ("nvcc", check_nvcc, ()),
     ("cuda_version_match", check_cuda_version_match, ("nvcc", "torch_cuda_build")),
     ("headers", check_headers, ()),
+    ("op_libraries", check_op_libraries, ()),
     ("libcudart", check_libcudart, ("torch_cuda_build",)),
     ("cudnn", check_cudnn, ("torch_cuda_build",)),
     ("nccl", check_nccl, ("torch_cuda_build",)),

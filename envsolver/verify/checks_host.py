@@ -7,6 +7,7 @@ from envsolver.archlist import parse_arch_list
 from envsolver.kb.gpus import lookup
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
+from envsolver.verify.checks_deepspeed import unset_arch_list
 from envsolver.versions import leading_major_minor
 
 
@@ -109,7 +110,7 @@ def check_host_compiler(ctx: Context) -> Check:
 def check_torch_cuda_arch_list(ctx: Context) -> Check:
     value = (ctx.facts.get("env") or {}).get("TORCH_CUDA_ARCH_LIST")
     if not value:
-        return Check("torch_cuda_arch_list", "skip", "TORCH_CUDA_ARCH_LIST is not set")
+        return unset_arch_list(ctx)
     try:
         archs = parse_arch_list(value)
     except ValueError:

@@ -37,15 +37,22 @@ def check_host_vs_lock(ctx: Context) -> Check:
     meta = ctx.lock_meta
     if not meta:
         return Check("host_vs_lock", "skip", "no lock metadata")
-    problems = []
+    problems, unknown = [], []
     version = driver_version(ctx)
     plat = next((k for k in meta if k.endswith("_cuda") and k.startswith("envsolver_virtual_")), None)
     if version is not None and plat:
         wanted = leading_major_minor(meta[plat])
         have = driver_rules.newest_full_cuda(ctx.kb, version)
         floor = meta.get("envsolver_driver_min_minor_compat")
+        wanted_toolkit = ctx.kb.toolkit(wanted) if wanted else None
         if floor and version < parse_driver(floor):
             problems.append(f"driver {version} is older than the lock's floor {floor}")
+        elif wanted and have and have.version < wanted and wanted_toolkit and wanted_toolkit.driver is None:
+            unknown.append(
+                f"the lock was solved for __cuda={wanted}, and the knowledge base does not know which driver fully "
+                f"supports CUDA {wanted} (NVIDIA publishes no minimum); driver {version} fully supports CUDA <= "
+                f"{have.version} and runs {wanted} at least through minor-version compatibility"
+            )
         elif wanted and have and have.version < wanted:
             problems.append(
                 f"the lock was solved for __cuda={wanted}; driver {version} fully supports CUDA <= {have.version}"
@@ -61,8 +68,11 @@ def check_host_vs_lock(ctx: Context) -> Check:
             problems.append(
                 f"{g['name']} (CC {g.get('compute_capability')}) is not a target of the lock ({', '.join(ccs)})"
             )
-    if problems:
+    if problems or unknown:
         return Check(
-            "host_vs_lock", "fail", "; ".join(problems), "remake the lock for this host: envsolver make --gpu auto"
+            "host_vs_lock",
+            "fail" if problems else "warn",
+            "; ".join(problems + unknown),
+            "remake the lock for this host: envsolver make --gpu auto",
         )
     return Check("host_vs_lock", "pass", "this host meets the lock's driver, glibc and GPU assumptions")

@@ -47,23 +47,32 @@ def check_driver_supports_torch_cuda(ctx: Context) -> Check:
         return Check("driver_supports_torch_cuda", "skip", "needs the driver and torch's CUDA version")
     level = driver_rules.support(ctx.kb, version, built)
     toolkit = ctx.kb.toolkit(built)
-    need = f"{toolkit.driver}" if toolkit else "a newer driver"
+    need = f"{toolkit.driver} or newer" if toolkit and toolkit.driver else f"one that fully supports CUDA {built}"
     if level == "full":
         return Check("driver_supports_torch_cuda", "pass", f"driver {version} fully supports CUDA {built}")
     if level == "minor":
+        detail = (
+            f"driver {version} runs CUDA {built} only through minor-version compatibility: PTX JIT of code built "
+            "with a newer toolkit fails"
+        )
+        if toolkit and toolkit.driver is None:
+            detail = (
+                f"driver {version} runs CUDA {built} at least through minor-version compatibility; whether it fully "
+                f"supports it the knowledge base does not know (NVIDIA publishes no minimum for CUDA {built}), and "
+                "without full support PTX JIT of code built with a newer toolkit fails"
+            )
         return Check(
             "driver_supports_torch_cuda",
             "warn",
-            f"driver {version} runs CUDA {built} only through minor-version compatibility: PTX JIT of code "
-            "built with a newer toolkit fails",
-            f"upgrade the driver to {need} or newer",
+            detail,
+            f"upgrade the driver to {need}",
         )
     return Check(
         "driver_supports_torch_cuda",
         "fail",
         f"{driver_rules.requirement_text(ctx.kb, built)}; driver "
         f"{version} {driver_rules.supports_text(ctx.kb, version)}",
-        f"upgrade the driver to {need} or newer",
+        f"upgrade the driver to {need}",
     )
 
 
