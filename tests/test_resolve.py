@@ -566,7 +566,7 @@ def test_rejected_candidates_say_why(kb: KnowledgeBase) -> None:
 
 def test_driver_absent_warns_with_the_driver_the_plan_needs(kb: KnowledgeBase) -> None:
     plan = plan_for(kb, gpus=("a100",))
-    assert any("assuming a current driver" in w and "575.51.03" in w for w in plan.warnings)
+    assert any("the plan assumes a driver that runs CUDA 12.9" in w and "575.51.03" in w for w in plan.warnings)
 
 
 def test_minor_compatibility_warns_about_ptx_jit(kb: KnowledgeBase) -> None:

@@ -45,7 +45,8 @@ def test_make_results_on_stdout_warnings_on_stderr_nothing_wrapped(tmp_path: Pat
         f"Create it with: conda env create -f {shlex.quote(str(env_yml))}",
     ]
     assert result.stderr.splitlines() == [
-        "warning: no --driver given: assuming a current driver. This plan needs driver >= 575.51.03 (CUDA 12.9); "
+        "warning: no --driver given: the plan assumes a driver that runs CUDA 12.9 (its lock records __cuda 12.9). "
+        "This plan needs driver >= 575.51.03 (CUDA 12.9); "
         "pass --driver with the compute nodes' version, or use --gpu auto there."
     ]
 

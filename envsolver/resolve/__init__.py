@@ -127,12 +127,13 @@ def _no_driver_warning(kb: KnowledgeBase, toolkit: Toolkit) -> str:
     fix = "pass --driver with the compute nodes' version, or use --gpu auto there."
     if toolkit.driver is not None:
         return (
-            f"no --driver given: assuming a current driver. This plan needs driver >= {toolkit.driver} "
-            f"(CUDA {toolkit.version}); {fix}"
+            f"no --driver given: the plan assumes a driver that runs CUDA {toolkit.version} (its lock records "
+            f"__cuda {toolkit.version}). This plan needs driver >= {toolkit.driver} (CUDA {toolkit.version}); {fix}"
         )
     return (
-        "no --driver given: assuming a current driver. The knowledge base does not know the driver that fully "
-        f"supports CUDA {toolkit.version}: {driver.requirement_text(kb, toolkit.version)}; {fix}"
+        f"no --driver given: the plan assumes a driver that runs CUDA {toolkit.version} (its lock records __cuda "
+        f"{toolkit.version}). The knowledge base does not know the driver that fully supports CUDA "
+        f"{toolkit.version}: {driver.requirement_text(kb, toolkit.version)}; {fix}"
     )
 
 
