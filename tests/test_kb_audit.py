@@ -278,13 +278,9 @@ def test_a_cudnn_floor_above_the_rows(capsys: pytest.CaptureFixture[str], tmp_pa
     }
 
 
-def test_a_cuda_version_range_and_an_arm_variant_other_than_the_rows(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_a_cuda_version_range_other_than_the_rows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     def edit(docs: Docs) -> None:
         replace_dep(record(docs, "linux-64", F_CUDA130), "cuda-version >=13.0,<14", "cuda-version >=13.1,<14")
-        tegra = record(docs, "linux-aarch64", "pytorch-2.10.0-cuda129_generic_py313_h1cb5c9e_203.conda")
-        replace_dep(tegra, "arm-variant * sbsa", "arm-variant * tegra")
 
     code, new = new_blocks(capsys, tmp_path, edit)
     assert code == 1
@@ -292,13 +288,66 @@ def test_a_cuda_version_range_and_an_arm_variant_other_than_the_rows(
         f"contradiction [cuda_range] {ROW12}\n"
         "  - cuda_range >=13.0,<14\n"
         "  + depends cuda-version >=13.1,<14 (conda-forge/linux-64 pytorch-2.10.0-cuda130_mkl_py313_haca1682_303)\n"
-        "  fix: Set cuda_range to '>=13.1,<14'.",
-        "contradiction [arm_variant] torch.yaml builds[18] (conda-forge linux-aarch64 cuda129*: torch 2.10.0, 2.11.0, "
-        "2.12.0, 2.12.1, 2.13.0)\n"
-        "  - arm_variant sbsa\n"
-        "  + depends arm-variant * tegra "
-        "(conda-forge/linux-aarch64 pytorch-2.10.0-cuda129_generic_py313_h1cb5c9e_203)\n"
-        "  fix: Narrow the row's build glob to its arm variant, or add a row for the other.",
+        "  fix: Set cuda_range to '>=13.1,<14'."
+    }
+
+
+F_AARCH64 = "pytorch-2.10.0-cuda129_generic_py313_h1cb5c9e_203.conda"
+
+
+def as_tegra(docs: Docs) -> None:
+    """The real sbsa record of 2.10.0 cuda129 on linux-aarch64, made to depend `arm-variant * tegra` as
+    conda-forge's Jetson builds do (their build strings look like the sbsa builds')."""
+    replace_dep(record(docs, "linux-aarch64", F_AARCH64), "arm-variant * sbsa", "arm-variant * tegra")
+
+
+def test_a_tegra_build_no_row_covers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The sbsa row's build glob matches the tegra build's string too; the arm-variant dependency tells them
+    apart, so a tegra build with no tegra row is uncovered."""
+    code, new = new_blocks(capsys, tmp_path, as_tegra)
+    assert code == 1
+    assert new == {
+        "contradiction [uncovered] torch 2.10.0 cuda129 tegra on conda-forge/linux-aarch64\n"
+        "  - no torch.yaml row covers this CUDA build (conda-forge linux-aarch64, arm_variant tegra)\n"
+        "  + a CUDA build (conda-forge/linux-aarch64 pytorch-2.10.0-cuda129_generic_py313_h1cb5c9e_203)\n"
+        f"  fix: Add 2.10.0 to the row of its CUDA variant, or a new row {ADD_ROW}"
+    }
+
+
+def test_a_tegra_row_beside_the_sbsa_rows(tmp_path: Path, kb: KnowledgeBase) -> None:
+    """A tegra row with the sbsa rows' build glob and versions (as the KB lists Jetson builds) takes the tegra
+    build alone and leaves the sbsa builds of 2.8.0 and 2.9.1 to their row: no build is covered twice, and the
+    tegra row's unknown cuDNN and NCCL (null) are notes, not contradictions."""
+    sbsa = next(
+        i
+        for i, r in enumerate(kb.torch_builds)
+        if r.platform == "linux-aarch64" and r.build == "cuda129*" and Version("2.10.0") in r.versions
+    )
+    tegra = dataclasses.replace(
+        kb.torch_builds[sbsa],
+        versions=(Version("2.8.0"), Version("2.9.1"), Version("2.10.0")),
+        arm_variant="tegra",
+        cudnn=None,
+        nccl=None,
+        glibc=MajorMinor(2, 34),
+    )
+    with_tegra = dataclasses.replace(kb, torch_builds=(*kb.torch_builds, tegra))
+    root = doctor(copy_snapshot(tmp_path), as_tegra)
+    data = read_channel("conda-forge", root / "conda-forge", complete=False)
+    before, after = audit(kb, data), audit(with_tegra, data)
+    assert [f.subject for f in before.contradictions if f.check == "uncovered"] == [
+        "torch 2.10.0 cuda129 tegra on conda-forge/linux-aarch64"
+    ]
+    assert after.contradictions == tuple(f for f in before.contradictions if f.check != "uncovered")
+    label = f"torch.yaml builds[{len(kb.torch_builds)}] (conda-forge linux-aarch64 tegra cuda129*"
+    assert {(f.check, f.kb, f.data) for f in after.notes if f.subject.startswith(label)} == {
+        ("cudnn", "cudnn null for torch 2.10.0", "depends libcudnn >=9.10.2.21,<10.0a0"),
+        ("nccl", "nccl null for torch 2.10.0", "depends nccl >=2.29.3.1,<3.0a0"),
+        (
+            "missing",
+            "torch 2.8.0, 2.9.1, 2.10.0 for Python 3.10, 3.11, 3.12, 3.13, 3.14",
+            "partial data: no build of 2.8.0, 2.9.1; of 2.10.0 none for Python 3.10, 3.11, 3.12, 3.14",
+        ),
     }
 
 

@@ -14,27 +14,25 @@ from fnmatch import fnmatchcase
 
 from packaging.version import Version
 
-from envsolver.kb import audit
-from envsolver.kb.findings import Collector, Severity
+from envsolver.kb.findings import Collector, Severity, missing
 from envsolver.kb.model import DeepSpeedCondaBuild, KnowledgeBase
-from envsolver.kb.repodata import (
+from envsolver.kb.records import (
     Record,
-    RepoData,
     cuda_of_build,
     deps_of,
+    effective_floor,
     floor,
     is_cuda_build,
+    library_index,
     lower_bound,
     major_minor,
     python_of,
-    satisfies,
     version_of,
 )
+from envsolver.kb.repodata import RepoData
 from envsolver.versions import MajorMinor
 
 CHANNEL = "conda-forge"
-# Dependencies that say nothing about cuda-version.
-_NOT_CUDA = frozenset({"cuda-version", "python", "python_abi", "pytorch", "libtorch", "__glibc"})
 
 
 def row_label(index: int, row: DeepSpeedCondaBuild) -> str:
@@ -47,7 +45,7 @@ def check(kb: KnowledgeBase, data: RepoData, found: Collector) -> None:
     if not rows:
         return
     oldest = min(v for row in kb.deepspeed_conda_builds for v in row.versions)
-    index = library_index(data)
+    index = library_index(data.records)
     by_row: dict[int, list[tuple[Version, Record]]] = defaultdict(list)
     for rec in data.records:
         if rec.name != "deepspeed" or rec.channel != CHANNEL or not is_cuda_build(rec.build):
@@ -182,39 +180,13 @@ def _record(
         )
 
 
-def library_index(data: RepoData) -> dict[tuple[str, str, str], list[Record]]:
-    index: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
-    for rec in data.records:
-        if rec.name not in ("pytorch", "deepspeed"):
-            index[(rec.channel, rec.subdir, rec.name)].append(rec)
-    return index
-
-
-def effective_floor(rec: Record, index: dict[tuple[str, str, str], list[Record]]) -> tuple[MajorMinor, str] | None:
-    """The lowest cuda-version `rec`'s run dependencies allow, as the data shows it, and why; None when the data
-    shows nothing (no cuda-version dependency, no library record that satisfies one)."""
-    best = floor(rec, "cuda-version")
-    for dep in rec.depends:
-        parts = dep.split()
-        if len(parts) < 2 or parts[0] in _NOT_CUDA:
-            continue
-        candidates = [r for r in index.get((rec.channel, rec.subdir, parts[0]), []) if satisfies(r.version, parts[1])]
-        floors = [(f, r) for r in candidates for f in [floor(r, "cuda-version")]]
-        if not floors or any(f is None for f, _ in floors):
-            continue
-        low, lib = min(((f, r) for f, r in floors if f is not None), key=lambda x: x[0][0])
-        if best is None or low[0] > best[0]:
-            best = (low[0], f"{dep} -> {lib.name}-{lib.version}-{lib.build} depends {low[1]}")
-    return best
-
-
 def _row(
     i: int, row: DeepSpeedCondaBuild, recs: list[tuple[Version, Record]], complete: bool, found: Collector
 ) -> None:
     held: dict[Version, set[MajorMinor | None]] = defaultdict(set)
     for version, rec in recs:
         held[version].add(python_of(rec))
-    audit.missing(found, row_label(i, row), "deepspeed", row.versions, row.python, held, complete)
+    missing(found, row_label(i, row), "deepspeed", row.versions, row.python, held, complete)
 
 
 def newest(kb: KnowledgeBase, data: RepoData, found: Collector) -> None:

@@ -15,21 +15,24 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from envsolver.kb.audit_deepspeed import CHANNEL, effective_floor, library_index
+from envsolver.kb.audit_deepspeed import CHANNEL
 from envsolver.kb.model import KnowledgeBase
-from envsolver.kb.repodata import (
+from envsolver.kb.records import (
     Record,
-    RepoData,
+    arm_variant_of,
     cuda_of_build,
     cudnn_of_build,
     deps_of,
+    effective_floor,
     floor,
     is_cuda_build,
+    library_index,
     lower_bound,
     major_minor,
     python_of,
     version_of,
 )
+from envsolver.kb.repodata import RepoData
 from envsolver.versions import MajorMinor
 
 Keys = tuple[tuple[str, str | list[str] | None], ...]
@@ -93,7 +96,7 @@ def _torch(kb: KnowledgeBase, data: RepoData) -> list[DerivedRow]:
             continue
         if rec.channel in oldest and version < oldest[rec.channel]:
             continue
-        arm = next((b for _, b in deps_of(rec, "arm-variant") if b), "")
+        arm = arm_variant_of(rec) or ""
         groups[(rec.channel, rec.subdir, f"{cuda.major:03d}.{cuda.minor:03d}", arm)][version].append(rec)
     per_version: dict[tuple[str, ...], dict[Version, Keys]] = defaultdict(dict)
     for group, versions in groups.items():
@@ -121,7 +124,7 @@ def _torch(kb: KnowledgeBase, data: RepoData) -> list[DerivedRow]:
 def _deepspeed(kb: KnowledgeBase, data: RepoData) -> list[DerivedRow]:
     rows = kb.deepspeed_conda_builds
     oldest = min((v for row in rows for v in row.versions), default=None)
-    index = library_index(data)
+    index = library_index(data.records)
     groups: dict[tuple[str, ...], dict[Version, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in data.records:
         version, cuda = version_of(rec), cuda_of_build(rec.build)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from packaging.version import Version
+
+from envsolver.versions import MajorMinor
+
 Severity = Literal["contradiction", "note"]
 
 
@@ -62,6 +66,42 @@ class Collector:
                 data = f"{data} ({named[0]}{more})"
             out.append(Finding(severity, check, subject, kb, data, fix))
         return out
+
+
+def missing(
+    found: Collector,
+    label: str,
+    package: str,
+    versions: tuple[Version, ...],
+    pythons: tuple[MajorMinor, ...],
+    held: dict[Version, set[MajorMinor | None]],
+    complete: bool,
+) -> None:
+    """A row's versions and Pythons the data has no build of: in complete data one contradiction each, in partial
+    data one note for the row."""
+    gone = [str(v) for v in versions if not held.get(v)]
+    lacking = {
+        str(v): ", ".join(str(p) for p in pythons if p not in held[v])
+        for v in versions
+        if held.get(v) and any(p not in held[v] for p in pythons)
+    }
+    if complete:
+        parts = [f"{package} {v}" for v in gone] + [f"{package} {v} for Python {p}" for v, p in lacking.items()]
+        for part in parts:
+            found.add(
+                "contradiction",
+                "missing",
+                label,
+                part,
+                "no such build in the complete data",
+                "Remove it from the row: a build the channel does not serve (or marked broken) cannot be locked.",
+            )
+    elif gone or lacking:
+        said = f"{package} {', '.join(str(v) for v in versions)} for Python {', '.join(str(p) for p in pythons)}"
+        parts = ([f"no build of {', '.join(gone)}"] if gone else []) + [
+            f"of {v} none for Python {p}" for v, p in lacking.items()
+        ]
+        found.add("note", "missing", label, said, "partial data: " + "; ".join(parts), None)
 
 
 def render(report: Report, notes: bool = True) -> list[str]:

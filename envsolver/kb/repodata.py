@@ -1,30 +1,23 @@
-"""Channel records for the KB audit: read from repodata.json files, and the facts a record states.
+"""Channel records for the KB audit, read from repodata.json files (records.py says what a record states).
 
-A record here keeps what the audit compares: name, version, build string and number, and its run
-dependencies (`depends`), as the channel serves them (hotfixes applied). Reading raises BadInputError with
-the fix; every other function is pure.
-
-Sample dependencies, from conda-forge's pytorch-2.10.0-cuda130_mkl_py313_haca1682_303 and the pytorch
-channel's pytorch-2.1.0-py3.10_cuda12.1_cudnn8.9.2_0:
-    "cuda-version >=13.0,<14"   "libcudnn >=9.19.0.56,<10.0a0"   "__glibc >=2.28,<3.0.a0"
-    "python_abi 3.13.* *_cp313"   "arm-variant * sbsa"   "pytorch-cuda >=12.1,<12.2"
+Reading raises BadInputError with the fix. Sample document (conda-forge linux-64, trimmed):
+    {"info": {"subdir": "linux-64"}, "packages": {}, "packages.conda": {
+      "pytorch-2.10.0-cuda130_mkl_py313_haca1682_303.conda": {"name": "pytorch", "version": "2.10.0",
+        "build": "cuda130_mkl_py313_haca1682_303", "build_number": 303, "depends": ["cuda-version >=13.0,<14", …]}}}
 """
 
 from __future__ import annotations
 
 import bz2
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
-
 from envsolver import snapshot
 from envsolver.errors import BadInputError
-from envsolver.versions import MajorMinor
+from envsolver.kb.records import Record, dep_name
 
 # conda-forge's linux-64 repodata.json was a few hundred MB in 2026; the limit stops /dev/zero, not it.
 MAX_BYTES = 4 << 30
@@ -37,25 +30,6 @@ _FIX = (
     "`curl -LO https://conda.anaconda.org/conda-forge/linux-64/repodata.json` "
     "(or its .bz2), as --repodata conda-forge=PATH."
 )
-_CUDA_BUILD = re.compile(r"(?:^|_)cuda([0-9]+(?:\.[0-9]+)?)")
-_MM = re.compile(r"([0-9]{1,9})(?:\.([0-9]{1,9}))?")
-
-
-@dataclass(frozen=True)
-class Record:
-    channel: str
-    subdir: str
-    name: str
-    version: str
-    build: str
-    build_number: int
-    depends: tuple[str, ...]
-    timestamp: int | None = None
-
-    @property
-    def label(self) -> str:
-        """'conda-forge/linux-64 pytorch-2.10.0-cuda130_mkl_py313_haca1682_303'."""
-        return f"{self.channel}/{self.subdir} {self.name}-{self.version}-{self.build}"
 
 
 @dataclass(frozen=True)
@@ -193,135 +167,6 @@ def _records(doc: dict[str, Any], channel: str, subdir: str, file: Path) -> list
             )
         )
     return out
-
-
-# ---- what a record states (pure) ----
-
-
-def dep_name(dep: str) -> str:
-    return dep.split(maxsplit=1)[0] if dep.strip() else ""
-
-
-def deps_of(rec: Record, name: str) -> list[tuple[str, str]]:
-    """(version spec, build spec) of every dependency of `rec` on `name`; '' where absent."""
-    out = []
-    for dep in rec.depends:
-        parts = dep.split()
-        if parts and parts[0] == name:
-            out.append((parts[1] if len(parts) > 1 else "", parts[2] if len(parts) > 2 else ""))
-    return out
-
-
-def major_minor(text: str) -> MajorMinor | None:
-    """The leading major[.minor] of a conda version: '9.10.2.21' -> 9.10, '12' -> 12.0, '12.2a.0' -> 12.2."""
-    match = _MM.match(text.strip())
-    return MajorMinor(int(match.group(1)), int(match.group(2) or 0)) if match else None
-
-
-def lower_bound(spec: str) -> str | None:
-    """The lowest version a spec admits: '>=9.7.1.26,<10.0a0' -> '9.7.1.26', '3.13.*' -> '3.13', '2.1.2' ->
-    '2.1.2'; None for '*', an upper bound only, or alternatives ('|'), which the audit does not read."""
-    if not spec or "|" in spec:
-        return None
-    for part in spec.split(","):
-        part = part.strip()
-        if part.startswith(">="):
-            return part[2:]
-        if part.startswith("=="):
-            return part[2:]
-        if part and part[0].isdigit():
-            return part.removesuffix(".*").removesuffix("*")
-    return None
-
-
-def upper_bound(spec: str) -> str | None:
-    """'>=12.9,<13' -> '13'; None when the spec has no '<' bound."""
-    for part in spec.split(","):
-        part = part.strip()
-        if part.startswith("<") and not part.startswith("<="):
-            return part[1:]
-    return None
-
-
-def floor(rec: Record, *names: str) -> tuple[MajorMinor, str] | None:
-    """The highest major.minor lower bound `rec`'s dependencies on `names` set, and the dependency's text:
-    floor(r, 'cudnn', 'libcudnn') -> (9.19, 'libcudnn >=9.19.0.56,<10.0a0'). None when none states one."""
-    best: tuple[MajorMinor, str] | None = None
-    for name in names:
-        for spec, build in deps_of(rec, name):
-            low = lower_bound(spec)
-            value = major_minor(low) if low else None
-            if value is not None and (best is None or value > best[0]):
-                best = (value, f"{name} {spec}" + (f" {build}" if build else ""))
-    return best
-
-
-def python_of(rec: Record) -> MajorMinor | None:
-    """The Python a build is for: python_abi 3.13.*, else python >=3.13,<3.14, else py313 / py3.13 in the
-    build string."""
-    for spec, _ in deps_of(rec, "python_abi"):
-        low = lower_bound(spec)
-        if low and (value := major_minor(low)) is not None:
-            return value
-    for spec, _ in deps_of(rec, "python"):
-        low, high = lower_bound(spec), upper_bound(spec)
-        if (
-            low
-            and high
-            and (a := major_minor(low))
-            and (b := major_minor(high))
-            and (b.major, b.minor)
-            == (
-                a.major,
-                a.minor + 1,
-            )
-        ):
-            return a
-    match = re.search(r"(?:^|_|[0-9])py3\.?([0-9]{1,2})(?![0-9])", rec.build)
-    return MajorMinor(3, int(match.group(1))) if match else None
-
-
-def is_cuda_build(build: str) -> bool:
-    """conda-forge 'cuda129_mkl_py313_…' or 'cuda112py39h…'; pytorch channel 'py3.10_cuda11.8_cudnn8.7.0_0'."""
-    return _CUDA_BUILD.search(build) is not None
-
-
-def cuda_of_build(build: str) -> MajorMinor | None:
-    """The CUDA a build string names: 'cuda129_…' -> 12.9, 'cuda112py39…' -> 11.2, '…_cuda11.8_…' -> 11.8."""
-    match = _CUDA_BUILD.search(build)
-    if match is None:
-        return None
-    text = match.group(1)
-    if "." in text:
-        return major_minor(text)
-    if len(text) == 2:
-        return MajorMinor(int(text[0]), int(text[1]))
-    return MajorMinor(int(text[:2]), int(text[2:])) if len(text) in (3, 4) else None
-
-
-def cudnn_of_build(build: str) -> MajorMinor | None:
-    """The cuDNN a pytorch-channel build string names: 'py3.10_cuda11.8_cudnn8.7.0_0' -> 8.7."""
-    match = re.search(r"_cudnn([0-9][0-9.]*)", build)
-    return major_minor(match.group(1)) if match else None
-
-
-def version_of(rec: Record) -> Version | None:
-    try:
-        return Version(rec.version)
-    except ValueError:  # InvalidVersion, and int()'s limit on a component of over 4300 digits
-        return None
-
-
-def satisfies(version: str, spec: str) -> bool | None:
-    """Whether a version is within a spec's `>=` and `<` bounds; None where either does not parse."""
-    low, high = lower_bound(spec), upper_bound(spec)
-    try:
-        value = Version(version)
-        if low is not None and value < Version(low):
-            return False
-        return not (high is not None and value >= Version(high))
-    except ValueError:  # InvalidVersion, and int()'s limit on a component of over 4300 digits
-        return None
 
 
 def snapshot_data() -> RepoData:
