@@ -58,7 +58,7 @@ def _newest_cuda(kb: KnowledgeBase, data: RepoData, found: Collector) -> None:
     """The newest cuda-version in the data against the newest toolkit cuda.yaml lists."""
     toolkit = max((t.version for t in kb.toolkits), default=None)
     known = [(v, r) for r in data.records if r.name == "cuda-version" for v in [major_minor(r.version)] if v]
-    said = f"cuda.yaml toolkits: newest {toolkit}"
+    said = f"cuda.yaml toolkits: {f'newest {toolkit}' if toolkit is not None else 'none'}"
     if not known:
         found.add("note", "newest", "cuda-version", said, "no cuda-version records", None)
         return

@@ -191,28 +191,21 @@ def _row(
 
 def newest(kb: KnowledgeBase, data: RepoData, found: Collector) -> None:
     """The newest DeepSpeed in the data (any build) against the newest release deepspeed.yaml knows."""
-    kb_top = max(r.latest for r in kb.deepspeed_releases)
+    kb_top = max((r.latest for r in kb.deepspeed_releases), default=None)
+    said = f"deepspeed.yaml releases: {f'newest {kb_top}' if kb_top is not None else 'none'}"
     recs = [(v, r) for r in data.records if r.name == "deepspeed" for v in [version_of(r)] if v is not None]
     if not recs:
         return
     top, rec = max(recs, key=lambda x: (x[0], x[1].build_number))
-    if top > kb_top:
+    if kb_top is None or top > kb_top:
         found.add(
             "contradiction",
             "newest",
             "deepspeed",
-            f"deepspeed.yaml releases: newest {kb_top}",
+            said,
             f"deepspeed {top}",
             f"Add a releases row for {top} (op_builder/builder.py at its tag: the nvcc/torch CUDA allow-list).",
             rec.label,
         )
     elif top < kb_top:
-        found.add(
-            "note",
-            "newest",
-            "deepspeed",
-            f"deepspeed.yaml releases: newest {kb_top}",
-            f"newest deepspeed {top}",
-            None,
-            rec.label,
-        )
+        found.add("note", "newest", "deepspeed", said, f"newest deepspeed {top}", None, rec.label)
