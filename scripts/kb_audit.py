@@ -79,11 +79,13 @@ def run(args: argparse.Namespace) -> int:
     if args.derive:
         rows = derive(kb, data)
         if args.as_json:
-            print(
-                json.dumps(
-                    {"ok": True, "data": data.name, "rows": [{"table": r.table, **r.as_dict()} for r in rows]}, indent=2
-                )
-            )
+            doc = {
+                "ok": True,
+                "exit_code": 0,
+                "data": data.name,
+                "rows": [{"table": r.table, **r.as_dict()} for r in rows],
+            }
+            print(json.dumps(doc, indent=2))
         else:
             kind = "complete data" if data.complete == data.present else "partial data: only the builds it holds"
             print("\n".join(as_yaml(rows, f"Derived from {data.name}, {kind}.\nPaste into envsolver/kb/data/.")))

@@ -614,6 +614,14 @@ def test_derive_prints_the_row_keys_the_records_determine(capsys: pytest.Capture
     )
 
 
+def test_derive_json_holds_the_same_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--derive", "--json")
+    doc = json.loads(out)
+    rows = derive(load_kb(), snapshot_data())
+    assert (code, doc["ok"], doc["exit_code"]) == (0, True, 0)
+    assert doc["rows"] == [{"table": r.table, **r.as_dict()} for r in rows] and len(rows) > 10
+
+
 def kb_of_derived_rows(tmp_path: Path, data: RepoData) -> KnowledgeBase:
     """The shipped KB with its torch builds and DeepSpeed conda-forge builds replaced by the rows derived from
     `data`, pasted as a maintainer would (`--derive`'s YAML, with the archs and source it asks for added)."""

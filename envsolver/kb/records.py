@@ -108,17 +108,9 @@ def python_of(rec: Record) -> MajorMinor | None:
             return value
     for spec, _ in deps_of(rec, "python"):
         low, high = lower_bound(spec), upper_bound(spec)
-        if (
-            low
-            and high
-            and (a := major_minor(low))
-            and (b := major_minor(high))
-            and (b.major, b.minor)
-            == (
-                a.major,
-                a.minor + 1,
-            )
-        ):
+        a = major_minor(low) if low else None
+        b = major_minor(high) if high else None
+        if a is not None and b is not None and b == MajorMinor(a.major, a.minor + 1):
             return a
     match = re.search(r"(?:^|_|[0-9])py3\.?([0-9]{1,2})(?![0-9])", rec.build)
     return MajorMinor(3, int(match.group(1))) if match else None

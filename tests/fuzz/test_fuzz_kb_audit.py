@@ -171,11 +171,11 @@ def _outcome(argv: list[str]) -> str | None:
 def test_the_script_on_any_repodata_exits_0_1_or_2_with_json(seed_value: int | None, count: int) -> None:
     tally = Tally("kb_audit.py --json")
 
-    def check(case: tuple[bytes, bool]) -> None:
-        text, partial = case
+    def check(case: tuple[bytes, list[str]]) -> None:
+        text, options = case
         with _channel(text) as channel:
-            argv = ["--repodata", f"conda-forge={channel}", "--json", *(["--partial"] if partial else [])]
-            tally.record(text[:300], _outcome(argv))
+            tally.record(text[:300], _outcome(["--repodata", f"conda-forge={channel}", "--json", *options]))
 
-    run_property(st.tuples(mutated_repodata(), st.booleans()), check, count, seed_value)
+    options = st.lists(st.sampled_from(["--partial", "--derive", "--quiet"]), unique=True)
+    run_property(st.tuples(mutated_repodata(), options), check, count, seed_value)
     tally.check()
