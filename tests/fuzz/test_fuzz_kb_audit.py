@@ -85,8 +85,8 @@ def mutated_repodata(draw: st.DrawFn) -> bytes:
         elif action == "dep" and isinstance(rec.get("depends"), list):
             deps = rec["depends"]
             deps.insert(draw(st.integers(0, len(deps))), draw(_dep_like))
-        elif action == "drop":
-            rec.pop(draw(st.sampled_from(sorted(rec))), None)
+        elif action == "drop" and rec:
+            rec.pop(draw(st.sampled_from(sorted(rec))))
         elif action == "record":
             table[name] = draw(_json_value)
         elif action == "table":
