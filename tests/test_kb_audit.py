@@ -38,9 +38,10 @@ KB_DATA = ROOT / "envsolver" / "kb" / "data"
 Docs = dict[str, dict[str, Any]]
 
 # What the audit finds on the shipped KB and the bundled snapshot. Each is a KB error: the row's floor is below
-# what a real record of a version it lists depends on (the row's own lock-file source says so too: LOCK-PT260,
-# LOCK-PT271-126, LOCK-PIXI-PT, LOCK-PT291). The rows are torch.yaml's, which this branch does not edit: when
-# they are fixed, these lines disappear from the audit and must be removed here, until the list is empty.
+# what a real record of a version it lists depends on (the snapshot's records, from the lock files that the rows
+# cite: LOCK-PT260 even quotes cudnn >=9.7.1.26 and nccl >=2.25.1.1 for 2.6.0, against the row's 9.3 and 2.23).
+# The rows are torch.yaml's, which this branch does not edit: when they are fixed, these lines disappear from
+# the audit and must be removed here, until the set is empty and the audit of the snapshot exits 0.
 KB_ERRORS_AWAITING_FIX = {
     ("torch.yaml builds[6]", "nccl 2.21 for torch 2.4.0", "pytorch-2.4.0-cuda120_py312h26b3cf7_301"),
     ("torch.yaml builds[8]", "cudnn 9.3 for torch 2.6.0", "pytorch-2.6.0-cuda126_mkl_py312_h8bb5dc9_300"),
@@ -166,7 +167,9 @@ ADD_ROW = "(the audit run again with --derive prints the keys repodata determine
 def test_snapshot_contradictions_are_the_known_kb_errors(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys)
     report = audit(load_kb(), snapshot_data())
-    assert {_key(f) for f in report.contradictions} == KB_ERRORS_AWAITING_FIX
+    found = {_key(f) for f in report.contradictions}
+    assert not found - KB_ERRORS_AWAITING_FIX, "the KB contradicts the snapshot: `python scripts/kb_audit.py` says how"
+    assert not KB_ERRORS_AWAITING_FIX - found, "fixed in torch.yaml: remove these from KB_ERRORS_AWAITING_FIX"
     assert code == (1 if KB_ERRORS_AWAITING_FIX else 0)
     assert out.splitlines()[0] == (
         f"KB audit: the knowledge base against the bundled snapshot ({snapshot.date()}) "
