@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envsolver.cluster.parse import MARK, SINFO_ARGV
-from envsolver.errors import EnvsolverError
+from envsolver.errors import EnvsolverError, Kind
 
 QUERY_TIMEOUT_S = 60.0  # sinfo and scontrol answer in well under a second on a healthy controller
-# A probe: `--immediate` gives up when no node of the partition is free within that many seconds; the whole
-# step (allocation, nvidia-smi, ldd) must end within PROBE_TIMEOUT_S.
+# A probe: `--immediate` gives up when no node of the partition is free within that many seconds; the step
+# itself (nvidia-smi, ldd) must then end within PROBE_TIMEOUT_S.
 IMMEDIATE_S = 30
 PROBE_TIMEOUT_S = 120.0
 MAX_OUTPUT = 4 << 20  # bytes kept of a command's stdout
@@ -45,6 +45,11 @@ class SlurmError(EnvsolverError):
     """A Slurm command could not run or was refused (exit 2); the message ends with the fix."""
 
     exit_code = 2
+    kind: Kind = "failed"
+
+    def __init__(self, message: str, said: str | None = None) -> None:
+        super().__init__(message)
+        self.said = said  # what the command printed about its failure, in a line (None: it did not run)
 
 
 # Slurm's own words for a controller that cannot be reached, and for a machine without a configuration
@@ -91,7 +96,8 @@ def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) 
         _stop(proc)
         raise SlurmError(
             f"`{argv[0]}` ({what}) did not finish within {timeout:.0f} s. "
-            + (fix or "Check that the controller answers (`scontrol ping`), then run the same command again.")
+            + (fix or "Check that the controller answers (`scontrol ping`), then run the same command again."),
+            f"no answer within {timeout:.0f} s",
         ) from None
     except BaseException:  # Ctrl-C: end the command (srun cancels its step on SIGTERM) before going on
         _stop(proc)
@@ -118,15 +124,17 @@ def _failure(argv: Sequence[str], what: str, code: int, stderr: str, fix: str | 
     if any(words in stderr for words in _DOWN):
         return SlurmError(
             f"the Slurm controller does not answer ({said}). Check that slurmctld runs (`scontrol ping`) and that "
-            "SLURM_CONF, if set, names this cluster's slurm.conf; then run the same command again."
+            "SLURM_CONF, if set, names this cluster's slurm.conf; then run the same command again.",
+            said,
         )
     if any(words in stderr for words in _NO_CONFIG):
         return SlurmError(
             f"Slurm has no usable configuration on this machine ({said}). Run this on a login node of the cluster, "
-            "or set SLURM_CONF to the cluster's slurm.conf, then run the same command again."
+            "or set SLURM_CONF to the cluster's slurm.conf, then run the same command again.",
+            said,
         )
     default = f"Check the same request by hand (`{' '.join(argv[:6])}`), then run the same command again."
-    return SlurmError(f"`{argv[0]}` refused {what} (exit {code}: {said}). {fix or default}")
+    return SlurmError(f"`{argv[0]}` refused {what} (exit {code}: {said}). {fix or default}", said)
 
 
 def check_conf(environ: Mapping[str, str] = os.environ) -> None:
@@ -158,14 +166,15 @@ def config() -> str:
     return run(("scontrol", "show", "config"), QUERY_TIMEOUT_S, "the cluster's name")
 
 
-def probe_argv(options: Sequence[str]) -> tuple[str, ...]:
-    """srun with the partition's options (already checked against grammar.py), one task on one node."""
+def probe_argv(options: Sequence[str], wait_s: int = IMMEDIATE_S) -> tuple[str, ...]:
+    """srun with the partition's options (already checked against grammar.py), one task on one node, giving up
+    when no node is free within `wait_s` seconds."""
     return (
         "srun",
         *options,
         "--nodes=1",
         "--ntasks=1",
-        f"--immediate={IMMEDIATE_S}",
+        f"--immediate={wait_s}",
         "--time=2",
         "--job-name=envsolver-probe",
         "sh",
@@ -174,7 +183,7 @@ def probe_argv(options: Sequence[str]) -> tuple[str, ...]:
     )
 
 
-def probe(options: Sequence[str], timeout: float = PROBE_TIMEOUT_S) -> str:
+def probe(options: Sequence[str], wait_s: int = IMMEDIATE_S, timeout: float = PROBE_TIMEOUT_S) -> str:
     """Run the probe in one step on a node `options` reach; its output for parse.parse_probe.
     Raises SlurmError when srun cannot start it (no such partition, no free node within IMMEDIATE_S, ...)."""
     check_conf()
@@ -183,4 +192,4 @@ def probe(options: Sequence[str], timeout: float = PROBE_TIMEOUT_S) -> str:
         f"Check that `srun {shown} --nodes=1 hostname` runs, then run the same command again; or pass --no-probe "
         "to draft from Slurm alone."
     )
-    return run(probe_argv(options), timeout, f"the probe step ({shown})", fix)
+    return run(probe_argv(options, wait_s), wait_s + timeout, f"the probe step ({shown})", fix)
