@@ -205,3 +205,16 @@ def test_a_hand_written_file_without_header_loads(tmp_path: Path, kb: KnowledgeB
     assert [g.key for g in gpu.gpus] == ["a100", "h100"]
     assert gpu.ccs == (MajorMinor(8, 0), MajorMinor(9, 0))
     assert gpu.origin("gpus") == BY_HAND and gpu.srun_argv() == ("--partition=gpu",)
+
+
+def test_the_documented_example_loads(kb: KnowledgeBase) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text(encoding="utf-8")
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    cluster = cluster_file.parse(example, kb, "docs/cluster.md")
+    assert [(p.name, p.platform) for p in cluster.partitions] == [
+        ("v100", "linux-64"),
+        ("a100", "linux-64"),
+        ("h100", "linux-64"),
+        ("gh200", "linux-aarch64"),
+    ]
+    assert sorted({str(cc) for p in cluster.partitions for cc in p.ccs}) == ["7.0", "8.0", "9.0"]
