@@ -6,8 +6,9 @@ The nodes have typed GPU GRES backed by plain files (gres.conf `File=`), so Slur
 as it would real GPUs. The GPU facts on a node come from a stand-in `nvidia-smi` (the one stand-in: there is
 no GPU here) that a TaskProlog puts on the PATH of the steps on GPU nodes only; it answers the query envsolver
 makes, `--query-gpu=name,driver_version,compute_cap --format=csv,noheader`, with the rows written for that
-node, in nvidia-smi's own format (a real capture: tests/data/slurm/nvidia-smi-h200-query.txt), and exits 9
-with nvidia-smi's message where a node has no rows (a node whose driver does not answer).
+node, in nvidia-smi's own format (a real capture: tests/data/slurm/nvidia-smi-h200-query.txt); where a node
+has no rows it prints nvidia-smi's message for a driver that does not answer and exits 9 (NVML's
+ERROR_DRIVER_NOT_LOADED).
 
 Run it by hand: `python -m tests.slurmlab` starts a lab, prints the SLURM_CONF to export, and stops it on Enter.
 """

@@ -82,14 +82,13 @@ def _gpu_options(partition: str, types: Sequence[str | None]) -> SlurmOptions:
 
 
 def survey(found: Facts, only: Sequence[str] = ()) -> Survey:
-    """The GPU partitions (in sinfo's order) and the skipped ones. Raises BadInputError for a name in `only`
-    that no partition has, or when no partition asked for has GPUs."""
-    order: list[str] = []
+    """The GPU partitions and the skipped ones, by name, their nodes by name: sinfo's own order changes with the
+    nodes' states, and the same cluster must give the same file. Raises BadInputError for a name in `only` that
+    no partition has, or when no partition asked for has GPUs."""
     rows: dict[str, list[SinfoRow]] = {}
-    for row in found.rows:
-        if row.partition not in rows:
-            order.append(row.partition)
+    for row in sorted(found.rows, key=lambda r: (r.partition, r.node)):
         rows.setdefault(row.partition, []).append(row)
+    order = sorted(rows)
     unknown = [p for p in only if p not in rows]
     if unknown:
         raise BadInputError(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.slurmlab import SlurmLab, missing_binaries
+from tests.slurmlab import LabError, SlurmLab, missing_binaries
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +18,11 @@ def slurm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
             "installs it"
         )
     lab = SlurmLab(tmp_path_factory.mktemp("slurmlab"))
-    lab.start()
+    try:
+        lab.start()
+    except LabError:  # a port taken between choosing it and binding it: once more, on fresh ports
+        lab = SlurmLab(tmp_path_factory.mktemp("slurmlab"))
+        lab.start()
     try:
         yield lab
     finally:

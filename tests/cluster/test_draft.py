@@ -40,7 +40,7 @@ def lab_probes() -> dict[tuple[str, str | None], parse.Probe | str]:
 def test_survey_of_the_lab() -> None:
     survey = draft.survey(lab_facts())
     assert survey.cluster == "lab"
-    assert [p.name for p in survey.partitions] == ["v100", "a100", "mixed", "h100", "tesla"]
+    assert [p.name for p in survey.partitions] == ["a100", "h100", "mixed", "tesla", "v100"]
     mixed = survey.partition("mixed")
     assert [(g.gres_type, g.nodes) for g in mixed.groups] == [("a100", ("gpu02",)), ("h100", ("gpu03",))]
     assert [g.options.argv("mixed") for g in mixed.groups] == [
@@ -53,8 +53,22 @@ def test_survey_of_the_lab() -> None:
 def test_survey_keeps_only_the_partitions_asked_for() -> None:
     survey = draft.survey(lab_facts(), only=("tesla", "a100"))
     assert [p.name for p in survey.partitions] == ["a100", "tesla"]
-    assert [s.name for s in survey.skipped] == ["cpu", "v100", "mixed", "h100"]
+    assert [s.name for s in survey.skipped] == ["cpu", "h100", "mixed", "v100"]
     assert all("--partition" in s.reason for s in survey.skipped[1:])
+
+
+def test_the_draft_does_not_depend_on_sinfo_s_order(kb: KnowledgeBase) -> None:
+    """sinfo orders its rows differently as nodes change state (seen in the lab: `mixed` before `a100` while
+    gpu02 finished a step); the same cluster must give the same file."""
+    from envsolver.cluster import file as cluster_file
+
+    lines = read("sinfo-node.txt").splitlines()
+    texts = []
+    for order in (lines, lines[::-1], lines[3:] + lines[:3]):
+        found = draft.facts("\n".join(order), read("scontrol-show-node-oneliner.txt"), read("scontrol-show-config.txt"))
+        cluster = draft.build(draft.survey(found, only=("v100",)), lab_probes(), {}, kb, COMMAND).cluster
+        texts.append(cluster_file.render(cluster, "envsolver cluster init"))
+    assert texts[0] == texts[1] == texts[2]
 
 
 def test_survey_refuses_an_unknown_partition_with_the_known_ones() -> None:

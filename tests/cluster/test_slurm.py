@@ -97,3 +97,13 @@ def test_captured_failures_are_told_apart(name: str, words: str) -> None:
     error = slurm._failure(["srun", "--partition=a100"], "a probe", 1, stderr, None)
     assert words in str(error)
     assert split_fix(str(error))[1]
+
+
+def test_the_probe_runs_a_constant_script_after_the_checked_options() -> None:
+    """The one shell envsolver starts is the probe's `sh -c` on the node, and nothing of the user's reaches its
+    script: the partition's options (checked against grammar.py) come before it, each one argv word."""
+    argv = slurm.probe_argv(["--partition=a100", "--gres=gpu:a100:1"], 5)
+    assert argv[:3] == ("srun", "--partition=a100", "--gres=gpu:a100:1")
+    assert argv[-3:] == ("sh", "-c", slurm.PROBE_SCRIPT)
+    assert "--immediate=5" in argv
+    assert "{" not in slurm.PROBE_SCRIPT.replace("${SLURMD_NODENAME:-$(hostname -s)}", "")
