@@ -328,6 +328,9 @@ def gpus(as_json: bool) -> None:
 
 # The environment commands (install, hook, verify) register themselves on `main`.
 from envsolver import cli_env  # noqa: E402, F401
+from envsolver.cli_cluster import cluster  # noqa: E402
+
+main.add_command(cluster)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
