@@ -6,7 +6,7 @@ Precedence: command line over profile over defaults. Every bad value raises BadI
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -167,4 +167,45 @@ def make_command(
     parts += [_option("--channel", c, "https://conda.anaconda.org/conda-forge", public=redact(c)) for c in channels]
     if no_lock:
         parts.append("--no-lock")
+    return " ".join(parts)
+
+
+def cluster_make_command(
+    cluster_file: str,
+    target: Target,
+    only: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    out: str | None = None,
+    name: str | None = None,
+    offline: bool = False,
+    channels: tuple[str, ...] = (),
+    no_lock: bool = False,
+) -> str:
+    """The `envsolver make --cluster` line for a selection of partitions, every value shell-quoted. `target`
+    carries the options the user gave besides the file (Python, torch, CUDA, source, DeepSpeed, driver
+    compatibility); its GPUs, driver, platform and glibc come from the file and are not repeated."""
+    parts = ["envsolver make", _option("--cluster", cluster_file, "cluster.yaml")]
+    parts += [_option("--partition", p, "a100") for p in only]
+    parts += [_option("--skip-partition", p, "v100") for p in skip]
+    if target.python is not None:
+        parts.append(_option("--python", target.python, "3.11"))
+    if target.torch_text is not None:
+        parts.append(_option("--torch", target.torch_text, "2.5"))
+    if target.cuda is not None:
+        parts.append(_option("--cuda", target.cuda, "12.4"))
+    if target.source != "conda-forge":
+        parts.append(_option("--source", target.source, "pytorch"))
+    if not target.deepspeed:
+        parts.append("--no-deepspeed")
+    if target.driver_compat != "minor":
+        parts.append(_option("--driver-compat", target.driver_compat, "full"))
+    if name is not None:
+        parts.append(_option("--name", names.validate(name), names.FALLBACK))
+    if offline:
+        parts.append("--offline")
+    parts += [_option("--channel", c, "https://conda.anaconda.org/conda-forge", public=redact(c)) for c in channels]
+    if no_lock:
+        parts.append("--no-lock")
+    if out is not None:
+        parts.append(_option("--out", out, "envs/cluster"))
     return " ".join(parts)
