@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import strategies as st
 
 from envsolver import render
 from envsolver.cli import main
 from envsolver.errors import UnknownGpuError
-from envsolver.kb import KnowledgeBase
+from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.kb.gpus import closest, lookup
 from tests.conftest import DATA
+from tests.fuzz import strategies as fs
+from tests.fuzz.harness import Tally, check_function, modes, run_property
 
 NAMES = DATA / "gpu_names.tsv"
 
@@ -65,6 +68,9 @@ def test_lookup_ignores_case_spaces_dashes(kb: KnowledgeBase, name: str, key: st
         ("GH200 144G HBM3e", "gh200"),
         ("T400 4GB", "t400"),
         ("GTX 1060 6GB", "gtx1060"),
+        ("A100 80 GB", "a100"),  # a memory size typed with a space
+        ("NVIDIA H100 80 GB HBM3", "h100"),
+        ("RTX 3060 12 GB", "rtx3060"),
         # as users type: no RTX/GTX, SUPER/Ti spelled any way, laptop parts named in several ways
         ("RTX 3080", "rtx3080"),
         ("3080 ti", "rtx3080-ti"),
@@ -187,3 +193,54 @@ def test_gpus_json_lists_the_table_rows() -> None:
     assert result.exit_code == 0
     keys = [row["key"] for row in json.loads(result.output)]
     assert "rtx3080" in keys and "h800" in keys and len(keys) == len(set(keys))
+
+
+def _every_name() -> list[str]:
+    return sorted({name for gpu in default_kb().gpus for name in gpu.all_names})
+
+
+# A real name, then the ways users and nvidia-smi dress it: vendor words, memory and form-factor words, case,
+# separators; or junk.
+_DRESS = st.tuples(
+    st.sampled_from(["", "NVIDIA ", "nvidia geforce ", "Tesla ", "GeForce "]),
+    st.sampled_from(_every_name()),
+    st.sampled_from(["", " 80GB", "-PCIE-32GB", " SXM5", " HBM3", " NVL", " 16 GB"]),
+    st.sampled_from([str, str.upper, str.lower]),
+    st.sampled_from([" ", "-", "_", "  "]),
+)
+_NAMES = st.one_of(_DRESS, fs.file_junk, fs.value(_every_name()))
+
+
+@modes(150)
+def test_lookup_and_closest_answer_any_name(seed_value: int | None, count: int) -> None:
+    """Any string: `lookup` returns a known row or raises UnknownGpuError whose three suggestions are names of
+    three different rows; a known name dressed in vendor, memory and form-factor words, case and separators
+    resolves to the row of the bare name (nothing else is ever raised)."""
+    kb = default_kb()
+    tally = Tally("gpu names")
+
+    def check(value: object) -> None:
+        if isinstance(value, tuple):
+            vendor, bare, suffix, case, space = value
+            typed = case(vendor + bare + suffix).replace(" ", space)
+            want = lookup(kb, bare).key
+            check_function(tally, typed, lambda: _expect(lookup(kb, typed).key == want, typed), ())
+            return
+        text = str(value)
+
+        def one() -> None:
+            try:
+                _expect(lookup(kb, text) in kb.gpus, text)
+            except UnknownGpuError as exc:
+                suggested = {lookup(kb, c).key for c in exc.closest}
+                _expect(len(exc.closest) == 3 and len(suggested) == 3, text)
+
+        check_function(tally, text, one, ())
+
+    run_property(_NAMES, check, count, seed_value)
+    tally.check()
+
+
+def _expect(holds: bool, example: str) -> None:
+    if not holds:
+        raise AssertionError(f"wrong answer for {example!r}")

@@ -2,7 +2,7 @@
 
 A name is reduced to its words (case, spaces, dashes, underscores, slashes and brackets ignored). Words that
 never change the product are dropped: the vendor words nvidia-smi puts in front ("NVIDIA", "GeForce",
-"Tesla"), memory sizes ("80GB", "144G"), form factors ("PCIe", "SXM4", "HBM3", "NVL"), "Generation", "GPU",
+"Tesla"), memory sizes ("80GB", "80 GB", "144G"), form factors ("PCIe", "SXM4", "HBM3", "NVL"), "Generation", "GPU",
 "with Max-Q Design"; "mobile" and "notebook" mean "laptop". Words that do change the product stay: "Ti",
 "SUPER", "D", "v2", "A", "Laptop", "Ada", "Quadro", and every letter of a model ("A10G", "H20"). A second,
 looser form also drops a leading "RTX"/"GTX" ("3080 ti", "a6000"); it is used only when the first finds
@@ -24,6 +24,7 @@ _SERIES = frozenset({"rtx", "gtx"})
 _DROP = frozenset({"generation", "gpu", "with", "maxq", "design"})
 _LAPTOP = frozenset({"laptop", "mobile", "notebook"})
 _MEMORY = re.compile(r"\d+gb?")
+_SIZE = re.compile(r"\d{1,3}")
 _FORM = re.compile(r"pcie|sxm\d*|hbm\d*e?|nvl\d*")
 _SPLIT = re.compile(r"[\s\-_/,()\[\]]+")
 _MODEL = re.compile(r"([a-z]*)(\d+)")
@@ -31,6 +32,7 @@ _MODEL = re.compile(r"([a-z]*)(\d+)")
 
 def _words(name: str) -> list[str]:
     words = [w for w in _SPLIT.split(name.lower().replace("max-q", "maxq")) if w]
+    words = _join_sizes(words)
     while words and words[0] in _VENDOR:
         words = words[1:]
     kept = words[:1]
@@ -41,6 +43,18 @@ def _words(name: str) -> list[str]:
             continue
         kept.append(word)
     return kept
+
+
+def _join_sizes(words: list[str]) -> list[str]:
+    """A memory size typed as two words is one: ["80", "gb"] -> ["80gb"]. Only up to three digits, so a model
+    number ("RTX 4090 GB") never becomes a size."""
+    joined: list[str] = []
+    for word in words:
+        if word == "gb" and joined and _SIZE.fullmatch(joined[-1]):
+            joined[-1] += word
+        else:
+            joined.append(word)
+    return joined
 
 
 @lru_cache(maxsize=4096)
