@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from envsolver import render
 from envsolver.cli import main
 from envsolver.errors import UnknownGpuError
 from envsolver.kb import KnowledgeBase, default_kb
-from envsolver.kb.gpus import closest, lookup
+from envsolver.kb.gpus import closest, lookup, loose, normalize
 from tests.conftest import DATA
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_function, modes, run_property
@@ -244,3 +245,65 @@ def test_lookup_and_closest_answer_any_name(seed_value: int | None, count: int) 
 def _expect(holds: bool, example: str) -> None:
     if not holds:
         raise AssertionError(f"wrong answer for {example!r}")
+
+
+def test_every_known_name_with_an_unknown_word_suggests_its_gpu(kb: KnowledgeBase) -> None:
+    """Every name of every row, followed by a word no product has, is unknown and suggests its own row among
+    the three: the nvidia-smi names count for the ranking too ("Tesla PG500-216 Ultra" suggests v100)."""
+    missed = []
+    for gpu in kb.gpus:
+        for name in gpu.all_names:
+            with pytest.raises(UnknownGpuError) as info:
+                lookup(kb, f"{name} Ultra")
+            if all(lookup(kb, c) != gpu for c in info.value.closest):
+                missed.append((name, info.value.closest))
+    assert missed == []
+
+
+_CASES = st.sampled_from([str, str.upper, str.lower])
+_SEPARATORS = st.sampled_from([" ", "-", "_"])
+# Words that make another product of the same number: Ti, SUPER and D cards, laptop and Ada parts, a v2 board.
+_PRODUCT_WORDS = ["Ti", "SUPER", "D", "v2", "A", "X", "Ada", "Laptop GPU", "Mobile", "Blackwell", "Embedded"]
+
+
+@modes(150)
+def test_a_word_that_makes_another_product_is_never_dropped(seed_value: int | None, count: int) -> None:
+    """A known name followed by a word that names another product ("RTX 4070" + "Ti", "RTX 4090" + "D",
+    "RTX 4070" + "Laptop GPU") never normalises to the bare name, so it can never resolve to the bare name's
+    GPU by dropping the word."""
+    tally = Tally("gpu product words")
+
+    def check(value: tuple[str, str, Callable[[str], str], str]) -> None:
+        bare, word, case, space = value
+        typed = case(f"{bare} {word}").replace(" ", space)
+        kept = normalize(typed) != normalize(bare) and loose(typed) != loose(bare)
+        check_function(tally, typed, lambda: _expect(kept, typed), ())
+
+    names = st.tuples(st.sampled_from(_every_name()), st.sampled_from(_PRODUCT_WORDS), _CASES, _SEPARATORS)
+    run_property(names, check, count, seed_value)
+    tally.check()
+
+
+@modes(150)
+def test_a_known_name_with_an_unknown_word_suggests_its_gpu(seed_value: int | None, count: int) -> None:
+    """A known name with a word no product has ("RTX 4070 Ultra", "Tesla PG500-216 Prime") is unknown, and its
+    GPU is among the three suggestions: the ranking puts the same model first, whatever the spelling."""
+    kb = default_kb()
+    tally = Tally("gpu suggestions")
+
+    def check(value: tuple[str, str, Callable[[str], str], str]) -> None:
+        bare, word, case, space = value
+        typed = case(f"{bare} {word}").replace(" ", space)
+        gpu = lookup(kb, bare)
+
+        def one() -> None:
+            with pytest.raises(UnknownGpuError) as info:
+                lookup(kb, typed)
+            _expect(any(lookup(kb, c) == gpu for c in info.value.closest), typed)
+
+        check_function(tally, typed, one, ())
+
+    words = ["Ultra", "Prime", "Neo", "XL", "Pro", "2"]
+    names = st.tuples(st.sampled_from(_every_name()), st.sampled_from(words), _CASES, _SEPARATORS)
+    run_property(names, check, count, seed_value)
+    tally.check()

@@ -118,24 +118,37 @@ def _extends(longer: str, shorter: str) -> bool:
     return longer.startswith(shorter) and not rest[:1].isdigit()
 
 
-def _rank(target: str, spelled: str) -> tuple[bool, bool, int, bool, float]:
-    """How near a known spelling is to what was typed (lower is nearer): the same model letters, the same
-    generation, the nearest model number, one name extending the other by words ("4070" for "4070 ultra",
-    "titanxp" for "titan x"), the most alike spelling."""
+def _near(target: str, spelled: str) -> tuple[bool, bool, int, bool]:
+    """How near a known spelling is to what was typed, before spelling is compared (lower is nearer): the same
+    model letters, the same generation, the nearest model number, one name extending the other by words ("4070"
+    for "4070 ultra", "titanxp" for "titan x")."""
     form = loose(spelled)
     letters, generation, number = _model(target)
     other = _model(form)
     distance = abs(number - other[2]) if number is not None and other[2] is not None else 0
     related = _extends(form, target) or _extends(target, form)
-    alike = difflib.SequenceMatcher(None, target, form).ratio()
-    return other[0] != letters, other[1] != generation, distance, not related, -alike
+    return other[0] != letters, other[1] != generation, distance, not related
+
+
+def _alike(target: str, spelled: str) -> float:
+    return difflib.SequenceMatcher(None, target, loose(spelled)).ratio()
 
 
 def closest(kb: KnowledgeBase, name: str, n: int = 3) -> list[str]:
-    """The n known GPUs nearest to `name` by any of their names (see `_rank`; ties in the knowledge base's
-    order), each shown by its key or alias (as written in the KB) that is spelled most like `name`."""
+    """The n known GPUs nearest to `name` by any of their names (see `_near`, then the most alike spelling; ties
+    in the knowledge base's order), each shown by its key or alias (as written in the KB) spelled most like
+    `name`. Spellings are compared only for the GPUs that `_near` leaves in the running (the slow part)."""
     target, exact = loose(name), normalize(name)
-    ranked = sorted((min(_rank(target, s) for s in g.all_names), i) for i, g in enumerate(kb.gpus))
+    near = [[(_near(target, s), s) for s in gpu.all_names] for gpu in kb.gpus]
+    best = [min(rank for rank, _ in spellings) for spellings in near]
+    if n < 1 or not best:
+        return []
+    cutoff = sorted(best)[min(n, len(best)) - 1]
+    ranked = sorted(
+        ((best[i], min(-_alike(target, s) for rank, s in near[i] if rank == best[i])), i)
+        for i in range(len(kb.gpus))
+        if best[i] <= cutoff
+    )
     shown = []
     for _, i in ranked[:n]:
         spelled = (kb.gpus[i].key, *kb.gpus[i].aliases)
