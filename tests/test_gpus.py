@@ -21,11 +21,16 @@ from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_function, modes, run_property
 
 NAMES = DATA / "gpu_names.tsv"
+NVIDIA_TABLES = DATA / "nvidia_cc_tables.tsv"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader((line for line in handle if not line.startswith("#")), delimiter="\t"))
 
 
 def _names() -> list[dict[str, str]]:
-    with Path(NAMES).open(encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader((line for line in handle if not line.startswith("#")), delimiter="\t"))
+    return _rows(NAMES)
 
 
 @pytest.mark.parametrize(
@@ -170,6 +175,23 @@ def test_every_collected_device_name_resolves_to_its_gpu(kb: KnowledgeBase, row:
     assert gpu.key == row["key"]
     assert row["source"] in gpu.source, f"{gpu.key} does not cite {row['source']}"
     assert kb.sources.get(row["source"])
+
+
+@pytest.mark.parametrize("row", _rows(NVIDIA_TABLES), ids=lambda row: row["name"])
+def test_every_gpu_on_nvidias_tables_resolves_with_its_compute_capability(
+    kb: KnowledgeBase, row: dict[str, str]
+) -> None:
+    """Every GPU NVIDIA's CC tables list with CC >= 6.0, written as the table writes it, resolves to a row with
+    the table's compute capability, and that row cites the table."""
+    gpu = lookup(kb, row["name"])
+    assert str(gpu.compute_capability) == row["compute_capability"]
+    assert row["source"] in gpu.source, f"{gpu.key} does not cite {row['source']}"
+
+
+def test_nvidias_table_name_titan_x_is_unknown_and_suggests_the_pascal_titan_x(kb: KnowledgeBase) -> None:
+    with pytest.raises(UnknownGpuError) as info:
+        lookup(kb, "NVIDIA TITAN X")
+    assert "titan-x-pascal" in info.value.closest
 
 
 def test_gpus_json_has_every_column_of_the_table(kb: KnowledgeBase) -> None:
