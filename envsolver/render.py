@@ -59,7 +59,8 @@ def _other_names(g: Gpu) -> list[str]:
 
 
 def gpu_rows(gpus: tuple[Gpu, ...]) -> list[dict[str, object]]:
-    """The GPU table as JSON: every column `gpu_table` shows. `aliases` is every name `--gpu` accepts."""
+    """The GPU table as JSON: every column `gpu_table` shows. `aliases` holds the key, the aliases and the names
+    nvidia-smi prints; with `name`, every name `--gpu` accepts."""
     return [
         {
             "key": g.key,
