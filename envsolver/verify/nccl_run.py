@@ -1,0 +1,359 @@
+"""Launch the NCCL check: torchrun on this node (`envsolver verify --nccl`), or the srun step / sbatch lines that run
+it across the nodes of a Slurm allocation. The worker is nccl_worker.py; the verdict is nccl.judge's.
+
+On one node: `PYTHON -m torch.distributed.run --standalone --nproc-per-node=N nccl_worker.py ...` under the env's
+python, with CONDA_PREFIX and PATH as activation sets them (every NCCL_* setting of the caller is kept: a site's
+NCCL_NVLS_ENABLE=0 must reach the ranks), a hard time limit (the process group is killed), progress on stderr.
+
+Across nodes, the way Slurm users do it: one task per node (`srun --nodes=N --ntasks-per-node=1`), each running
+torchrun with --nnodes=$SLURM_NNODES --node-rank=$SLURM_NODEID and a c10d rendezvous on the allocation's first
+host (`scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1`), so every node agrees on the host by
+construction. The per-node part is the worker's own `--slurm-node` mode (no shell: it runs scontrol and execs
+torchrun with argv lists). API for the cluster commands: SlurmJob -> srun_argv (an argv) or sbatch_fragment
+(#SBATCH lines and the srun line, for a batch script). Every value is validated against an exact grammar, and
+shell-quoted where it goes into a script.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from envsolver.errors import BadInputError
+from envsolver.verify import nccl
+from envsolver.verify.checks_base import Check
+from envsolver.verify.run import VerifyError
+
+WORKER = Path(__file__).with_name("nccl_worker.py")
+DEFAULT_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)  # all_reduce_perf -b 1M -e 1G -f 4
+PROGRESS = "envsolver-nccl: "
+Backend = Literal["nccl", "gloo"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the worker does. `timeout` bounds the join and each collective; `inject_fault` is for tests only."""
+
+    backend: Backend = "nccl"
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    iters: int = 20
+    warmup: int = 5
+    timeout: float = 120.0
+    check_count: int | None = None
+    inject_fault: str = ""
+
+
+@dataclass(frozen=True)
+class Run:
+    collected: nccl.Collected
+    checks: list[Check]
+    command: str
+    seconds: float
+    processes: int
+
+
+def worker_args(options: Options, out_dir: str) -> list[str]:
+    args = ["--out-dir", out_dir, "--backend", options.backend, "--sizes", ",".join(str(s) for s in options.sizes)]
+    args += ["--iters", str(options.iters), "--warmup", str(options.warmup), "--timeout", f"{options.timeout:g}"]
+    if options.check_count is not None:
+        args += ["--check-count", str(options.check_count)]
+    if options.inject_fault:
+        args += ["--inject-fault", options.inject_fault]
+    return args
+
+
+def local_argv(python: Path, processes: int, options: Options, out_dir: Path) -> list[str]:
+    head = [str(python), "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
+    head += [f"--nproc-per-node={processes}", "--max-restarts=0", str(WORKER)]
+    return head + worker_args(options, str(out_dir))
+
+
+def deadline(options: Options) -> float:
+    """The launcher's hard limit: above the worker's own (timeout * (3 + sizes) + 60) so the ranks end first."""
+    return options.timeout * (3 + len(options.sizes)) + 120
+
+
+def environ_for(prefix: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment as the prefix's activation would leave it, for the ranks."""
+    env = dict(environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    if prefix is not None:
+        env["CONDA_PREFIX"] = str(prefix)
+        env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env['PATH']}" if env.get("PATH") else str(prefix / "bin")
+    return env
+
+
+COUNT_GPUS = "import torch; print(torch.cuda.device_count())"
+
+
+def processes(python: Path, requested: int | None, options: Options, environ: Mapping[str, str]) -> int:
+    """--gpus N, else 2 for gloo, else the GPUs the env's torch sees. Raises VerifyError / BadInputError."""
+    if requested is not None:
+        return requested
+    if options.backend == "gloo":
+        return 2
+    try:
+        done = subprocess.run(
+            [str(python), "-c", COUNT_GPUS], capture_output=True, text=True, timeout=180, env=dict(environ), check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VerifyError(f"could not count the GPUs with {python}: {exc}. Pass --gpus N.") from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines or not lines[-1].strip().isdigit():
+        tail = (done.stderr or done.stdout).strip()[-300:]
+        raise VerifyError(
+            f"could not count the GPUs with {python} (exit {done.returncode}): {tail}. Check that the env's torch "
+            f"imports (`{shlex.quote(str(python))} -c 'import torch'`), or pass --gpus N."
+        )
+    count = int(lines[-1])
+    if count == 0:
+        raise BadInputError(
+            f"no GPU is visible to the torch of {python} (torch.cuda.device_count() is 0). Run on a GPU node "
+            "(`nvidia-smi` lists its GPUs), or pass --backend gloo to test the launch and the checks on CPU (not "
+            "an NCCL pass)."
+        )
+    return count
+
+
+def rerun_command(prefix: Path | None, python: Path, count: int, options: Options) -> str:
+    argv = ["envsolver", "verify", "--nccl"] + (["-p", str(prefix)] if prefix else ["--python", str(python)])
+    argv += ["--gpus", str(count)] + (["--backend", "gloo"] if options.backend == "gloo" else [])
+    return shlex.join(argv)
+
+
+@dataclass
+class _Streams:
+    stdout: list[str] = field(default_factory=list)
+    stderr: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=40))
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _execute(
+    argv: list[str], env: Mapping[str, str], limit: float, progress: Callable[[str], None] | None
+) -> tuple[int | None, _Streams]:
+    """Run to the end or to `limit` seconds (then the whole process group is killed; None is returned)."""
+    try:
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env), start_new_session=True
+        )
+    except OSError as exc:
+        raise VerifyError(f"could not start {argv[0]}: {exc}. Pass an existing interpreter (-p or --python).") from None
+    streams = _Streams()
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout, proc.stderr
+
+    def read_out() -> None:
+        for line in out:
+            if line.startswith(nccl.MARKER) or len(streams.stdout) < 200:
+                streams.stdout.append(line)
+
+    def read_err() -> None:
+        for line in err:
+            if line.startswith(PROGRESS) and progress is not None:
+                progress(line[len(PROGRESS) :].rstrip())
+            elif line.strip():
+                streams.stderr.append(line.rstrip())
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_out, read_err)]
+    for reader in readers:
+        reader.start()
+    code: int | None
+    try:
+        code = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        code = None
+    except BaseException:  # Ctrl-C: no rank outlives envsolver
+        _kill(proc)
+        raise
+    for reader in readers:
+        reader.join(timeout=5)
+    return code, streams
+
+
+def _read_outputs(out_dir: Path, streams: _Streams) -> tuple[str | None, dict[int, str]]:
+    report = out_dir / "report.json"
+    document = report.read_text(errors="replace") if report.exists() else None
+    if document is None:
+        document = next((line for line in streams.stdout if line.startswith(nccl.MARKER)), None)
+    ranks = {}
+    for path in out_dir.glob("rank-*.json"):
+        number = path.stem.split("-", 1)[1]
+        if number.isdigit():
+            ranks[int(number)] = path.read_text(errors="replace")
+    return document, ranks
+
+
+def _failure(code: int | None, limit: float, streams: _Streams) -> str:
+    if code is None:
+        return f"did not finish in {limit:.0f} s and was stopped"
+    if code == 0:
+        return ""
+    tail = " / ".join(line.strip() for line in list(streams.stderr)[-6:])
+    return f"torchrun exited {code}: {tail[-700:]}"
+
+
+def run_local(
+    python: Path,
+    prefix: Path | None,
+    count: int,
+    options: Options,
+    environ: Mapping[str, str],
+    progress: Callable[[str], None] | None = None,
+    limit: float | None = None,
+) -> Run:
+    """Run the check with `count` processes on this node and judge it. Raises VerifyError when torchrun cannot
+    start at all; every other outcome (a crash, a hang, a wrong sum) is in the checks."""
+    limit = limit if limit is not None else deadline(options)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="envsolver-nccl-") as tmp:
+        out_dir = Path(tmp)
+        argv = local_argv(python, count, options, out_dir)
+        code, streams = _execute(argv, environ_for(prefix, environ), limit, progress)
+        document, ranks = _read_outputs(out_dir, streams)
+    failure = _failure(code, limit, streams)
+    collected = nccl.Collected(count, document, ranks, failure, rerun_command(prefix, python, count, options))
+    return Run(collected, nccl.judge(collected), shlex.join(argv), time.monotonic() - started, count)
+
+
+def report_json(run: Run, python: Path, prefix: Path | None) -> dict[str, Any]:
+    return {
+        "ok": nccl.passed(run.checks),
+        "nccl_tested": nccl.tested(run.checks),
+        "target": {"python": str(python), "prefix": str(prefix) if prefix else None},
+        "command": run.command,
+        "seconds": round(run.seconds, 1),
+        **nccl.summary(run.collected),
+        "checks": [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in run.checks],
+    }
+
+
+# --- across nodes, through Slurm -------------------------------------------------------------------------------
+
+# Slurm names (partitions, accounts): letters, digits, '_', '.', '+', '-', not starting with '-'; a comma-separated
+# list where Slurm takes one (-p a100,h100).
+_NAME = re.compile(r"^[A-Za-z0-9_.+][A-Za-z0-9_.+-]{0,127}(,[A-Za-z0-9_.+][A-Za-z0-9_.+-]{0,127}){0,15}$")
+# --constraint: features joined by & | , with [ ] ( ) and *count (sbatch(1) "--constraint").
+_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.&|,*\[\]()-]{0,199}$")
+# --gres for GPUs: gpu[:type]:count (sbatch(1) "--gres").
+_GRES = re.compile(r"^gpu(:[A-Za-z0-9_.-]{1,64})?:[1-9][0-9]{0,2}$")
+# --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (sbatch(1) "--time").
+_TIME = re.compile(r"^(\d{1,4}-)?\d{1,4}(:\d{2}){0,2}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """The NCCL check across `nodes` nodes of a Slurm allocation. `python` and `worker` are absolute paths the
+    compute nodes see (the env and envsolver on the shared filesystem); `out_dir` a shared directory for the rank
+    files; `port` the rendezvous port on the first node (None: 29500 + SLURM_JOB_ID % 20000, chosen on the node,
+    so two jobs sharing a node rarely collide)."""
+
+    python: str
+    nodes: int
+    gpus_per_node: int
+    out_dir: str
+    worker: str = str(WORKER)
+    port: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    constraint: str | None = None
+    gres: str | None = None
+    time: str | None = None
+    options: Options = Options()
+
+
+def _refuse(what: str, value: object, expected: str) -> BadInputError:
+    return BadInputError(f"{what} {value!r} is not {expected}. Fix the {what} (it reaches srun and sbatch scripts).")
+
+
+def validate(job: SlurmJob) -> None:
+    """Every value against its grammar. Raises BadInputError naming the value."""
+    for what, path in (("python", job.python), ("worker", job.worker), ("out_dir", job.out_dir)):
+        if not path.startswith("/") or _CONTROL.search(path) or len(path) > 4096:
+            raise _refuse(what, path, "an absolute path without control characters")
+    for what, value, grammar, expected in (
+        ("partition", job.partition, _NAME, "a Slurm partition name (letters, digits, _ . + -)"),
+        ("account", job.account, _NAME, "a Slurm account name (letters, digits, _ . + -)"),
+        ("constraint", job.constraint, _CONSTRAINT, "a Slurm constraint (features joined by & | ,)"),
+        ("gres", job.gres, _GRES, "a GPU GRES like gpu:a100:4 or gpu:4"),
+        ("time", job.time, _TIME, "a Slurm time limit like 10, 00:10:00 or 1-00:00:00"),
+    ):
+        if value is not None and not grammar.match(value):
+            raise _refuse(what, value, expected)
+    for what, number, low, high in (("nodes", job.nodes, 1, 4096), ("gpus_per_node", job.gpus_per_node, 1, 64)):
+        if not low <= number <= high:
+            raise _refuse(what, number, f"a whole number from {low} to {high}")
+    if job.port is not None and not 1024 <= job.port <= 65535:
+        raise _refuse("port", job.port, "a port from 1024 to 65535")
+    check_options(job.options)
+
+
+def check_options(options: Options) -> None:
+    if options.backend not in ("nccl", "gloo") or options.iters < 1 or options.warmup < 0 or options.timeout <= 0:
+        raise BadInputError(
+            f"NCCL check options {options!r} are out of range. Pass --iters 1 or more and a positive timeout."
+        )
+    if not options.sizes or any(not 4 <= s <= nccl.MAX_SIZE for s in options.sizes):
+        raise BadInputError(f"--sizes {options.sizes!r} must be from 4 bytes to 16G. Fix --sizes.")
+    if options.inject_fault and not re.match(r"^\d{1,4}:(sum|nccl-version|nccl-library)$", options.inject_fault):
+        raise BadInputError(f"inject_fault {options.inject_fault!r} is not RANK:KIND. Fix the test.")
+
+
+def node_command(job: SlurmJob) -> list[str]:
+    """What srun starts on each node: the worker's --slurm-node mode, which finds the first host and execs
+    torchrun. Raises BadInputError."""
+    validate(job)
+    mode = ["--slurm-node", f"--nproc-per-node={job.gpus_per_node}"]
+    mode += [f"--port={job.port}"] if job.port is not None else []
+    return [job.python, job.worker, *mode, "--", *worker_args(job.options, job.out_dir)]
+
+
+def _resources(job: SlurmJob) -> list[str]:
+    options = [f"--partition={job.partition}"] if job.partition else []
+    options += [f"--account={job.account}"] if job.account else []
+    options += [f"--constraint={job.constraint}"] if job.constraint else []
+    options += [f"--gres={job.gres}"] if job.gres else [f"--gpus-per-node={job.gpus_per_node}"]
+    options += [f"--time={job.time}"] if job.time else []
+    return options
+
+
+def srun_argv(job: SlurmJob) -> list[str]:
+    """`srun` with one task per node, from a login node (srun makes the allocation). Raises BadInputError."""
+    command = node_command(job)
+    return ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *_resources(job), *command]
+
+
+def sbatch_fragment(job: SlurmJob) -> str:
+    """#SBATCH lines for the allocation (they belong at the top of the job script), then the srun line that runs
+    the check on every node of it (inside a batch job srun takes the allocation's nodes). Every word is
+    shell-quoted; nothing in it is expanded. Raises BadInputError."""
+    command = node_command(job)
+    directives = [f"--nodes={job.nodes}", "--ntasks-per-node=1", *_resources(job)]
+    lines = ["# envsolver: the NCCL check on every node (rendezvous on the allocation's first host)"]
+    lines += [f"#SBATCH {d}" for d in directives]
+    lines.append(shlex.join(["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *command]))
+    return "\n".join(lines) + "\n"
