@@ -180,8 +180,9 @@ def trouble(reply: Reply, python: str, prefix: str) -> str | None:
         return f"the step on {node} printed no verify section ({said or 'nothing'}). {by_hand}"
     if reply.exit in (126, 127):
         return f"{node} cannot run {python} (exit {reply.exit}: {said or 'no message'}). {INSTALL}"
-    if "No module named envsolver" in reply.said:
-        return f"{python} on {node} cannot import envsolver ({said}). {INSTALL}"
+    missing = [line.strip() for line in reply.said.splitlines() if "No module named" in line]
+    if missing:  # envsolver itself, or a package it needs (a python that sees envsolver's source only)
+        return f"{python} on {node} cannot import envsolver or a package it needs ({missing[-1][:300]}). {INSTALL}"
     error = reply.document.get("error") if reply.document is not None else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         fix = error.get("fix") if isinstance(error.get("fix"), str) else None

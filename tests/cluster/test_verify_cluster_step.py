@@ -98,7 +98,11 @@ def test_a_node_whose_checks_fail_is_a_report_not_trouble() -> None:
     ("name", "message", "fix"),
     [
         ("h100-no-python", "gpu03 cannot run /shared/envsolver/bin/python", "Install envsolver"),
-        ("h100-no-envsolver", "cannot import envsolver (/usr/bin/python3: No module named envsolver)", "Install"),
+        (
+            "h100-no-envsolver",
+            "cannot import envsolver or a package it needs (/usr/bin/python3: No module named envsolver)",
+            "Install",
+        ),
         ("h100-no-prefix", "on gpu03: '/tmp/cv-lab/work/nope' has no bin/python", "mount"),
     ],
 )
