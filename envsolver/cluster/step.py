@@ -126,7 +126,7 @@ def _trim(text: str) -> str:
 def _document(lines: list[str]) -> tuple[dict[str, Any] | None, list[str]]:
     """The first JSON object that starts a line and has `ok` (verify prints it indented, `{` alone on its first
     line), and the lines around it."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_no_constant)  # NaN and Infinity are not JSON: no report
     for i, line in enumerate(lines):
         if not line.startswith("{"):
             continue
@@ -139,6 +139,15 @@ def _document(lines: list[str]) -> tuple[dict[str, Any] | None, list[str]]:
             after = text[end:].split("\n")
             return doc, [*lines[:i], *(line for line in after if line.strip())]
     return None, lines
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
+def _text(value: str) -> str:
+    """A string as it can be printed: a lone surrogate (JSON's \\udXXX) becomes '?'."""
+    return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _checks(document: dict[str, Any] | None) -> tuple[Check, ...]:
@@ -155,7 +164,7 @@ def _checks(document: dict[str, Any] | None) -> tuple[Check, ...]:
             return ()
         if status not in _STATUSES:
             return ()
-        checks.append(Check(check_id, status, detail, fix))
+        checks.append(Check(_text(check_id), status, _text(detail), _text(fix)))
     return tuple(checks)
 
 
