@@ -10,8 +10,11 @@ for a subset."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,3 +261,43 @@ def test_a_prefix_for_no_partition_of_the_cluster_is_refused(setup: Setup, tmp_p
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
     assert "is for linux-aarch64" in error["message"] and "no linux-aarch64 partition" in error["message"]
+
+
+def test_ctrl_c_ends_every_step_and_exits_130(setup: Setup, tmp_path: Path) -> None:
+    """Ctrl-C in a terminal (SIGINT to the foreground process group: envsolver and its sruns) while every node's
+    verify hangs: exit 130 with the interrupted document, and no step is left running in Slurm."""
+    started = tmp_path / "started"
+    started.mkdir()
+    hanging = tmp_path / "hanging"
+    (hanging / "bin").mkdir(parents=True)
+    (hanging / "bin" / "python").write_text(f'#!/bin/sh\ntouch "{started}/$SLURMD_NODENAME"\nexec sleep 120\n')
+    (hanging / "bin" / "python").chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envsolver", "verify", "--cluster", str(setup.file), "-p", str(hanging), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SLURM_CONF": str(setup.lab.conf)},
+        cwd=tmp_path,
+        start_new_session=True,  # its own process group, as a shell gives a foreground job
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(started.iterdir())) < 4 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(list(started.iterdir())) >= 4, proc.communicate(timeout=30)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert json.loads(stdout)["error"]["kind"] == "interrupted"
+    left = ["?"]
+    for _ in range(50):
+        left = setup.lab.run(["squeue", "--noheader", "--name=envsolver-verify"]).stdout.split()
+        if not left:
+            break
+        time.sleep(0.2)
+    assert left == []
