@@ -67,7 +67,8 @@ def lines(report: Report) -> list[str]:
                 if check.status in ("fail", "warn"):
                     out += _check_lines(check)
         elif o.status == "error":
-            out.append(f"{o.partition.name}: ERROR, the step could not run: {o.error}")
+            said = str(o.error).removeprefix(f"partition {o.partition.name}: ")
+            out.append(f"{o.partition.name}: ERROR, the step could not run: {said}")
         elif o.status == "skipped":
             out.append(f"{o.partition.name}: {o.error}")
     out.append(count(report))

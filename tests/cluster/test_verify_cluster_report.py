@@ -110,7 +110,7 @@ def test_the_lines_name_each_failing_node_and_every_fix(report: Report) -> None:
     assert headers == [
         "tesla on gpu04: warn",
         "v100 on gpu01: FAIL",
-        f"h100: ERROR, the step could not run: {H100_ERROR}",
+        f"h100: ERROR, the step could not run: {H100_ERROR.removeprefix('partition h100: ')}",
         "gh200: not checked: the prefix is for linux-64, gh200 is linux-aarch64",
         "3 partition(s): 0 pass, 1 warn, 1 fail, 1 could not run (1 not checked)",
     ]
