@@ -12,6 +12,7 @@ not stop the others: its partition's outcome is an error (exit 2) whose message 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -115,7 +116,8 @@ def verify(
     environ: Mapping[str, str] = os.environ,
 ) -> Report:
     """Raises BadInputError (the cluster file, the prefix, the lock, no partition of the prefix's platform),
-    VerifyError (no bin/python in the prefix) and SlurmError (SLURM_CONF names no file)."""
+    VerifyError (no bin/python in the prefix) and SlurmError (SLURM_CONF names no file, the controller does not
+    answer, no Slurm configuration)."""
     cluster = cluster_file.load(request.cluster_file, kb)
     prefix = _absolute(request.prefix)
     target(Path(prefix), None, environ)  # the prefix has a bin/python here, where it is shared from
@@ -125,9 +127,17 @@ def verify(
         raise BadInputError(
             f"the prefix {prefix!r} is for {platform}, and cluster {cluster.name!r} has no {platform} partition "
             f"(its partitions: {', '.join(f'{p.name} ({p.platform})' for p in cluster.partitions)}). Pass the prefix "
-            "installed from the lock `envsolver make --cluster` wrote for their platform."
+            "installed from the lock envsolver make --cluster wrote for their platform (OUT/<platform>/conda-lock.yml)."
         )
     slurm.check_conf(environ)
+    # One answer from the controller first: a controller that is down, or no Slurm configuration, is one error
+    # rather than one per partition.
+    runner(
+        ("sinfo", "--noheader", "--format=%R"),
+        slurm.QUERY_TIMEOUT_S,
+        "the partitions",
+        "Check that the controller answers (`scontrol ping`), then run the same command again.",
+    )
     lock = _absolute(request.lock) if request.lock is not None else None
     command = step.node_command(request.python, prefix, lock, request.gpu_test, request.only)
     scope = compare.Scope(cluster, str(request.cluster_file), prefix, meta)
@@ -138,7 +148,7 @@ def verify(
                 p,
                 "skipped",
                 error=f"not checked: the prefix is for {platform}, {p.name} is {p.platform}; verify the prefix made "
-                f"for it: envsolver verify --cluster {request.cluster_file} -p PREFIX",
+                f"for it: envsolver verify --cluster {shlex.quote(str(request.cluster_file))} -p PREFIX",
             )
 
     def one(partition: Partition) -> Outcome:

@@ -227,6 +227,19 @@ def test_a_node_that_cannot_run_envsolver_is_exit_2_with_the_fix(setup: Setup) -
         assert "Install envsolver into a Python that the compute nodes can run" in str(outcome.error)
 
 
+def test_a_controller_that_does_not_answer_is_one_error_before_any_step(setup: Setup) -> None:
+    dead = setup.lab.dead_conf()
+    result = CliRunner(env={"SLURM_CONF": str(dead)}).invoke(
+        main, ["verify", "--cluster", str(setup.file), "-p", str(setup.prefix), "--json"]
+    )
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"ok", "exit_code", "error"}
+    assert doc["error"]["message"].startswith("the Slurm controller does not answer")
+    assert "scontrol ping" in doc["error"]["fix"]
+    assert "verifying" not in result.stderr  # no step was started
+
+
 def test_partitions_of_another_platform_are_not_checked(setup: Setup) -> None:
     gh200 = {"name": "gh200", "gpus": ["gh200"], "driver": "570.133.20", "platform": "linux-aarch64", "glibc": None}
     file = setup.edited("aarch64.yaml", {"gh200": gh200, "mixed": None, "tesla": None, "h100": None})
