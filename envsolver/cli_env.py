@@ -16,6 +16,8 @@ import click
 from envsolver import install as installer
 from envsolver import prefixmeta, render
 from envsolver.cli import main
+from envsolver.cluster import verify as cluster_verify
+from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
 from envsolver.hook import activation as hook_activation
 from envsolver.hook import build as hook_build
@@ -24,6 +26,7 @@ from envsolver.hook import run as hook_run
 from envsolver.http import parse_mirrors
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
+from envsolver.redact import redact_text
 from envsolver.verify import checks as verify_checks
 from envsolver.verify import nccl as verify_nccl
 from envsolver.verify import nccl_run
@@ -216,6 +219,13 @@ def hook_command(
     help="The interpreter to check (default: PREFIX/bin/python, the active conda env, or python3).",
 )
 @click.option(
+    "--cluster",
+    "cluster_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Check PREFIX (on the shared filesystem) on every partition of this cluster file, from the login node: "
+    "one srun step per partition.",
+)
+@click.option(
     "--lock",
     "lock_path",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -248,6 +258,7 @@ def hook_command(
 def verify_command(
     prefix: Path | None,
     python: Path | None,
+    cluster_path: Path | None,
     lock_path: Path | None,
     gpu_test: bool,
     only: tuple[str, ...],
@@ -269,12 +280,18 @@ def verify_command(
       envsolver verify --python ./venv/bin/python --json
       envsolver verify --gpu-test            # on a GPU node
       envsolver verify --nccl -p ~/envs/train  # all-reduce over this node's GPUs
+      envsolver verify --cluster cluster.yaml -p /shared/envs/train   # every partition, from the login node
 
     With --nccl, --json also carries nccl_tested (true only for NCCL on GPUs with every check passed), the
     bus bandwidth per size (nccl-tests' busbw), each rank's GPU and NCCL library, and the ranks' own report.
 
     Exit codes: 0 everything passed (warnings allowed), 1 a check failed, 2 verify could not run.
     """
+    if nccl and cluster_path is not None:
+        raise BadInputError(
+            "--nccl and --cluster exclude each other: --cluster checks every partition, --nccl this node's GPUs. "
+            "Pass one of them."
+        )
     if nccl:
         options = _nccl_options(lock_path, gpu_test, only, gpus, sizes, iters, backend, nccl_timeout)
         _verify_nccl(prefix, python, gpus, options, as_json)
@@ -283,6 +300,9 @@ def verify_command(
     stray = [name for name, value in given.items() if value is not None]
     if stray:
         raise BadInputError(f"{stray[0]} applies to the NCCL check only. Pass --nccl too, or remove {stray[0]}.")
+    if cluster_path is not None:
+        _verify_cluster(cluster_path, prefix, python, lock_path, gpu_test, only, as_json)
+        return
     kb = default_kb()
     if as_json:
         chosen, _, checks = verify_run.verify(kb, prefix, python, lock_path, gpu_test, only, os.environ)
@@ -345,3 +365,35 @@ def _verify_nccl(
         render.text(out, verify_render.summary(run.checks))
     if not verify_nccl.passed(run.checks):
         sys.exit(1)
+
+
+def _verify_cluster(
+    cluster_path: Path,
+    prefix: Path | None,
+    python: Path | None,
+    lock_path: Path | None,
+    gpu_test: bool,
+    only: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """verify --cluster: the report on stdout, progress on stderr; exit 1 when a partition failed, 2 (with the
+    error on stderr, and in the document) when a step could not run."""
+    if prefix is None or python is not None:
+        raise BadInputError(
+            "--cluster checks an environment prefix on every partition: pass -p PREFIX (on the shared filesystem), "
+            "and no --python (each node runs PREFIX/bin/python)."
+        )
+    err = render.console(stderr=True)
+    request = cluster_verify.Request(cluster_path, prefix, lock_path, gpu_test, only)
+    report = cluster_verify.verify(request, default_kb(), lambda line: render.text(err, line))
+    if as_json:
+        click.echo(json.dumps(verify_report.document(report), indent=2))
+    else:
+        out = render.console()
+        for line in verify_report.lines(report):
+            render.text(out, line)
+    problem = verify_report.error_text(report)
+    if problem is not None:
+        click.echo(f"error: {redact_text(problem)}", err=True)
+    if report.exit_code:
+        sys.exit(report.exit_code)

@@ -6,9 +6,13 @@ The nodes have typed GPU GRES backed by plain files (gres.conf `File=`), so Slur
 as it would real GPUs. The GPU facts on a node come from a stand-in `nvidia-smi` (the one stand-in: there is
 no GPU here) that a TaskProlog puts on the PATH of the steps on GPU nodes only; it answers the query envsolver
 makes, `--query-gpu=name,driver_version,compute_cap --format=csv,noheader`, with the rows written for that
-node, in nvidia-smi's own format (a real capture: tests/data/slurm/nvidia-smi-h200-query.txt); where a node
-has no rows it prints nvidia-smi's message for a driver that does not answer and exits 9 (NVML's
-ERROR_DRIVER_NOT_LOADED).
+node, in nvidia-smi's own format (a real capture: tests/data/slurm/nvidia-smi-h200-query.txt), and the query
+`envsolver verify`'s probe makes, `--query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader`;
+where a node has no rows it prints nvidia-smi's message for a driver that does not answer and exits 9 (NVML's
+ERROR_DRIVER_NOT_LOADED). `SlurmLab.node_gpus` changes what a node's nvidia-smi says while the lab runs.
+
+`write_env` writes a stand-in environment prefix for `envsolver verify` on the lab's nodes (there is no CUDA
+torch here): its python runs verify's real probe and answers torch's part from the prefix's lock metadata.
 
 Run it by hand: `python -m tests.slurmlab` starts a lab, prints the SLURM_CONF to export, and stops it on Enter.
 """
@@ -22,7 +26,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,9 +43,15 @@ class Gpu:
     name: str
     driver: str
     compute_cap: str
+    memory: str = "[N/A]"  # memory.total, as nvidia-smi prints it ("81920 MiB"); [N/A] where it has none
 
     def csv(self) -> str:
+        """The row for envsolver's cluster probe: name,driver_version,compute_cap."""
         return f"{self.name}, {self.driver}, {self.compute_cap}"
+
+    def verify_csv(self) -> str:
+        """The row for verify's probe: name,compute_cap,memory.total,driver_version."""
+        return f"{self.name}, {self.compute_cap}, {self.memory}, {self.driver}"
 
 
 @dataclass(frozen=True)
@@ -59,10 +70,13 @@ class Node:
         return ",".join(items) or None
 
 
-V100 = Gpu("Tesla V100-SXM2-16GB", "535.104.05", "7.0")
-A100 = Gpu("NVIDIA A100-SXM4-80GB", "550.54.15", "8.0")
-H100 = Gpu("NVIDIA H100 80GB HBM3", "570.133.20", "9.0")
-V100_32 = Gpu("Tesla V100-SXM2-32GB", "535.104.05", "7.0")
+# memory.total as real cards report it: 16384 MiB for a V100-SXM2-16GB (nvidia-smi table in 1CatAI/1Cat-vLLM
+# issue #85), 32768 MiB for a V100-SXM2 32GB (Wan-Video/Wan2.1 issue #5), 81920 MiB for an A100 80GB and 81559 MiB
+# for an H100 (the list in modal-labs/modal-client pull request #2797).
+V100 = Gpu("Tesla V100-SXM2-16GB", "535.104.05", "7.0", "16384 MiB")
+A100 = Gpu("NVIDIA A100-SXM4-80GB", "550.54.15", "8.0", "81920 MiB")
+H100 = Gpu("NVIDIA H100 80GB HBM3", "570.133.20", "9.0", "81559 MiB")
+V100_32 = Gpu("Tesla V100-SXM2-32GB", "535.104.05", "7.0", "32768 MiB")
 
 # gpu04's GRES type is a site's own word ('tesla'), which names no GPU: `cluster init --no-probe` must ask for
 # --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports).
@@ -84,12 +98,17 @@ PARTITIONS = {
 DEFAULT_PARTITION = "cpu"
 
 FAKE_SMI = """#!/bin/sh
-# A stand-in for nvidia-smi on the Slurm lab's nodes (there is no GPU here). It answers the one query envsolver
-# makes with the rows the lab wrote for this node, as nvidia-smi prints them; without rows, it fails as
-# nvidia-smi does when the driver does not answer.
-if [ "$#" -eq 2 ] && [ "$1" = "--query-gpu=name,driver_version,compute_cap" ] && [ "$2" = "--format=csv,noheader" ]
-then
-  rows="{rows}/$SLURMD_NODENAME.csv"
+# A stand-in for nvidia-smi on the Slurm lab's nodes (there is no GPU here). It answers the two queries envsolver
+# makes (the cluster probe's and verify's) with the rows the lab wrote for this node, as nvidia-smi prints them;
+# without rows, it fails as nvidia-smi does when the driver does not answer.
+rows=""
+if [ "$#" -eq 2 ] && [ "$2" = "--format=csv,noheader" ]; then
+  case "$1" in
+    --query-gpu=name,driver_version,compute_cap) rows="{rows}/$SLURMD_NODENAME.csv" ;;
+    --query-gpu=name,compute_cap,memory.total,driver_version) rows="{rows}/$SLURMD_NODENAME.verify.csv" ;;
+  esac
+fi
+if [ -n "$rows" ]; then
   if [ -s "$rows" ]; then
     cat "$rows"
     exit 0
@@ -98,7 +117,8 @@ then
 NVIDIA driver is installed and running."
   exit 9
 fi
-echo "the lab's nvidia-smi answers only --query-gpu=name,driver_version,compute_cap --format=csv,noheader" >&2
+echo "the lab's nvidia-smi answers only --query-gpu=name,driver_version,compute_cap and \
+--query-gpu=name,compute_cap,memory.total,driver_version, with --format=csv,noheader" >&2
 exit 2
 """
 
@@ -108,6 +128,64 @@ case "$SLURMD_NODENAME" in
   {gpu_nodes}) echo "export PATH={bin}:$PATH" ;;
 esac
 """
+
+
+# The stand-in python of `write_env`'s prefix: verify runs it as `python PROBE ARGS...`; it runs the real probe
+# with the real interpreter (so the driver and GPUs come from the node's nvidia-smi, glibc from the node), then
+# answers torch's facts as the torch the lock pins would: its version and CUDA, the lock's arch list (standing
+# for torch's), the node's GPUs as its devices. Anything else it runs with the real interpreter.
+STAND_IN = """#!{python}
+import json
+import subprocess
+import sys
+
+TORCH = json.loads({torch})
+PREFIX = {prefix}
+done = subprocess.run([sys.executable, *sys.argv[1:]], stdout=subprocess.PIPE, text=True, timeout=900)
+if "--stream" not in sys.argv:
+    sys.stdout.write(done.stdout)
+    sys.exit(done.returncode)
+docs = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+for doc in docs:
+    facts = doc.get("partial", doc)
+    facts["python"] = dict(facts.get("python") or {{}}, prefix=PREFIX, executable=PREFIX + "/bin/python")
+    if "partial" not in doc:
+        gpus = (facts.get("driver") or {{}}).get("gpus") or []
+        devices = [{{"name": g["name"], "capability": g["compute_capability"]}} for g in gpus]
+        facts["torch"] = dict(TORCH, available=bool(devices), device_count=len(devices), devices=devices)
+    print(json.dumps(doc, sort_keys=True), flush=True)
+sys.exit(done.returncode)
+"""
+
+
+def torch_facts(meta: Mapping[str, str], prefix: Path) -> dict[str, object]:
+    """What verify's probe would report of the torch a lock pins (from its metadata), before the devices."""
+    from envsolver.archlist import parse_arch_list
+
+    archs = parse_arch_list(meta["envsolver_torch_cuda_arch_list"])
+    arch_list = [f"sm_{a.cc.sm}{a.suffix}" for a in archs] + [f"compute_{a.cc.sm}" for a in archs if a.ptx]
+    return {
+        "version": meta["envsolver_torch"].split()[0],
+        "cuda": meta["envsolver_cuda_version"],
+        "arch_list": arch_list,
+        "file": str(prefix / "lib" / "python3" / "site-packages" / "torch" / "__init__.py"),
+    }
+
+
+def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str) -> None:
+    """A stand-in environment at `prefix` for `envsolver verify -p PREFIX` on the lab's nodes: the lock metadata
+    `envsolver install` keeps (etc/envsolver/lock-metadata.json), and bin/python (STAND_IN) run by `python`."""
+    import json
+
+    from envsolver import prefixmeta
+
+    prefixmeta.save(prefix, platform, meta)
+    stand_in = prefix / "bin" / "python"
+    stand_in.parent.mkdir(parents=True, exist_ok=True)
+    stand_in.write_text(
+        STAND_IN.format(python=python, torch=repr(json.dumps(torch_facts(meta, prefix))), prefix=repr(str(prefix)))
+    )
+    stand_in.chmod(0o755)
 
 
 def missing_binaries() -> list[str]:
@@ -194,6 +272,17 @@ class SlurmLab:
         path.write_text("\n".join([*lines, "MessageTimeout=2"]) + "\n")
         return path
 
+    @contextmanager
+    def node_gpus(self, node: str, gpus: tuple[Gpu, ...]) -> Iterator[None]:
+        """While inside, the node's nvidia-smi answers with `gpus` (() : it fails as without a driver); then with
+        the node's own rows again."""
+        own = next(n.gpus for n in self.nodes if n.name == node)
+        self._write_gpus(node, gpus)
+        try:
+            yield
+        finally:
+            self._write_gpus(node, own)
+
     def logs_tail(self, lines: int = 15) -> str:
         parts = []
         for log in sorted((self.root / "log").glob("*")):
@@ -220,7 +309,7 @@ class SlurmLab:
         prolog.write_text(TASK_PROLOG.format(gpu_nodes="|".join(gpu_nodes) or "none", bin=root / "bin"))
         prolog.chmod(0o755)
         for node in self.nodes:
-            (root / "gpus" / f"{node.name}.csv").write_text("".join(g.csv() + "\n" for g in node.gpus))
+            self._write_gpus(node.name, node.gpus)
         ctld_port, *node_ports = free_ports(1 + len(self.nodes))
         conf = [
             "ClusterName=lab",
@@ -268,6 +357,14 @@ class SlurmLab:
             conf.append(f"PartitionName={name} Nodes={','.join(members)} State=UP MaxTime=10{default}")
         self.conf.write_text("\n".join(conf) + "\n")
         (root / "gres.conf").write_text("\n".join(gres_conf) + "\n")
+
+    def _write_gpus(self, node: str, gpus: tuple[Gpu, ...]) -> None:
+        """The rows the node's nvidia-smi answers each query with (written whole, then renamed into place)."""
+        for suffix, rows in ((".csv", [g.csv() for g in gpus]), (".verify.csv", [g.verify_csv() for g in gpus])):
+            path = self.root / "gpus" / f"{node}{suffix}"
+            part = path.with_name(path.name + ".part")
+            part.write_text("".join(row + "\n" for row in rows))
+            part.replace(path)
 
     def _munged_argv(self) -> list[str]:
         munge = self.root / "munge"
