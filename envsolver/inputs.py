@@ -130,6 +130,14 @@ def canonical_command(verb: str, target: Target) -> str:
     parts += [_option("--gpu", g.key, "a100") for g in target.gpus]
     if target.driver is not None:
         parts.append(_option("--driver", target.driver, "535.104.05"))
+    parts += _choices(target, with_host=True)
+    return " ".join(parts)
+
+
+def _choices(target: Target, with_host: bool) -> list[str]:
+    """The options besides the GPUs and the driver, in canonical order; `with_host`: also --platform and --glibc
+    (a cluster file gives those)."""
+    parts = []
     if target.python is not None:
         parts.append(_option("--python", target.python, "3.11"))
     if target.torch_text is not None:
@@ -138,15 +146,15 @@ def canonical_command(verb: str, target: Target) -> str:
         parts.append(_option("--cuda", target.cuda, "12.4"))
     if target.source != "conda-forge":
         parts.append(_option("--source", target.source, "pytorch"))
-    if target.platform is not None:
+    if with_host and target.platform is not None:
         parts.append(_option("--platform", target.platform, "linux-64"))
     if not target.deepspeed:
         parts.append("--no-deepspeed")
     if target.driver_compat != "minor":
         parts.append(_option("--driver-compat", target.driver_compat, "full"))
-    if target.glibc != DEFAULT_GLIBC:
+    if with_host and target.glibc != DEFAULT_GLIBC:
         parts.append(_option("--glibc", target.glibc, "2.28"))
-    return " ".join(parts)
+    return parts
 
 
 def make_command(
@@ -187,18 +195,7 @@ def cluster_make_command(
     parts = ["envsolver make", _option("--cluster", cluster_file, "cluster.yaml")]
     parts += [_option("--partition", p, "a100") for p in only]
     parts += [_option("--skip-partition", p, "v100") for p in skip]
-    if target.python is not None:
-        parts.append(_option("--python", target.python, "3.11"))
-    if target.torch_text is not None:
-        parts.append(_option("--torch", target.torch_text, "2.5"))
-    if target.cuda is not None:
-        parts.append(_option("--cuda", target.cuda, "12.4"))
-    if target.source != "conda-forge":
-        parts.append(_option("--source", target.source, "pytorch"))
-    if not target.deepspeed:
-        parts.append("--no-deepspeed")
-    if target.driver_compat != "minor":
-        parts.append(_option("--driver-compat", target.driver_compat, "full"))
+    parts += _choices(target, with_host=False)
     if name is not None:
         parts.append(_option("--name", names.validate(name), names.FALLBACK))
     if offline:

@@ -17,7 +17,7 @@ from conda_lock.lockfile import parse_conda_lock_file
 from envsolver.cli import main
 from envsolver.cluster import planning
 from envsolver.cluster.file import parse
-from envsolver.inputs import Options
+from envsolver.inputs import Options, cluster_make_command
 from envsolver.kb import default_kb
 from envsolver.resolve import driver as drivers
 from envsolver.resolve import resolve
@@ -243,3 +243,15 @@ def test_fit_kinds_follow_the_driver_table() -> None:
     assert newer.kind == "full" and newer.text == f"driver 999.0 fully supports CUDA {plan.cuda_version}"
     unknown = planning.fit(kb, plan, replace(v100, driver=None))
     assert unknown.kind == "assumed"
+
+
+def test_the_cluster_command_repeats_the_users_options_but_not_the_files() -> None:
+    kb = default_kb()
+    cluster = parse(MIXED.read_text(), kb, "mixed.yaml")
+    options = Options(python="3.11", torch="2.7", deepspeed=False)
+    [x86, _] = planning.groups(kb, cluster.partitions, options)
+    line = cluster_make_command("my cluster.yaml", x86.target, ["a100"], ["v100"], "envs/a", None, True)
+    assert line == (
+        "envsolver make --cluster 'my cluster.yaml' --partition a100 --skip-partition v100 --python 3.11 "
+        "--torch 2.7 --no-deepspeed --offline --out envs/a"
+    )
