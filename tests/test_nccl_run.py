@@ -144,7 +144,7 @@ def test_the_launch_rule_is_the_launchers() -> None:
     writers = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
-        if "--rdzv-endpoint" in path.read_text() or "--node-rank" in path.read_text()
+        if "--rdzv-endpoint" in path.read_text() or "--rdzv-backend" in path.read_text()
     )
     assert writers == ["cluster/slurm_launch.py"]
 

@@ -9,11 +9,11 @@ On each node it asks Slurm for the step's first host (`scontrol show hostnames "
 name; its address is the NodeAddr of `scontrol --oneliner show node NAME`, the address Slurm itself reaches it by,
 else the name) and replaces itself with
 
-    python -m torch.distributed.run --nnodes=$SLURM_STEP_NUM_NODES --node-rank=$SLURM_NODEID
-        --nproc-per-node=G --max-restarts=0 --rdzv-id=envsolver-JOB.STEP --rdzv-backend=c10d
-        --rdzv-endpoint=HOST:PORT --no-python COMMAND [ARGS...]
+    python -m torch.distributed.run --nnodes=$SLURM_STEP_NUM_NODES --nproc-per-node=G --max-restarts=0
+        --rdzv-id=envsolver-JOB.STEP --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --no-python COMMAND [ARGS...]
 
-so every node computes the same host from the same Slurm facts: the rendezvous is on the step's first host by
+(no --node-rank: the c10d rendezvous ranks the nodes as they join, and torchrun warns that it ignores one), so
+every node computes the same host from the same Slurm facts: the rendezvous is on the step's first host by
 construction (the common multi-node failure is a rendezvous on the wrong host: a MASTER_ADDR typed by hand, each
 node naming itself, or the job's first host when the step runs on other nodes of it). PORT is --port, else
 29500 + SLURM_JOB_ID % 20000, so two jobs sharing a node rarely collide. torchrun sets RANK, WORLD_SIZE,
@@ -139,7 +139,6 @@ def torchrun_argv(
         "-m",
         "torch.distributed.run",
         f"--nnodes={step.nnodes}",
-        f"--node-rank={step.node_rank}",
         f"--nproc-per-node={nproc_per_node}",
         "--max-restarts=0",
         f"--rdzv-id=envsolver-{step.job}.{step.step}",

@@ -87,7 +87,8 @@ def test_task_argv_is_the_launcher_with_its_options_then_the_command() -> None:
     assert with_port == ["/p/bin/python", "/l.py", "--nproc-per-node=1", "--port=29533", "--", "x"]
 
 
-def test_torchrun_argv_meets_at_the_first_host_with_the_steps_ranks() -> None:
+def test_torchrun_argv_meets_at_the_first_host_with_the_steps_nodes() -> None:
+    """c10d gives each node its rank as it joins; torchrun ignores --node-rank there (and warns), so none is given."""
     step = slurm_launch.Step(nodes=["gpu07", "gpu08"], nnodes=2, node_rank=1, job="4242", step="3", node="gpu08")
     argv = slurm_launch.torchrun_argv("/envs/t/bin/python", step, "10.0.0.7", 29501, 4, ["python", "train.py"])
     assert argv == [
@@ -95,7 +96,6 @@ def test_torchrun_argv_meets_at_the_first_host_with_the_steps_ranks() -> None:
         "-m",
         "torch.distributed.run",
         "--nnodes=2",
-        "--node-rank=1",
         "--nproc-per-node=4",
         "--max-restarts=0",
         "--rdzv-id=envsolver-4242.3",
@@ -232,6 +232,7 @@ def test_two_nodes_meet_at_the_steps_first_host_and_run_the_command(tmp_path: Pa
     assert {row["run_id"] for row in rows} == {"envsolver-4242.3"}
     assert all(row["argv"] == ["--lr", "3e-4; touch x"] for row in rows)
     assert not (tmp_path / "x").exists()
+    assert not any("node_rank is only used" in err for _, _, err in results)  # torchrun's warning for --node-rank
     for node_id, (_, _, err) in enumerate(results):
         said = f"envsolver-launch: gpu-a0{7 + node_id} (node {node_id} of 2): torchrun with 2 process(es), "
         assert said + f"rendezvous at 127.0.0.1:{port} (gpu-a07, the step's first host)" in err
@@ -245,10 +246,10 @@ def test_without_a_node_addr_the_first_hosts_name_is_the_endpoint(tmp_path: Path
     argv[2:2] = ["--dry-run"]
     results = run_nodes(argv, [node_env(bin_dir, n) for n in (0, 1)])
     assert [code for code, _, _ in results] == [0, 0]
-    for node_id, (_, out, err) in enumerate(results):
+    for _, out, err in results:
         assert f"rendezvous at gpu-a07:{port}" in err
         shown = json.loads(out)
-        assert f"--rdzv-endpoint=gpu-a07:{port}" in shown and f"--node-rank={node_id}" in shown
+        assert f"--rdzv-endpoint=gpu-a07:{port}" in shown and "--nnodes=2" in shown
 
 
 def test_outside_slurm_it_says_to_run_under_srun(tmp_path: Path) -> None:
