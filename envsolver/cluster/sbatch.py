@@ -314,6 +314,11 @@ def gpus_from_sinfo(rows: Sequence[parse.SinfoRow], slurm_partition: str, kind: 
     return NodeGpus(fewest, origin, tuple(sorted(counts)))
 
 
+def sinfo_argv(slurm_partition: str) -> tuple[str, ...]:
+    """sinfo for one partition's nodes in parse.SINFO_FORMAT (--partition, not --all: sinfo takes one of them)."""
+    return ("sinfo", "--noheader", "--Node", f"--format={parse.SINFO_FORMAT}", f"--partition={slurm_partition}")
+
+
 def node_gpus(partition: Partition) -> NodeGpus:
     """Ask Slurm (sinfo, on this login node) how many GPUs the partition's nodes have. Raises SlurmError or
     BadInputError, each ending with --gpus-per-node as the way out."""
@@ -322,9 +327,7 @@ def node_gpus(partition: Partition) -> NodeGpus:
     way_out = "or pass --gpus-per-node N"
     try:
         slurm.check_conf()
-        text = slurm.run(
-            (*parse.SINFO_ARGV, f"--partition={name}"), slurm.QUERY_TIMEOUT_S, "the GPUs of the partition's nodes"
-        )
+        text = slurm.run(sinfo_argv(name), slurm.QUERY_TIMEOUT_S, "the GPUs of the partition's nodes")
     except slurm.SlurmError as exc:
         raise slurm.SlurmError(f"{str(exc).rstrip('.')}; {way_out}.", exc.said) from None
     rows, _ = parse.parse_sinfo(text)
