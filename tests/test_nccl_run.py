@@ -1,9 +1,10 @@
 """The NCCL check's launcher (envsolver/verify/nccl_run.py) and `envsolver verify --nccl`.
 
-Without a GPU: the torchrun and srun command lines (golden argv; hostile values refused), the per-node script that
-srun and sbatch run (executed here with a stand-in scontrol, so the rendezvous host and node rank are the ones the
-shell computes), and the worker end to end in gloo mode through the real torchrun with 2 processes: it passes, and
-a fault injected into one rank fails the right check. A rank that cannot join ends within its timeout."""
+Without a GPU: the torchrun and srun command lines (golden argv; hostile values refused by the cluster file's
+grammars), the per-node command srun and sbatch run (the Slurm launcher, envsolver/cluster/slurm_launch.py,
+executed here with a stand-in scontrol, so the rendezvous host and node rank are the ones it computes), and the
+worker end to end in gloo mode through the real torchrun with 2 processes: it passes, and a fault injected into one
+rank fails the right check. A rank that cannot join ends within its timeout."""
 
 from __future__ import annotations
 
@@ -23,10 +24,13 @@ import pytest
 from click.testing import CliRunner
 
 from envsolver.cli import main
+from envsolver.cluster import grammar, slurm_launch
 from envsolver.errors import BadInputError
 from envsolver.verify import nccl, nccl_run
 
 WORKER = str(nccl_run.WORKER)
+LAUNCHER = str(nccl_run.LAUNCHER)
+PACKAGE = Path(nccl_run.__file__).resolve().parents[1]
 FAST = nccl_run.Options(backend="gloo", sizes=(4096, 65536), iters=2, warmup=1, timeout=60.0, check_count=4099)
 
 
@@ -82,6 +86,7 @@ def job(**changes: Any) -> nccl_run.SlurmJob:
         "gpus_per_node": 4,
         "out_dir": "/shared/scratch/nccl-check",
         "worker": "/shared/envsolver/envsolver/verify/nccl_worker.py",
+        "launcher": "/shared/envsolver/envsolver/cluster/slurm_launch.py",
         "partition": "h100",
         "account": "proj-42",
         "options": nccl_run.Options(sizes=(1 << 20, 1 << 30)),
@@ -91,7 +96,8 @@ def job(**changes: Any) -> nccl_run.SlurmJob:
 
 
 def test_srun_argv_golden() -> None:
-    """No shell anywhere: srun starts the worker's --slurm-node mode on each node, which finds the first host."""
+    """No shell anywhere: srun starts the Slurm launcher on each node (it finds the first host and runs torchrun),
+    and the launcher runs the worker under the env's python."""
     assert nccl_run.srun_argv(job()) == [
         "srun",
         "--nodes=2",
@@ -101,10 +107,11 @@ def test_srun_argv_golden() -> None:
         "--account=proj-42",
         "--gpus-per-node=4",
         "/shared/envs/train/bin/python",
-        "/shared/envsolver/envsolver/verify/nccl_worker.py",
-        "--slurm-node",
+        "/shared/envsolver/envsolver/cluster/slurm_launch.py",
         "--nproc-per-node=4",
         "--",
+        "/shared/envs/train/bin/python",
+        "/shared/envsolver/envsolver/verify/nccl_worker.py",
         "--out-dir",
         "/shared/scratch/nccl-check",
         "--backend",
@@ -124,7 +131,57 @@ def test_srun_argv_with_gres_constraint_time_and_a_port() -> None:
     argv = nccl_run.srun_argv(job(gres="gpu:h100:4", constraint="ib&h100", time="00:10:00", port=29533))
     assert "--gres=gpu:h100:4" in argv and "--constraint=ib&h100" in argv and "--time=00:10:00" in argv
     assert not any(a.startswith("--gpus-per-node") for a in argv)
-    assert argv[argv.index("--slurm-node") + 1 : argv.index("--")] == ["--nproc-per-node=4", "--port=29533"]
+    launcher = argv.index("/shared/envsolver/envsolver/cluster/slurm_launch.py")
+    assert argv[launcher + 1 : argv.index("--")] == ["--nproc-per-node=4", "--port=29533"]
+
+
+def test_the_launch_rule_is_the_launchers() -> None:
+    """One launch rule: the command srun runs per node is the launcher's own task_argv around the worker, and no
+    other module of envsolver writes a torchrun rendezvous."""
+    one = job(port=29533)
+    worker = [one.python, one.worker, *nccl_run.worker_args(one.options, one.out_dir)]
+    assert nccl_run.node_command(one) == slurm_launch.task_argv(one.python, 4, worker, 29533, one.launcher)
+    writers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "--rdzv-endpoint" in path.read_text() or "--rdzv-backend" in path.read_text()
+    )
+    assert writers == ["cluster/slurm_launch.py"]
+
+
+# What the cluster file accepts, srun_argv accepts, and the other way round: one grammar (cluster/grammar.py).
+GRAMMAR = [
+    ("partition", "gpu-h100.v2", True),
+    ("partition", "a100,h100", False),
+    ("partition", "a+b", False),
+    ("constraint", "a100&[ib1|ib2]", True),
+    ("constraint", "[rack1*2&rack2*4]", True),
+    ("constraint", "(a100|h100)*2", False),
+    ("constraint", "a100)", False),
+    ("constraint", "a100&&ib", False),
+    ("gres", "gpu:nvidia_h100_80gb_hbm3:4", True),
+    ("gres", "gpu:4,nvme:1", True),
+    ("gres", "gpu:1g.10gb:1", True),
+    ("account", "ml-team", True),
+    ("account", "-x", False),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "accepted"), GRAMMAR, ids=[f"{k}={v}" for k, v, _ in GRAMMAR])
+def test_slurm_values_follow_the_cluster_files_grammar(key: str, value: str, accepted: bool) -> None:
+    check = {"partition": grammar.name, "constraint": grammar.constraint, "gres": grammar.gres}
+    check["account"] = grammar.name
+    try:
+        check[key](value)
+        valid = True
+    except grammar.GrammarError:
+        valid = False
+    assert valid is accepted
+    if accepted:
+        assert f"--{key}={value}" in nccl_run.srun_argv(job(**{key: value}))
+    else:
+        with pytest.raises(BadInputError, match=key):
+            nccl_run.srun_argv(job(**{key: value}))
 
 
 HOSTILE = [
@@ -142,6 +199,8 @@ HOSTILE = [
     ("python", "/shared/env\n/bin/python"),
     ("out_dir", ""),
     ("worker", "/a/\x00b"),
+    ("launcher", "slurm_launch.py"),
+    ("time", "1-"),
     ("port", 80),
     ("port", 70000),
     ("nodes", 0),
@@ -173,8 +232,9 @@ def slurm_bin(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     scripts = {
-        "scontrol": "#!/bin/sh\n[ \"$1 $2 $3\" = 'show hostnames gpu-a[07-08]' ] && "
-        "printf '127.0.0.1\\nno-such-host.invalid\\n'\n",
+        "scontrol": '#!/bin/sh\ncase "$1 $2 $3" in\n'
+        "  'show hostnames gpu-a[07-08]') printf '127.0.0.1\\nno-such-host.invalid\\n' ;;\n"
+        "  'show hostnames gpu-a07') printf '127.0.0.1\\n' ;;\n  *) exit 1 ;;\nesac\n",
         "srun": '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n',
     }
     for name, text in scripts.items():
@@ -184,7 +244,8 @@ def slurm_bin(tmp_path: Path) -> Path:
 
 
 def slurm_env(bin_dir: Path, nnodes: int, nodeid: int) -> dict[str, str]:
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu-a[07-08]"}
+    nodelist = "gpu-a[07-08]" if nnodes == 2 else "gpu-a07"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": nodelist}
     env.update(SLURM_NNODES=str(nnodes), SLURM_NODEID=str(nodeid), SLURM_JOB_ID="4242")
     return env
 
@@ -199,7 +260,8 @@ def test_two_nodes_through_the_srun_argv_meet_on_the_first_host(tmp_path: Path) 
     """Two 'nodes' (two processes with SLURM_NODEID 0 and 1, one rank each) run the srun argv's command: each asks
     scontrol for the hosts and meets the other at the first one; gloo, so it runs here."""
     bin_dir, out = slurm_bin(tmp_path), tmp_path / "out"
-    two = job(python=sys.executable, worker=WORKER, out_dir=str(out), gpus_per_node=1, port=free_port(), options=FAST)
+    two = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), gpus_per_node=1)
+    two = nccl_run.SlurmJob(**{**two.__dict__, "port": free_port(), "options": FAST})
     command = nccl_run.srun_argv(two)[7:]
     nodes = [subprocess.Popen(command, env=slurm_env(bin_dir, 2, n), stdout=subprocess.PIPE) for n in (0, 1)]
     outputs = [node.communicate(timeout=240)[0] for node in nodes]
@@ -213,7 +275,8 @@ def test_two_nodes_through_the_srun_argv_meet_on_the_first_host(tmp_path: Path) 
 def test_the_sbatch_fragment_runs_as_a_batch_script(tmp_path: Path) -> None:
     """The fragment as a job script under /bin/sh, with the stand-in srun and scontrol: one node, two ranks."""
     bin_dir, out = slurm_bin(tmp_path), tmp_path / "out dir"
-    one = job(python=sys.executable, worker=WORKER, out_dir=str(out), nodes=1, gpus_per_node=2, port=free_port())
+    one = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), nodes=1, gpus_per_node=2)
+    one = nccl_run.SlurmJob(**{**one.__dict__, "port": free_port()})
     fragment = nccl_run.sbatch_fragment(nccl_run.SlurmJob(**{**one.__dict__, "options": FAST}))
     lines = fragment.splitlines()
     assert "#SBATCH --partition=h100" in lines and "#SBATCH --nodes=1" in lines
@@ -225,15 +288,10 @@ def test_the_sbatch_fragment_runs_as_a_batch_script(tmp_path: Path) -> None:
     assert judged(out, 2)["nccl-ranks"] == "pass"
 
 
-def test_slurm_node_mode_outside_slurm_says_so(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    done = subprocess.run(
-        [sys.executable, WORKER, "--slurm-node", "--nproc-per-node=1", "--", "--out-dir", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_the_node_command_outside_slurm_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    command = nccl_run.node_command(job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(tmp_path)))
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "SLURM_JOB_NODELIST" in done.stderr and "srun" in done.stderr
 

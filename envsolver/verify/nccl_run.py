@@ -6,12 +6,12 @@ python, with CONDA_PREFIX and PATH as activation sets them (every NCCL_* setting
 NCCL_NVLS_ENABLE=0 must reach the ranks), a hard time limit (the process group is killed), progress on stderr.
 
 Across nodes, the way Slurm users do it: one task per node (`srun --nodes=N --ntasks-per-node=1`), each running
-torchrun with --nnodes=$SLURM_NNODES --node-rank=$SLURM_NODEID and a c10d rendezvous on the allocation's first
-host (`scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1`), so every node agrees on the host by
-construction. The per-node part is the worker's own `--slurm-node` mode (no shell: it runs scontrol and execs
-torchrun with argv lists). API for the cluster commands: SlurmJob -> srun_argv (an argv) or sbatch_fragment
-(#SBATCH lines and the srun line, for a batch script). Every value is validated against an exact grammar, and
-shell-quoted where it goes into a script.
+envsolver's Slurm launcher (envsolver/cluster/slurm_launch.py, the one launch rule), which starts torchrun with
+the step's node count and node rank and a c10d rendezvous on the step's first host, and torchrun runs the worker
+under the env's python; no shell anywhere. API for the cluster commands: SlurmJob -> srun_argv (an argv) or
+sbatch_fragment (#SBATCH lines and the srun line, for a batch script). Every Slurm value is checked against the
+cluster file's grammars (envsolver/cluster/grammar.py; a time limit against TIME here), and shell-quoted where it
+goes into a script.
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from envsolver.cluster import grammar, slurm_launch
 from envsolver.errors import BadInputError
 from envsolver.verify import nccl
 from envsolver.verify.checks_base import Check
 from envsolver.verify.run import VerifyError
 
 WORKER = Path(__file__).with_name("nccl_worker.py")
+LAUNCHER = Path(slurm_launch.__file__).resolve()
 DEFAULT_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)  # all_reduce_perf -b 1M -e 1G -f 4
 PROGRESS = "envsolver-nccl: "
 Backend = Literal["nccl", "gloo"]
@@ -253,16 +255,28 @@ def report_json(run: Run, python: Path, prefix: Path | None) -> dict[str, Any]:
 
 # --- across nodes, through Slurm -------------------------------------------------------------------------------
 
-# Slurm names (partitions, accounts): letters, digits, '_', '.', '+', '-', not starting with '-'; a comma-separated
-# list where Slurm takes one (-p a100,h100).
-_NAME = re.compile(r"^[A-Za-z0-9_.+][A-Za-z0-9_.+-]{0,127}(,[A-Za-z0-9_.+][A-Za-z0-9_.+-]{0,127}){0,15}$")
-# --constraint: features joined by & | , with [ ] ( ) and *count (sbatch(1) "--constraint").
-_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.&|,*\[\]()-]{0,199}$")
-# --gres for GPUs: gpu[:type]:count (sbatch(1) "--gres").
-_GRES = re.compile(r"^gpu(:[A-Za-z0-9_.-]{1,64})?:[1-9][0-9]{0,2}$")
-# --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (sbatch(1) "--time").
-_TIME = re.compile(r"^(\d{1,4}-)?\d{1,4}(:\d{2}){0,2}$")
+# Source: sbatch(1) --time: "Acceptable time formats include "minutes", "minutes:seconds", "hours:minutes:seconds",
+# "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds"" (0: no limit). Bounded repeats.
+TIME = re.compile(r"[0-9]{1,4}-[0-9]{1,2}(?::[0-9]{1,2}){0,2}|[0-9]{1,6}(?::[0-9]{1,2}){0,2}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def time_limit(text: str) -> str:
+    """A --time value, unchanged. Raises grammar.GrammarError (a ValueError) with the expected form."""
+    if not isinstance(text, str) or not TIME.fullmatch(text):
+        raise grammar.GrammarError(
+            "expected a Slurm time limit: MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, "
+            "DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS (such as '30', '04:00:00' or '1-12')"
+        )
+    return text
+
+
+def absolute_path(text: str) -> str:
+    """A path that reaches argv lists and scripts: absolute, no control characters, at most 4096 characters.
+    Raises grammar.GrammarError."""
+    if not isinstance(text, str) or not text.startswith("/") or _CONTROL.search(text) or len(text) > 4096:
+        raise grammar.GrammarError("expected an absolute path without control characters")
+    return text
 
 
 @dataclass(frozen=True)
@@ -277,6 +291,7 @@ class SlurmJob:
     gpus_per_node: int
     out_dir: str
     worker: str = str(WORKER)
+    launcher: str = str(LAUNCHER)
     port: int | None = None
     partition: str | None = None
     account: str | None = None
@@ -290,20 +305,35 @@ def _refuse(what: str, value: object, expected: str) -> BadInputError:
     return BadInputError(f"{what} {value!r} is not {expected}. Fix the {what} (it reaches srun and sbatch scripts).")
 
 
+# Each Slurm value of a SlurmJob and its grammar: the cluster file's (cluster/grammar.py), and TIME.
+_GRAMMARS = {
+    "partition": grammar.name,
+    "account": lambda text: grammar.name(text, "Slurm account name"),
+    "constraint": grammar.constraint,
+    "gres": grammar.gres,
+    "time": time_limit,
+}
+
+
 def validate(job: SlurmJob) -> None:
     """Every value against its grammar. Raises BadInputError naming the value."""
-    for what, path in (("python", job.python), ("worker", job.worker), ("out_dir", job.out_dir)):
-        if not path.startswith("/") or _CONTROL.search(path) or len(path) > 4096:
-            raise _refuse(what, path, "an absolute path without control characters")
-    for what, value, grammar, expected in (
-        ("partition", job.partition, _NAME, "a Slurm partition name (letters, digits, _ . + -)"),
-        ("account", job.account, _NAME, "a Slurm account name (letters, digits, _ . + -)"),
-        ("constraint", job.constraint, _CONSTRAINT, "a Slurm constraint (features joined by & | ,)"),
-        ("gres", job.gres, _GRES, "a GPU GRES like gpu:a100:4 or gpu:4"),
-        ("time", job.time, _TIME, "a Slurm time limit like 10, 00:10:00 or 1-00:00:00"),
-    ):
-        if value is not None and not grammar.match(value):
-            raise _refuse(what, value, expected)
+    for what, path in (("python", job.python), ("worker", job.worker), ("launcher", job.launcher)):
+        try:
+            absolute_path(path)
+        except ValueError as exc:
+            raise _refuse(what, path, str(exc).removeprefix("expected ")) from None
+    try:
+        absolute_path(job.out_dir)
+    except ValueError as exc:
+        raise _refuse("out_dir", job.out_dir, str(exc).removeprefix("expected ")) from None
+    for what, check in _GRAMMARS.items():
+        value = getattr(job, what)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except ValueError as exc:
+            raise _refuse(what, value, f"valid: {exc}") from None
     for what, number, low, high in (("nodes", job.nodes, 1, 4096), ("gpus_per_node", job.gpus_per_node, 1, 64)):
         if not low <= number <= high:
             raise _refuse(what, number, f"a whole number from {low} to {high}")
@@ -324,12 +354,11 @@ def check_options(options: Options) -> None:
 
 
 def node_command(job: SlurmJob) -> list[str]:
-    """What srun starts on each node: the worker's --slurm-node mode, which finds the first host and execs
-    torchrun. Raises BadInputError."""
+    """What srun starts on each node: the Slurm launcher, which finds the step's first host and runs torchrun,
+    which runs the worker under the env's python. Raises BadInputError."""
     validate(job)
-    mode = ["--slurm-node", f"--nproc-per-node={job.gpus_per_node}"]
-    mode += [f"--port={job.port}"] if job.port is not None else []
-    return [job.python, job.worker, *mode, "--", *worker_args(job.options, job.out_dir)]
+    worker = [job.python, job.worker, *worker_args(job.options, job.out_dir)]
+    return slurm_launch.task_argv(job.python, job.gpus_per_node, worker, job.port, job.launcher)
 
 
 def _resources(job: SlurmJob) -> list[str]:

@@ -22,7 +22,8 @@ so and the judge never counts it as an NCCL pass. `--inject-fault RANK:KIND` exi
 corrupts its own result (sum: adds 1 before checking) or reports a wrong NCCL (nccl-version, nccl-library), and
 its report carries `injected` so the fault is never mistaken for a real one.
 
-Across nodes, srun runs `nccl_worker.py --slurm-node ...` once per node (see slurm_node), which execs torchrun.
+Across nodes, srun runs envsolver's Slurm launcher once per node (envsolver/cluster/slurm_launch.py, the one launch
+rule: the step's first host, torchrun with a c10d rendezvous there), and torchrun runs this file on every node.
 
 Usage: python nccl_worker.py --out-dir DIR [--backend nccl|gloo] [--sizes BYTES,BYTES] [--iters N] [--warmup N]
                              [--check-count N] [--timeout S] [--deadline S] [--inject-fault RANK:KIND]
@@ -39,7 +40,6 @@ import importlib
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from typing import Any
@@ -266,50 +266,7 @@ def apply_reporting_fault(report: dict[str, Any], args: argparse.Namespace, rank
         report["nccl_file_versions"] = {"/injected/lib/libnccl.so.2": None}
 
 
-def slurm_node(argv: list[str]) -> int:
-    """`nccl_worker.py --slurm-node --nproc-per-node=N [--port=P] -- WORKER_ARGS`: what srun runs once per node.
-    Finds the allocation's first host (`scontrol show hostnames $SLURM_JOB_NODELIST`, the first line) and execs
-    torchrun with --nnodes=$SLURM_NNODES --node-rank=$SLURM_NODEID and a c10d rendezvous there, so every node
-    meets on the same host by construction. No shell: the values reach argv lists only."""
-    parser = argparse.ArgumentParser(prog="nccl_worker.py --slurm-node")
-    parser.add_argument("--nproc-per-node", type=int, required=True)
-    parser.add_argument("--port", type=int, default=0, help="default: 29500 + SLURM_JOB_ID % 20000")
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
-    missing = [n for n in ("SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NODEID") if not os.environ.get(n)]
-    if missing:
-        sys.stderr.write(f"envsolver-nccl: {', '.join(missing)} unset: --slurm-node runs inside a Slurm step (srun).\n")
-        return 2
-    try:
-        done = subprocess.run(
-            ["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        sys.stderr.write(f"envsolver-nccl: scontrol show hostnames failed: {exc}\n")
-        return 2
-    hosts = done.stdout.split()
-    if done.returncode != 0 or not hosts:
-        sys.stderr.write(f"envsolver-nccl: scontrol show hostnames: exit {done.returncode}: {done.stderr[-300:]}\n")
-        return 2
-    job = os.environ.get("SLURM_JOB_ID", "0")
-    port = args.port or 29500 + (int(job) if job.isdigit() else 0) % 20000
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=" + os.environ["SLURM_NNODES"]]
-    command += ["--node-rank=" + os.environ["SLURM_NODEID"], f"--nproc-per-node={args.nproc_per_node}"]
-    command += ["--max-restarts=0", f"--rdzv-id=envsolver-nccl-{job}", "--rdzv-backend=c10d"]
-    command += [f"--rdzv-endpoint={hosts[0]}:{port}", os.path.abspath(__file__), *rest]
-    sys.stdout.flush()
-    os.execv(sys.executable, command)
-    return 0  # not reached
-
-
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--slurm-node"]:
-        return slurm_node(argv[1:])
     args = parse_args(argv)
     rank, world = env_int("RANK", 0), env_int("WORLD_SIZE", 1)
     local_rank = env_int("LOCAL_RANK", 0)
