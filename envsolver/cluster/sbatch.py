@@ -69,6 +69,11 @@ class Job:
     checks: tuple[str, ...] = ()
     launcher: str = str(LAUNCHER)
 
+    @property
+    def where(self) -> str:
+        """The prefix as every line of the script names it: Path's form (no trailing or doubled '/')."""
+        return str(Path(self.prefix))
+
 
 def _refuse(what: str, value: object, problem: str, fix: str) -> BadInputError:
     return BadInputError(f"{what} {value!r}: {problem}. {fix}")
@@ -193,14 +198,14 @@ def verify_argv(job: Job) -> list[str]:
     checks = [w for check in job.checks for w in ("--check", check)]
     head = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--label"]
     head += [f"--time={VERIFY_STEP_TIME}"]
-    return [*head, job.envsolver, "-m", "envsolver", "verify", "-p", job.prefix, *checks]
+    return [*head, job.envsolver, "-m", "envsolver", "verify", "-p", job.where, *checks]
 
 
 def launch_argv(job: Job) -> list[str]:
     """The command's step: one launcher per node (slurm_launch.py), which runs torchrun with G processes."""
     head = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     head += [f"--cpus-per-task={job.cpus_per_task}"] if job.cpus_per_task else []
-    python = str(Path(job.prefix) / "bin" / "python")
+    python = str(Path(job.where) / "bin" / "python")
     return [*head, *slurm_launch.task_argv(python, job.gpus_per_node, job.command, launcher=job.launcher)]
 
 
@@ -211,7 +216,7 @@ def _echo(text: str) -> str:
 def render(job: Job) -> str:
     """The script's text. Raises BadInputError on a value outside its grammar."""
     validate(job)
-    prefix = shlex.quote(job.prefix)
+    prefix = shlex.quote(job.where)
     shown = f"{job.nodes} node(s) x {job.gpus_per_node} GPU(s)"
     lines = [
         "#!/bin/bash",
@@ -222,7 +227,7 @@ def render(job: Job) -> str:
         "set -euo pipefail",
         "",
         "# The environment, as activating it sets it (no conda needed on the nodes); srun passes it to every step.",
-        *activation(job.prefix),
+        *activation(job.where),
         "set +eu",
         f"for envsolver_script in {prefix}/etc/conda/activate.d/*.sh; do",
         '  if [ -r "$envsolver_script" ]; then . "$envsolver_script"; fi',

@@ -229,6 +229,17 @@ def test_hostile_paths_and_words_reach_srun_as_single_words(cluster: Any, tmp_pa
     assert not canary.exists()
 
 
+def test_the_prefix_is_named_the_same_everywhere(cluster: Any) -> None:
+    """A trailing or doubled slash (found by the fuzz test): CONDA_PREFIX, the activate.d loop, verify -p and the
+    launcher's python all name /shared/envs/train."""
+    script = sbatch.render(job_for(cluster.partition("v100"), prefix="/shared//envs/train/"))
+    assert "/shared/envs/train/" not in script.replace("/shared/envs/train/bin", "").replace(
+        "/shared/envs/train/etc", ""
+    )
+    assert "//" not in script and "export CONDA_PREFIX=/shared/envs/train\n" in script
+    assert " verify -p /shared/envs/train;" in script
+
+
 def test_the_activation_reaches_the_steps(cluster: Any, tmp_path: Path) -> None:
     """CONDA_PREFIX and PATH as environ_for sets them, then the prefix's activate.d scripts, in every step."""
     prefix = tmp_path / "env dir"
