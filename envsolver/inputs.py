@@ -167,7 +167,13 @@ def make_command(
     """The `envsolver make` line that regenerates these files (channel credentials left out), every value
     shell-quoted. Raises BadInputError for an invalid environment name (names.validate) or a value that
     cannot go on one command line."""
-    parts = [canonical_command("make", target)]
+    parts = [canonical_command("make", target), *_output_options(name, offline, channels, no_lock)]
+    return " ".join(parts)
+
+
+def _output_options(name: str | None, offline: bool, channels: tuple[str, ...], no_lock: bool) -> list[str]:
+    """--name, --offline, --channel (credentials left out) and --no-lock, as given."""
+    parts = []
     if name is not None:
         parts.append(_option("--name", names.validate(name), names.FALLBACK))
     if offline:
@@ -175,7 +181,7 @@ def make_command(
     parts += [_option("--channel", c, "https://conda.anaconda.org/conda-forge", public=redact(c)) for c in channels]
     if no_lock:
         parts.append("--no-lock")
-    return " ".join(parts)
+    return parts
 
 
 def cluster_make_command(
@@ -196,13 +202,7 @@ def cluster_make_command(
     parts += [_option("--partition", p, "a100") for p in only]
     parts += [_option("--skip-partition", p, "v100") for p in skip]
     parts += _choices(target, with_host=False)
-    if name is not None:
-        parts.append(_option("--name", names.validate(name), names.FALLBACK))
-    if offline:
-        parts.append("--offline")
-    parts += [_option("--channel", c, "https://conda.anaconda.org/conda-forge", public=redact(c)) for c in channels]
-    if no_lock:
-        parts.append("--no-lock")
+    parts += _output_options(name, offline, channels, no_lock)
     if out is not None:
         parts.append(_option("--out", out, "envs/cluster"))
     return " ".join(parts)
