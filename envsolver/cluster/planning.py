@@ -197,7 +197,8 @@ def refusal(
     tail = (
         f"Make one lock per partition instead: {'; '.join(planned)}."
         if planned
-        else "No partition plans on its own either; check each one with `envsolver explain` for its GPUs and driver."
+        else "No partition plans on its own either: run envsolver explain with each partition's --gpu and --driver "
+        "to see its ways out."
     )
     return ConflictError(
         f"the {group.platform} partitions {', '.join(p.name for p in members)} cannot share one lock: {facts}. "
