@@ -27,7 +27,9 @@ from envsolver.cluster import slurm_launch
 LAUNCHER = str(Path(slurm_launch.__file__).resolve())
 
 # The user's command in these tests: joins the process group torchrun set up (gloo: CPU), all-reduces rank+1 and
-# prints what it saw as one JSON line after the marker.
+# writes what it saw as one JSON line after the marker. One os.write per line: the ranks of a node share one pipe,
+# and under PYTHONUNBUFFERED=1 (the sbatch scripts export it; CI's shell has it) print() writes the text and its
+# newline in two calls, so two ranks' lines could run together.
 TRAIN = """\
 import datetime, json, os, sys
 import torch
@@ -36,11 +38,11 @@ dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=90))
 rank, world = dist.get_rank(), dist.get_world_size()
 total = torch.tensor([float(rank + 1)])
 dist.all_reduce(total)
-print("TRAIN " + json.dumps({
+os.write(1, ("TRAIN " + json.dumps({
     "rank": rank, "world": world, "sum": total.item(), "node": os.environ.get("SLURMD_NODENAME"),
     "group_rank": os.environ.get("GROUP_RANK"), "argv": sys.argv[1:], "conda_prefix": os.environ.get("CONDA_PREFIX"),
     "run_id": os.environ.get("TORCHELASTIC_RUN_ID"),
-}), flush=True)
+}) + "\\n").encode())
 dist.destroy_process_group()
 """
 MARK = "TRAIN "
