@@ -44,6 +44,7 @@ class OpResult:
     missing_sass: tuple[int, ...] = ()
     load_seconds: float | None = None
     prebuilt: bool = False  # shipped built with DeepSpeed (e.g. conda-forge's), proven rather than rebuilt
+    source: str = "built"  # built | cache (the shared op cache) | unchanged (a re-run) | prebuilt
 
 
 def parse_elf_list(text: str) -> tuple[int, ...]:

@@ -8,6 +8,8 @@ Standard library plus torch and deepspeed only; prints one JSON line. Usage:
                                         # named after DeepSpeed's module for it, fused_adam_op...), without -g,
                                         # for `envsolver hook` to register; prints the facts the registry needs
     python op_runner.py load OP         # time OP's load() after `import torch` (a prebuilt op loads at once)
+    python op_runner.py registered OP.. # load each OP through DeepSpeed's own load() (registered ops import at
+                                        # once): the library it loaded and the time, in one process
     python op_runner.py key             # what decides the ops' binaries, read from files without importing
                                         # torch or DeepSpeed (fast: the hook decides a no-op from it)
     python op_runner.py adam-check      # 5 FusedAdam steps against torch.optim.AdamW on the GPU
@@ -111,6 +113,26 @@ def _cpu() -> dict[str, str]:
     return found
 
 
+def _installed_ops(info: str | None) -> list[str]:
+    """The ops DeepSpeed was installed with (built at install: conda-forge's, DS_BUILD_OPS=1), from the text of
+    its git_version_info_installed.py, read as data (ast.literal_eval), never run."""
+    import ast
+
+    try:
+        tree = ast.parse(info or "")
+    except SyntaxError:
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "installed_ops" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return []
+            if isinstance(value, dict):
+                return sorted(str(k) for k, v in value.items() if v is True)
+    return []
+
+
 def key_facts() -> dict[str, Any]:
     """What the ops' binaries depend on, besides the arch list and the op: python's ABI, torch's and DeepSpeed's
     exact builds (torch/version.py; DeepSpeed's op sources and builders), nvcc and the C++ compiler as torch's
@@ -144,6 +166,7 @@ def key_facts() -> dict[str, Any]:
         "nvcc": _stdout([nvcc, "--version"]) if os.path.isfile(nvcc) else None,
         "cxx": _stdout([os.environ.get("CXX") or "c++", "--version"]),
         "cpu": _cpu(),
+        "deepspeed_installed_ops": _installed_ops(ds_version),
     }
 
 
@@ -196,6 +219,25 @@ def load(op: str) -> dict[str, Any]:
     return {"op": op, "load_seconds": time.perf_counter() - started, "file": getattr(module, "__file__", None)}
 
 
+def registered(ops: list[str]) -> dict[str, Any]:
+    """Each op through DeepSpeed's load() in this one process, after `import torch, deepspeed`: which library
+    DeepSpeed loaded (a registered op's, or one it JIT-built) and how long load() took."""
+    import deepspeed  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+
+    rows = []
+    for op in ops:
+        started = time.perf_counter()
+        try:
+            module = builder(op).load(verbose=False)
+        except Exception as exc:  # one op's failure is that op's result
+            rows.append({"op": op, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        seconds = time.perf_counter() - started
+        rows.append({"op": op, "ok": True, "file": getattr(module, "__file__", None), "load_seconds": seconds})
+    return {"ops": rows}
+
+
 def adam_check() -> dict[str, Any]:
     import torch
     from deepspeed.ops.adam import FusedAdam  # type: ignore[import-not-found]
@@ -232,6 +274,8 @@ def main(argv: list[str]) -> int:
             result = build(argv[1], jit=True)
         elif argv[0] == "install":
             result = build_installable(argv[1])
+        elif argv[0] == "registered":
+            result = registered(argv[1:])
         elif argv[0] == "key":
             result = key_facts()
         elif argv[0] == "load":
