@@ -474,3 +474,18 @@ def test_a_cuda_whose_full_support_driver_is_unknown_is_not_called_unsupported(k
     check = result(kb, "host_vs_lock", edit("driver.version", "615.71.09")(healthy()), lock_meta=meta)
     assert check.status == "warn" and "does not know which driver fully supports CUDA 13.4" in check.detail
     assert check.fix
+
+
+def test_verify_gains_the_hooks_prefix_toolkit_rule(tmp_path: Path) -> None:
+    """The rule the hook's activation follows is a verify check too: a conda prefix without nvcc is named, with
+    the packages to install (from the KB) and the hook to run again."""
+    from tests.test_hook import fake_prefix
+
+    prefix = fake_prefix(tmp_path, nvcc=None, headers=("cuda_runtime_api.h",))
+    result = CliRunner().invoke(main, ["verify", "-p", str(prefix), "--check", "prefix_toolkit", "--json"])
+    check = json.loads(result.stdout)["checks"][0]
+    assert check["id"] == "prefix_toolkit" and check["status"] == "warn"
+    assert "no nvcc in" in check["detail"] and "cusparse.h" in check["detail"]
+    packages = "cuda-nvcc cuda-cudart-dev cuda-profiler-api libcublas-dev libcurand-dev libcusolver-dev libcusparse-dev"
+    assert check["fix"].startswith(f"conda install -p {prefix} -c conda-forge {packages} ")  # verify also wants cuda.h
+    assert check["fix"].endswith(f"cuda-version=13.0, then envsolver hook -p {prefix}")
