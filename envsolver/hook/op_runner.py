@@ -192,11 +192,14 @@ def build_installable(op: str) -> dict[str, Any]:
     module = op_builder.jit_load(verbose=False)
     seconds = time.perf_counter() - started
     cuda = torch.version.cuda
+    from deepspeed.accelerator import get_accelerator  # type: ignore[import-not-found,unused-ignore]
+
     return {
         "op": op,
         "seconds": seconds,
         "file": getattr(module, "__file__", None),
         "module": module_name,
+        "accelerator": get_accelerator()._name,
         "deepspeed": deepspeed.__version__,
         "torch": torch.__version__,
         "torch_info": {

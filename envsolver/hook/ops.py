@@ -18,8 +18,8 @@ from pathlib import Path
 
 from envsolver.hook import opcache, opkey, register
 from envsolver.hook.build import RUNNER, OpResult, _json_line, compiler_line, parse_elf_list
+from envsolver.procrun import Runner
 
-Runner = Callable[[list[str], Mapping[str, str]], tuple[int, str]]
 OPS_DIR = Path("lib") / "envsolver-ops"
 STATE = "state.json"
 CPU_OPS = opkey.CPU_OPS
@@ -41,6 +41,7 @@ class State:
     platform: str
     libraries: tuple[Library, ...]
     meta: Mapping[str, object] = field(default_factory=dict)  # deepspeed, torch, torch_info
+    toolkit: bool = False  # the prefix held the CUDA toolkit (the activation set CUDA_HOME and CPATH)
 
 
 def read_key_facts(python: Path, env: Mapping[str, str], runner: Runner) -> opkey.KeyFacts | None:
@@ -48,6 +49,12 @@ def read_key_facts(python: Path, env: Mapping[str, str], runner: Runner) -> opke
     code, out = runner([str(python), str(RUNNER), "key"], env)
     doc = _json_line(out)
     return opkey.KeyFacts(doc) if code == 0 and doc.get("ok") is not False else None
+
+
+def prebuilt(facts: opkey.KeyFacts | None) -> set[str]:
+    """The ops DeepSpeed was installed with (its own installed_ops), as op_runner.py key read them."""
+    listed = facts.facts.get("deepspeed_installed_ops") if facts else None
+    return {str(op) for op in listed} if isinstance(listed, list) else set()
 
 
 def state_path(prefix: Path) -> Path:
@@ -61,7 +68,14 @@ def load_state(prefix: Path) -> State | None:
             Library(str(d["op"]), d.get("key"), str(d["module"]), Path(str(d["file"])), str(d["sha256"]))
             for d in doc["libraries"]
         )
-        return State(str(doc["requested"]), str(doc["arch_list"]), str(doc["platform"]), libraries, doc["meta"])
+        return State(
+            str(doc["requested"]),
+            str(doc["arch_list"]),
+            str(doc["platform"]),
+            libraries,
+            doc["meta"],
+            doc["toolkit"] is True,
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -72,6 +86,7 @@ def save_state(prefix: Path, state: State) -> None:
         "arch_list": state.arch_list,
         "platform": state.platform,
         "meta": dict(state.meta),
+        "toolkit": state.toolkit,
         "libraries": [
             {"op": lib.op, "key": lib.key, "module": lib.module, "file": str(lib.file), "sha256": lib.sha256}
             for lib in sorted(state.libraries, key=lambda lib: lib.op)
@@ -124,7 +139,12 @@ def unchanged(
 
 def _built(meta: Mapping[str, object]) -> register.Built:
     info = meta.get("torch_info")
-    return register.Built(str(meta.get("deepspeed")), str(meta.get("torch")), info if isinstance(info, dict) else {})
+    return register.Built(
+        str(meta.get("deepspeed")),
+        str(meta.get("torch")),
+        info if isinstance(info, dict) else {},
+        str(meta.get("accelerator") or "cuda"),
+    )
 
 
 @dataclass
@@ -149,6 +169,12 @@ def _build(
         if code != 0 or not doc.get("ok"):
             detail = str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out
             doc = {"ok": False, "error": compiler_line(detail)}
+        elif not (isinstance(doc.get("file"), str) and isinstance(doc.get("module"), str)):
+            doc = {"ok": False, "error": f"the build reported no library or module: {out.strip()[-300:]}"}
+        if not doc.get("ok") and env.get("TORCH_EXTENSIONS_DIR"):
+            # Leave no half-built op behind, nor torch's build lock (a killed build leaves it, and the next build
+            # would wait on it for ever). DeepSpeed names every op's module {op}_op (its absolute_name()).
+            shutil.rmtree(Path(env["TORCH_EXTENSIONS_DIR"]) / f"{op}_op", ignore_errors=True)
         progress(f"{op}: {'built' if doc.get('ok') else 'failed'}")
         return op, doc
 
@@ -180,7 +206,10 @@ def provide(
     archs: tuple[int, ...],
     progress: Callable[[str], None],
     runner: Runner,
+    toolkit: bool = False,
+    build_runner: Runner | None = None,
 ) -> Provided:
+    """The ops for the prefix. `runner` runs probes and proofs; `build_runner` (default: runner) the builds."""
     notes: list[str] = []
     keys = {op: (opkey.op_key(facts, op, arch_list, platform) if facts else None) for op in ops}
     if facts is None or facts.missing:
@@ -198,7 +227,7 @@ def provide(
             progress(f"from the op cache: {', '.join(sorted(hits))}")
     # 2. the rest is built
     todo = [op for op in ops if op not in hits]
-    built = _build(python, todo, env, jobs, progress, runner) if todo else {}
+    built = _build(python, todo, env, jobs, progress, build_runner or runner) if todo else {}
     # 3. into the prefix
     libraries: dict[str, Library] = {}
     results: dict[str, OpResult] = {}
@@ -220,7 +249,7 @@ def provide(
                 str(doc["module"]),
                 source_file,
                 opcache.sha256_file(source_file),
-                {k: doc[k] for k in ("deepspeed", "torch", "torch_info") if k in doc},
+                {k: doc[k] for k in ("deepspeed", "torch", "torch_info", "accelerator") if k in doc},
             )
             fresh[op], source = entry, "built"
         meta = meta or dict(entry.meta)
@@ -264,7 +293,7 @@ def provide(
                 except OSError as exc:
                     notes.append(f"could not store {op} in the op cache {cache}: {exc.strerror or exc}")
     kept = tuple(sorted(libraries.values(), key=lambda lib: lib.op))
-    state = State(requested, arch_list, platform, kept, meta) if registered else None
+    state = State(requested, arch_list, platform, kept, meta, toolkit) if registered else None
     if state is not None:
         save_state(prefix, state)
         _remove_stale(prefix, {lib.file.parent for lib in libraries.values()})
