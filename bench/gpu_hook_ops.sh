@@ -20,7 +20,7 @@ make_env() {
   local site
   site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$TORCH_SITE" > "$site/_image_torch.pth"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl/*.whl
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $(ls .whl/*.whl | grep -v platformdirs)
   "$PY" -m compileall -q -j 16 "$site" > /dev/null 2>&1
 }
 { date -u; nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader; nvcc --version | tail -2
@@ -28,7 +28,9 @@ make_env() {
 "$PY" -m compileall -q -j 16 "$TORCH_SITE" > /dev/null 2>&1   # the image keeps no bytecode
 for e in envJ envA envB; do make_env "/tmp/$e"; done
 /tmp/envJ/bin/python -c 'import torch, deepspeed; print(torch.__version__, torch.version.cuda, deepspeed.__version__)' >> "$OUT/machine.txt" 2>&1
-export PYTHONPATH=$PWD TORCH_CUDA_ARCH_LIST=9.0
+# envsolver itself runs under the image's python, with what it lacks from .whl/ (platformdirs)
+"$PY" -m pip install -q --no-index --no-deps --target /tmp/esdeps .whl/platformdirs-*.whl
+export PYTHONPATH=$PWD:/tmp/esdeps TORCH_CUDA_ARCH_LIST=9.0
 
 # 1. Baseline: DeepSpeed's JIT builds the three ops side by side (as the hook does), cold.
 start=$(now)
