@@ -19,7 +19,9 @@ make_env() {
   rm -rf "$1" && "$PY" -m venv --without-pip "$1"
   local site
   site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  echo "$TORCH_SITE" > "$site/_image_torch.pth"
+  # the image's site-packages as a site dir (its own .pth files too: setuptools' distutils shim, which
+  # DeepSpeed's op_builder imports on Python 3.12)
+  echo "import site; site.addsitedir('$TORCH_SITE')" > "$site/_image_torch.pth"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $(ls .whl/*.whl | grep -v platformdirs)
   "$PY" -m compileall -q -j 16 "$site" > /dev/null 2>&1
 }
