@@ -34,7 +34,9 @@ for e in envJ envA envB; do make_env "/tmp/$e"; done
 "$PY" -m pip install -q --no-index --no-deps --target /tmp/esdeps .whl/platformdirs-*.whl
 export PYTHONPATH=$PWD:/tmp/esdeps TORCH_CUDA_ARCH_LIST=9.0
 
+# SKIP_BASELINE=1, SKIP_CONSTRUCT=1, SKIP_TESTS=1 leave steps 1, 5, 6 out (a short run of the hook alone).
 # 1. Baseline: DeepSpeed's JIT builds the three ops side by side (as the hook does), cold.
+if [ -z "${SKIP_BASELINE:-}" ]; then
 start=$(now)
 for op in fused_adam cpu_adam fused_lamb; do
   TORCH_EXTENSIONS_DIR=/tmp/jit_ext MAX_JOBS=5 /tmp/envJ/bin/python envsolver/hook/op_runner.py jit $op \
@@ -42,6 +44,7 @@ for op in fused_adam cpu_adam fused_lamb; do
 done
 wait
 echo "baseline_jit_three_ops wall=$(since "$start")" >> "$TIMES"
+fi
 
 hook() {  # NAME PREFIX [extra options]
   local name=$1 prefix=$2; shift 2
@@ -57,15 +60,18 @@ hook cached /tmp/envB
 
 # 5. Constructing the optimizers in fresh processes, alternating: DeepSpeed's JIT path against the hook's
 #    registered ops (whose extensions dir must stay empty: nothing compiled).
+if [ -z "${SKIP_CONSTRUCT:-}" ]; then
 mkdir -p /tmp/empty_a
 for i in 1 2 3; do
   TORCH_EXTENSIONS_DIR=/tmp/jit_ext /tmp/envJ/bin/python bench/gpu_construct.py >> "$OUT/construct-jit.jsonl" 2>> "$OUT/construct.log"
   TORCH_EXTENSIONS_DIR=/tmp/empty_a /tmp/envA/bin/python bench/gpu_construct.py >> "$OUT/construct-hook.jsonl" 2>> "$OUT/construct.log"
 done
 echo "empty_a files after constructs: $(find /tmp/empty_a -type f | wc -l)" >> "$TIMES"
+fi
 
 # 6. DeepSpeed's own op tests against the hook's ops (the lion ops added; adam ops from the op cache), with an
 #    empty extensions dir that must stay empty.
+if [ -z "${SKIP_TESTS:-}" ]; then
 hook lion /tmp/envA --ops fused_adam,cpu_adam,fused_lamb,fused_lion,cpu_lion
 mkdir -p /tmp/empty_t
 start=$(now)
@@ -73,4 +79,5 @@ start=$(now)
   unit/ops/adam/test_cpu_adam.py unit/ops/adam/test_adamw.py unit/ops/lion/test_lion.py unit/ops/lion/test_cpu_lion.py) \
   > "$OUT/deepspeed-tests.txt" 2>&1
 echo "deepspeed_tests rc=$? wall=$(since "$start") empty_t files after: $(find /tmp/empty_t -type f | wc -l)" >> "$TIMES"
+fi
 cat "$TIMES"

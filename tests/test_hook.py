@@ -484,6 +484,49 @@ def test_a_rerun_with_nothing_changed_starts_no_torch_and_builds_nothing(kb: Kno
     assert any(c[2] == "install" for c in calls if len(c) > 2 and c[1] == str(build.RUNNER))
 
 
+def test_a_second_env_whose_ops_are_all_cached_starts_no_torch_before_the_proof(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """Issue 12: with every op in the shared op cache nothing is compiled, so the pre-flight (which starts torch)
+    is skipped; the ops are copied in, registered and proven through DeepSpeed's load()."""
+    sass = "ELF file    1: fused_adam_op.1.sm_90.cubin\n"
+    reports, logs, modes = [], [], []
+    for name in ("a", "b"):
+        prefix = fake_prefix(tmp_path / name)
+        (prefix / "bin" / "cuobjdump").write_text("#!/bin/sh\n")
+        (prefix / "bin" / "cuobjdump").chmod(0o755)
+        torch_init = next(prefix.glob("lib/python*/site-packages/torch/__init__.py"))
+        logs.append(tmp_path / f"torch-imported-{name}")
+        torch_init.write_text(f"open({str(logs[-1])!r}, 'a').write('x')\n" + torch_init.read_text())
+        calls: list[list[str]] = []
+        runner = _fake_ops_runner(prefix, {"build": sass, "install": sass}, calls, installed=())
+        env = {**BASE, "CUDA_VISIBLE_DEVICES": ""}
+        reports.append(
+            hook_run.hook(
+                prefix,
+                kb,
+                None,
+                "9.0",
+                ("fused_adam",),
+                4,
+                False,
+                None,
+                env,
+                lambda _: None,
+                runner,
+                op_cache=tmp_path / "cache",
+            )
+        )
+        modes.append([c[2] for c in calls if len(c) > 2 and c[1] == str(build.RUNNER)])
+    first, second = reports
+    assert first.ok and first.ops[0].source == "built" and logs[0].exists()
+    assert second.ok and second.ops[0].source == "cache" and second.findings == []
+    assert modes[1] == ["key", "registered"]  # no install, no pre-flight probe
+    assert not logs[1].exists()  # torch was not started by envsolver (the fake proof does not import it)
+    assert second.arch_list == first.arch_list == "9.0+PTX"  # the list the cached ops were built for
+    assert (tmp_path / "b" / "env" / "etc" / "conda" / "activate.d" / "envsolver.sh").exists()
+
+
 def test_a_failed_build_names_the_compiler_line_and_leaves_nothing(tmp_path: Path) -> None:
     ext = tmp_path / "ext"
     (ext / "fused_adam").mkdir(parents=True)

@@ -57,6 +57,30 @@ def prebuilt(facts: opkey.KeyFacts | None) -> set[str]:
     return {str(op) for op in listed} if isinstance(listed, list) else set()
 
 
+def cached_arch_list(
+    facts: opkey.KeyFacts, ops: Sequence[str], requested: str, platform: str, cache: Path
+) -> str | None:
+    """When every op has a proven entry in the cache for this request, the arch list they were built for (the
+    same for all); else None."""
+    built: set[str] = set()
+    for op in ops:
+        key = opkey.op_key(facts, op, requested, platform)
+        entry = opcache.lookup(cache, key) if key is not None else None
+        if entry is None or not isinstance(entry.meta.get("arch_list"), str):
+            return None
+        built.add(str(entry.meta["arch_list"]))
+    return built.pop() if len(built) == 1 else None
+
+
+def cuda_home(env: Mapping[str, str]) -> Path:
+    """The toolkit torch's cpp_extension uses: CUDA_HOME (or CUDA_PATH), else nvcc's on PATH, else /usr/local/cuda."""
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
+    if home:
+        return Path(home)
+    found = shutil.which("nvcc", path=env.get("PATH"))
+    return Path(found).resolve().parent.parent if found else Path("/usr/local/cuda")
+
+
 def state_path(prefix: Path) -> Path:
     return prefix / OPS_DIR / STATE
 
@@ -120,7 +144,7 @@ def unchanged(
         return False
     for op in ops:
         lib = libraries[op]
-        key = opkey.op_key(facts, op, state.arch_list, platform)
+        key = opkey.op_key(facts, op, state.requested, platform)
         if key is None or key != lib.key:
             return False
         try:
@@ -153,6 +177,7 @@ class Provided:
     state: State | None
     registered: bool
     notes: list[str]
+    gpu_check: dict[str, object] | None = None  # FusedAdam against torch's AdamW, in the proof's process
 
 
 def _build(
@@ -208,10 +233,11 @@ def provide(
     runner: Runner,
     toolkit: bool = False,
     build_runner: Runner | None = None,
+    gpu_check: bool = False,
 ) -> Provided:
     """The ops for the prefix. `runner` runs probes and proofs; `build_runner` (default: runner) the builds."""
     notes: list[str] = []
-    keys = {op: (opkey.op_key(facts, op, arch_list, platform) if facts else None) for op in ops}
+    keys = {op: (opkey.op_key(facts, op, requested, platform) if facts else None) for op in ops}
     if facts is None or facts.missing:
         notes.append("no op key (the key facts are incomplete): built without the shared op cache")
     # 1. the cache
@@ -249,7 +275,10 @@ def provide(
                 str(doc["module"]),
                 source_file,
                 opcache.sha256_file(source_file),
-                {k: doc[k] for k in ("deepspeed", "torch", "torch_info", "accelerator") if k in doc},
+                {
+                    **{k: doc[k] for k in ("deepspeed", "torch", "torch_info", "accelerator") if k in doc},
+                    "arch_list": arch_list,
+                },
             )
             fresh[op], source = entry, "built"
         meta = meta or dict(entry.meta)
@@ -276,7 +305,7 @@ def provide(
             site, [register.Registered(lib.op, lib.module, lib.file) for lib in libraries.values()], _built(meta)
         )
         progress("proving the ops (cuobjdump, DeepSpeed's load() in a new process)")
-        results = _prove(results, libraries, python, cuda_home, archs, env, runner)
+        results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check)
         bad = [op for op, r in results.items() if op in libraries and not r.ok]
         for op in bad:
             del libraries[op]
@@ -297,7 +326,8 @@ def provide(
     if state is not None:
         save_state(prefix, state)
         _remove_stale(prefix, {lib.file.parent for lib in libraries.values()})
-    return Provided([results[op] for op in ops], state, registered, notes)
+    check_doc = check if registered and gpu_check and "fused_adam" in libraries else None
+    return Provided([results[op] for op in ops], state, registered, notes, check_doc)
 
 
 def _prove(
@@ -308,10 +338,15 @@ def _prove(
     archs: tuple[int, ...],
     env: Mapping[str, str],
     runner: Runner,
-) -> dict[str, OpResult]:
-    """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library."""
-    _, out = runner([str(python), str(RUNNER), "registered", *libraries], env)
-    rows = _json_line(out).get("ops")
+    gpu_check: bool = False,
+) -> tuple[dict[str, OpResult], dict[str, object] | None]:
+    """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library;
+    with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both)."""
+    flags = ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
+    _, out = runner([str(python), str(RUNNER), "registered", *flags, *libraries], env)
+    doc = _json_line(out)
+    check = doc.get("adam_check")
+    rows = doc.get("ops")
     loaded = {str(row.get("op")): row for row in (rows if isinstance(rows, list) else []) if isinstance(row, dict)}
     proven = dict(results)
     for op, lib in libraries.items():
@@ -338,7 +373,7 @@ def _prove(
             float(load) if isinstance(load, (int, float)) else None,
             source=result.source,
         )
-    return proven
+    return proven, check if isinstance(check, dict) else None
 
 
 def _remove_stale(prefix: Path, keep: set[Path]) -> None:

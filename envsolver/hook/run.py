@@ -153,6 +153,8 @@ def hook(
     runner = runner or run
     if not no_build:
         done = _unchanged(prefix, py, where, kb, environ, ops, runner)
+        if done is None and op_cache is not None:
+            done = _all_cached(prefix, py, where, kb, environ, ops, op_cache, progress, runner)
         if done is not None:
             return done
     progress("pre-flight")
@@ -203,6 +205,7 @@ def hook(
         runner,
         toolkit,
         builds,
+        _has_gpu(environ),
     )
     report.notes = provided.notes
     by_op = {o.op: o for o in [*kept, *provided.results]}
@@ -212,10 +215,8 @@ def hook(
             o if o.op in theirs or not o.ok else dataclasses.replace(o, ok=False, error=NOT_REGISTERED)
             for o in report.ops
         ]
-    built = any(o.source == "built" for o in report.ops)
-    if built and all(o.ok for o in report.ops) and "fused_adam" in ops and _has_gpu(environ):
-        progress("FusedAdam against torch.optim.AdamW on the GPU")
-        report.gpu_check = build.adam_check(py, env, runner)
+    if any(o.source == "built" for o in report.ops) and all(o.ok for o in report.ops):
+        report.gpu_check = provided.gpu_check
     return report
 
 
@@ -224,6 +225,59 @@ NOT_REGISTERED = (
     "built, but not registered with DeepSpeed: the python's site-packages is not inside the prefix. Run the hook "
     "with the environment's own python (leave out --python)."
 )
+
+
+def _all_cached(
+    prefix: Path,
+    py: Path,
+    where: Where,
+    kb: KnowledgeBase,
+    environ: Mapping[str, str],
+    ops: tuple[str, ...],
+    cache: Path,
+    progress: Callable[[str], None],
+    runner: Runner,
+) -> HookReport | None:
+    """Every op is in the shared op cache for exactly this request (DeepSpeed, torch, nvcc, compiler, arch list):
+    nothing will be compiled, so the pre-flight (which checks what a build needs, and starts torch) is not run;
+    the ops are copied in, registered and proven as built ones are. None when any op is missing from the cache."""
+    if not py.exists():
+        return None
+    toolkit = toolkit_in(prefix, py, where, kb, environ)
+    env = buildenv.environ_for_build(prefix, where.arch_list, where.target, environ, toolkit)
+    keyed = ops_stage.read_key_facts(py, env, runner)
+    if keyed is None or ops_stage.prebuilt(keyed) & set(ops):
+        return None
+    built_for = ops_stage.cached_arch_list(keyed, ops, where.arch_list, where.platform, cache)
+    if built_for is None:
+        return None
+    env = buildenv.environ_for_build(prefix, built_for, where.target, environ, toolkit)
+    report = HookReport(prefix, built_for)
+    report.activation = activation.write(prefix, built_for, where.target, force=True, toolkit=toolkit)
+    archs = tuple(a.cc.sm for a in parse_arch_list(built_for))
+    provided = ops_stage.provide(
+        prefix,
+        py,
+        ops,
+        where.arch_list,
+        built_for,
+        where.platform,
+        keyed,
+        env,
+        1,
+        cache,
+        ops_stage.cuda_home(env),
+        archs,
+        progress,
+        runner,
+        toolkit,
+    )
+    report.notes = provided.notes
+    report.ops = [
+        o if provided.registered or not o.ok else dataclasses.replace(o, ok=False, error=NOT_REGISTERED)
+        for o in provided.results
+    ]
+    return report
 
 
 def _unchanged(
