@@ -121,7 +121,9 @@ def capture(gpu: str, work: Path) -> tuple[dict[str, object], int]:
     ).stdout
     doc = json.loads(out)
     if len(doc["requests"]) != 1:
-        raise SystemExit(f"make --gpu {gpu} --offline solves {len(doc['requests'])} times; pick a target that solves once")
+        raise SystemExit(
+            f"make --gpu {gpu} --offline solves {len(doc['requests'])} times; pick a target that solves once"
+        )
     return doc["requests"][0], int(doc["packages"])
 
 
@@ -139,7 +141,9 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
 
     for i in range(repeat):
         cache = work / f"bare-cache{i}"
-        seconds, out = _timed([sys.executable, str(work / "bare.py"), str(work / "request.json"), str(cache)], dict(os.environ), work)
+        seconds, out = _timed(
+            [sys.executable, str(work / "bare.py"), str(work / "request.json"), str(cache)], dict(os.environ), work
+        )
         if int(out) != packages:
             raise SystemExit(f"the bare solve found {out.strip()} packages, make locks {packages}")
         add("bare solve", seconds)
@@ -149,7 +153,10 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
             add(f"{label}make --offline", _timed(command, _env(src, work / f"cache{label.strip()}{i}"), work)[0])
             explain = [sys.executable, "-m", "envsolver", "explain", "--gpu", gpu]
             add(f"{label}explain", _timed(explain, _env(src, work / "cache-explain"), work)[0])
-            add(f"{label}gpus", _timed([sys.executable, "-m", "envsolver", "gpus"], _env(src, work / "cache-gpus"), work)[0])
+            add(
+                f"{label}gpus",
+                _timed([sys.executable, "-m", "envsolver", "gpus"], _env(src, work / "cache-gpus"), work)[0],
+            )
     times["packages"] = [float(packages)]
     return times
 
@@ -174,7 +181,9 @@ def main() -> int:
         f"{getattr(rattler, '__version__', '?')}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     packages = int(times.pop("packages")[0])
-    print(f"whole processes, median of {args.repeat}, alternating (make --gpu {args.gpu} --offline locks {packages} packages)")
+    print(
+        f"whole processes, median of {args.repeat}, alternating (make --gpu {args.gpu} --offline locks {packages} packages)"
+    )
     bare = statistics.median(times["bare solve"])
     print(f"  {'process':<28} {'median':>9} {'min':>9} {'ratio to bare':>14}")
     for name, values in times.items():

@@ -8,7 +8,7 @@ are read with size, nesting and alias limits (envsolver.safeyaml).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from envsolver import safeyaml, versions
 from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError, KnowledgeBaseError
+from envsolver.kb import cache
 from envsolver.kb.model import (
     CHANNELS,
     PLATFORMS,
@@ -392,10 +393,13 @@ def _fact(key: str) -> Callable[[_Row], Fact]:
     return build
 
 
-def _read_doc(data_dir: Path | None, name: str, problems: list[str]) -> Any:
-    """The parsed file, or {} with its problem recorded (unreadable, too large, not UTF-8, not valid YAML)."""
+def _read_doc(data_dir: Path | None, name: str, problems: list[str], given: Mapping[str, bytes]) -> Any:
+    """The parsed file (from `given` when it holds the file's bytes), or {} with its problem recorded
+    (unreadable, too large, not UTF-8, not valid YAML)."""
     try:
-        if data_dir is None:
+        if name in given:
+            text = given[name].decode("utf-8")
+        elif data_dir is None:
             text = resources.files("envsolver.kb").joinpath("data").joinpath(name).read_text(encoding="utf-8")
         else:
             text = safeyaml.read_text(data_dir / name, MAX_BYTES)
@@ -407,11 +411,13 @@ def _read_doc(data_dir: Path | None, name: str, problems: list[str]) -> Any:
     return {}
 
 
-def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
-    """Load the KB shipped in the package (or from `data_dir`). Raises KnowledgeBaseError."""
+def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None = None) -> KnowledgeBase:
+    """Load the KB shipped in the package (or from `data_dir`); `texts` (file name -> bytes) stands in for
+    the files it names. Raises KnowledgeBaseError."""
     problems: list[str] = []
     sources: dict[str, str] = {}
-    docs = {name: _Reader(name, _read_doc(data_dir, name, problems), problems, sources) for name in FILES}
+    given = texts or {}
+    docs = {name: _Reader(name, _read_doc(data_dir, name, problems, given), problems, sources) for name in FILES}
 
     gpus = docs["gpus.yaml"].rows("gpus", _gpu)
     cuda = docs["cuda.yaml"]
@@ -485,12 +491,34 @@ def _toolchain(r: _Row) -> tuple[Fact, Packages, Packages]:
     return r.get("nvcc", nvcc), r.get("cxx", cxx), r.get("cxx_nvidia", cxx)
 
 
+def _packaged_bytes() -> dict[str, bytes] | None:
+    """The packaged data files' bytes, or None when one cannot be read (load_kb then reports it)."""
+    data = resources.files("envsolver.kb").joinpath("data")
+    try:
+        return {name: data.joinpath(name).read_bytes() for name in FILES}
+    except OSError:
+        return None
+
+
 @lru_cache(maxsize=1)
 def default_kb() -> KnowledgeBase:
-    """The packaged knowledge base, loaded once per process."""
-    return load_kb()
+    """The packaged knowledge base, loaded once per process: from the compiled cache (envsolver.kb.cache)
+    when it holds these very files, else from the YAML, and then cached."""
+    texts = _packaged_bytes()
+    name = cache.key(texts) if texts is not None else None
+    root = cache.cache_root() if name else None
+    where = cache.path_for(root, name) if root and name else None
+    if where is not None:
+        kept = cache.read(where)
+        if kept is not None:
+            return kept
+    kb = load_kb(texts=texts)  # raises KnowledgeBaseError: only a KB without a problem is cached
+    if where is not None:
+        cache.write(where, kb)
+    return kb
 
 
+@lru_cache(maxsize=1)
 def kb_date() -> str:
     """The knowledge base's date (data/meta.yaml)."""
     text = resources.files("envsolver.kb").joinpath("data").joinpath("meta.yaml").read_text(encoding="utf-8")
