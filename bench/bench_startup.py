@@ -7,7 +7,8 @@ Each round runs, one after another, fresh processes of:
   - bare:    `python BARE REQUEST`: a script that imports rattler and solves exactly what `make --offline`
              solves (the same specs, virtual packages, platforms, channel directory and solver options; the
              request is captured from envsolver's own solve call before the rounds start);
-  - make:    `python -m envsolver make --gpu GPU --offline --out DIR` (a new DIR and cache each time);
+  - make:    `python -m envsolver make --gpu GPU --offline --out DIR` (a new DIR each time; one cache directory
+             per tree, as a user has, warmed by one untimed round first, so the compiled KB is read from it);
   - explain: `python -m envsolver explain --gpu GPU`;
   - gpus:    `python -m envsolver gpus`;
   - with --baseline-src DIR (an older tree: `git archive REV envsolver profiles | tar -x -C DIR`), the same
@@ -139,7 +140,7 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
     def add(name: str, seconds: float) -> None:
         times.setdefault(name, []).append(seconds)
 
-    for i in range(repeat):
+    for i in range(-1, repeat):  # round -1 warms the file cache and the caches; it is not counted
         cache = work / f"bare-cache{i}"
         seconds, out = _timed(
             [sys.executable, str(work / "bare.py"), str(work / "request.json"), str(cache)], dict(os.environ), work
@@ -148,15 +149,17 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
             raise SystemExit(f"the bare solve found {out.strip()} packages, make locks {packages}")
         add("bare solve", seconds)
         for label, src in trees.items():
+            env = _env(src, work / f"cache-{label.strip() or 'current'}")
             out_dir = work / f"out{label.strip()}{i}"
             command = [sys.executable, "-m", "envsolver", "make", "--gpu", gpu, "--offline", "--out", str(out_dir)]
-            add(f"{label}make --offline", _timed(command, _env(src, work / f"cache{label.strip()}{i}"), work)[0])
-            explain = [sys.executable, "-m", "envsolver", "explain", "--gpu", gpu]
-            add(f"{label}explain", _timed(explain, _env(src, work / "cache-explain"), work)[0])
-            add(
-                f"{label}gpus",
-                _timed([sys.executable, "-m", "envsolver", "gpus"], _env(src, work / "cache-gpus"), work)[0],
-            )
+            add(f"{label}make --offline", _timed(command, env, work)[0])
+            add(f"{label}explain", _timed([sys.executable, "-m", "envsolver", "explain", "--gpu", gpu], env, work)[0])
+            add(f"{label}gpus", _timed([sys.executable, "-m", "envsolver", "gpus"], env, work)[0])
+            cli = [sys.executable, "-c", "import envsolver.cli"]
+            add(f"{label}python -c 'import envsolver.cli'", _timed(cli, env, work)[0])
+        add("python -c pass", _timed([sys.executable, "-c", "pass"], dict(os.environ), work)[0])
+        if i < 0:
+            times.clear()
     times["packages"] = [float(packages)]
     return times
 
@@ -182,7 +185,8 @@ def main() -> int:
     )
     packages = int(times.pop("packages")[0])
     print(
-        f"whole processes, median of {args.repeat}, alternating (make --gpu {args.gpu} --offline locks {packages} packages)"
+        f"whole processes, median of {args.repeat}, alternating "
+        f"(make --gpu {args.gpu} --offline locks {packages} packages)"
     )
     bare = statistics.median(times["bare solve"])
     print(f"  {'process':<28} {'median':>9} {'min':>9} {'ratio to bare':>14}")
