@@ -329,9 +329,9 @@ def kb_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     from envsolver.kb import load
 
     monkeypatch.setenv("ENVSOLVER_CACHE_DIR", str(tmp_path))
-    load.default_kb.cache_clear()
+    load.packaged.cache_clear()
     yield tmp_path
-    load.default_kb.cache_clear()
+    load.packaged.cache_clear()
 
 
 def canonical(value: Any) -> Any:
@@ -360,7 +360,7 @@ def test_the_cached_kb_equals_the_yaml_load_exactly(kb_cache: Path, monkeypatch:
     fresh = load_kb()
     first = load.default_kb()  # loads the YAML and writes the cache
     assert len(cached_files(kb_cache)) == 1
-    load.default_kb.cache_clear()
+    load.packaged.cache_clear()
 
     def no_yaml(*_: object, **__: object) -> KnowledgeBase:
         raise AssertionError("the YAML was loaded although the cache holds these files")
@@ -372,6 +372,7 @@ def test_the_cached_kb_equals_the_yaml_load_exactly(kb_cache: Path, monkeypatch:
     assert [str(v) for b in again.torch_builds for v in b.versions] == [
         str(v) for b in fresh.torch_builds for v in b.versions
     ]
+    assert load.packaged()[1] == load._read_date()
 
 
 def test_any_change_to_a_data_file_names_another_cache_file() -> None:
@@ -405,7 +406,7 @@ def test_a_corrupt_cache_is_ignored_and_replaced(kb_cache: Path, how: str) -> No
     good = load.default_kb()
     (path,) = cached_files(kb_cache)
     _break(path, how)
-    load.default_kb.cache_clear()
+    load.packaged.cache_clear()
     assert load.default_kb() == good
     assert load.default_kb() is not good  # loaded from the YAML again
     assert cached_files(kb_cache) == [path] and len(path.read_bytes()) > 1000  # and written anew
@@ -430,10 +431,11 @@ def test_a_payload_naming_a_foreign_global_is_refused_unrun(kb_cache: Path, tmp_
     path.write_bytes(cache.FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
     assert cache.read(path) is None
     assert not marker.exists()
-    # a valid file whose payload is not a KnowledgeBase is refused too
-    other = pickle.dumps(MajorMinor(12, 4))
-    path.write_bytes(cache.FORMAT + hashlib.sha256(other).hexdigest().encode() + b"\n" + other)
-    assert cache.read(path) is None
+    # a valid file whose payload is not a KnowledgeBase and its date is refused too
+    for doc in (MajorMinor(12, 4), {"kb": MajorMinor(12, 4), "date": "2026-11-30"}, {"kb": load.default_kb()}):
+        other = pickle.dumps(doc)
+        path.write_bytes(cache.FORMAT + hashlib.sha256(other).hexdigest().encode() + b"\n" + other)
+        assert cache.read(path) is None
 
 
 def test_a_kb_with_problems_is_never_cached(kb_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -454,11 +456,11 @@ def test_an_unwritable_cache_directory_only_skips_the_cache(tmp_path: Path, monk
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache directory should be")
     monkeypatch.setenv("ENVSOLVER_CACHE_DIR", str(blocker))
-    load.default_kb.cache_clear()
+    load.packaged.cache_clear()
     try:
         assert load.default_kb() == load_kb()
     finally:
-        load.default_kb.cache_clear()
+        load.packaged.cache_clear()
 
 
 def test_an_old_compiled_kb_is_removed_when_a_new_one_is_written(kb_cache: Path) -> None:

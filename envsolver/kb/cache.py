@@ -20,7 +20,6 @@ import hashlib
 import io
 import os
 import pickle
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -104,8 +103,9 @@ def path_for(root: Path, name: str) -> Path:
     return root / "kb" / f"{PREFIX}{name}{SUFFIX}"
 
 
-def read(path: Path) -> KnowledgeBase | None:
-    """The KnowledgeBase in `path`, or None when the file is missing, unreadable, corrupt or not a KB."""
+def read(path: Path) -> tuple[KnowledgeBase, str] | None:
+    """The KnowledgeBase in `path` and its date, or None when the file is missing, unreadable, corrupt or not
+    a KB."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -114,16 +114,22 @@ def read(path: Path) -> KnowledgeBase | None:
     if head != FORMAT or digest != hashlib.sha256(payload).hexdigest().encode() + b"\n":
         return None
     try:
-        kb = _KbUnpickler(io.BytesIO(payload)).load()
+        doc = _KbUnpickler(io.BytesIO(payload)).load()
     except Exception:  # refused, truncated or otherwise broken: load from the YAML instead
         return None
-    return kb if isinstance(kb, KnowledgeBase) else None
+    if not isinstance(doc, dict) or not isinstance(doc.get("kb"), KnowledgeBase):
+        return None
+    if not isinstance(doc.get("date"), str):
+        return None
+    return doc["kb"], doc["date"]
 
 
-def write(path: Path, kb: KnowledgeBase) -> None:
-    """Write `kb` (validated already) to `path` atomically and remove older compiled KBs beside it. Best
+def write(path: Path, kb: KnowledgeBase, date: str) -> None:
+    """Write `kb` (validated already) and its date to `path` atomically and remove older compiled KBs beside it. Best
     effort: a cache that cannot be written is skipped, never an error."""
-    payload = pickle.dumps(kb, protocol=pickle.HIGHEST_PROTOCOL)
+    import tempfile
+
+    payload = pickle.dumps({"kb": kb, "date": date}, protocol=pickle.HIGHEST_PROTOCOL)
     data = FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from envsolver.redact import redact
 from envsolver.solve import Record
 from envsolver.writers import yamlemit
 
+
 def content_hash(specs: Sequence[str], channels: Sequence[str], virtual: Mapping[str, str]) -> str:
     doc = {"specs": sorted(specs), "channels": list(channels), "virtual_packages": dict(sorted(virtual.items()))}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
