@@ -189,10 +189,10 @@ def main() -> int:
         f"(make --gpu {args.gpu} --offline locks {packages} packages)"
     )
     bare = statistics.median(times["bare solve"])
-    print(f"  {'process':<28} {'median':>9} {'min':>9} {'ratio to bare':>14}")
+    print(f"  {'process':<40} {'median':>9} {'min':>9} {'ratio to bare':>14}")
     for name, values in times.items():
         median = statistics.median(values)
-        print(f"  {name:<28} {median * 1000:7.0f} ms {min(values) * 1000:6.0f} ms {median / bare:14.2f}")
+        print(f"  {name:<40} {median * 1000:7.0f} ms {min(values) * 1000:6.0f} ms {median / bare:14.2f}")
     return 0
 
 
