@@ -13,8 +13,9 @@ Each round runs, one after another, fresh processes of:
   - gpus:    `python -m envsolver gpus`;
   - with --baseline-src DIR (an older tree: `git archive REV envsolver profiles | tar -x -C DIR`), the same
     three commands from that tree, so before and after are measured in the same run.
-The timer is time.perf_counter around subprocess.run of the whole process (start-up, imports, the worker child,
-writing the files, exit). Reported: medians, minimums, and each median's ratio to the bare solve's median.
+Every tree's envsolver package is byte-compiled first (compileall). The timer is time.perf_counter around
+subprocess.run of the whole process (start-up, imports, the worker child, writing the files, exit).
+Reported: medians, minimums, and each median's ratio to the bare solve's median.
 """
 
 from __future__ import annotations
@@ -135,6 +136,9 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
     trees = {"": ROOT, **({"baseline ": baseline} if baseline else {})}
     for src in trees.values():
         _check_tree(src, work)
+        # bytecode for every tree, so no tree compiles its sources on each run (PYTHONDONTWRITEBYTECODE=1 would
+        # otherwise leave a fresh tree uncompiled and slow)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src / "envsolver")], check=True)
     times: dict[str, list[float]] = {}
 
     def add(name: str, seconds: float) -> None:
