@@ -16,7 +16,6 @@ from typing import Literal
 
 from envsolver import lockcheck, snapshot
 from envsolver.errors import BadInputError, ConflictError
-from envsolver.http import check_url
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
 from envsolver.redact import redact, redact_text
@@ -79,6 +78,8 @@ def _channel_fix(urls: Sequence[str]) -> str:
 def _custom(urls: Sequence[str]) -> list[ChannelSource]:
     """The --channel URLs as sources: fetched as given (credentials included), named in files by their public
     form. Raises BadInputError (exit 2) for anything but an http(s) or file:// URL without a query."""
+    from envsolver.http import check_url  # http.client and urllib.request: only --channel needs them
+
     out = []
     for url in urls:
         if "://" not in url:

@@ -6,19 +6,21 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.status import Status
-from rich.table import Table
 from rich.text import Text
 
 from envsolver.kb.model import Gpu
-from envsolver.lock import LockResult
 from envsolver.plan import Plan
 from envsolver.writers.environment import default_name
 from envsolver.writers.files import Outcome
+
+if TYPE_CHECKING:  # annotations only: explain and gpus need neither the locker nor rich's status
+    from rich.status import Status
+
+    from envsolver.lock import LockResult
 
 # The width of a console that is not a terminal: wide enough that no table column is squeezed.
 UNLIMITED = 100_000
@@ -78,6 +80,8 @@ def gpu_rows(gpus: tuple[Gpu, ...]) -> list[dict[str, object]]:
 
 
 def gpu_table(out: Console, gpus: tuple[Gpu, ...]) -> None:
+    from rich.table import Table  # `gpus` alone prints a table
+
     table = Table(title="GPUs in the knowledge base", show_lines=False)
     columns = ("key", "name", "aliases", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform")
     for column in columns:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from envsolver import render
-from envsolver.cluster.make import Made
-from envsolver.cluster.model import Cluster
+
+if TYPE_CHECKING:  # annotations only
+    from envsolver.cluster.make import Made
+    from envsolver.cluster.model import Cluster
 
 
 def made(out: Console, cluster: Cluster, results: Sequence[Made], name: str | None) -> None:

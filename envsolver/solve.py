@@ -23,11 +23,13 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsolver.errors import ConflictError, EnvsolverError, Kind
-from envsolver.lockfile import LockEntry
 from envsolver.redact import redact, redact_text
+
+if TYPE_CHECKING:  # the lock reader (and the YAML parser it imports) is needed by install alone
+    from envsolver.lockfile import LockEntry
 
 WORKER = Path(__file__).with_name("rattler_worker.py")
 # The worker runs by path, without the '' (the working directory) that -c puts on sys.path: nothing there can

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +318,156 @@ def test_loader_rejects_invalid_yaml(tmp_path: Path) -> None:
     (data / "torch.yaml").write_text("builds: [unclosed\n")
     with pytest.raises(KnowledgeBaseError, match=r"torch\.yaml: not valid YAML"):
         load_kb(data)
+
+
+# --- the compiled KB cache (issue 13) ---
+
+
+@pytest.fixture
+def kb_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh ENVSOLVER_CACHE_DIR and a default_kb that has not loaded yet (and is reset afterwards)."""
+    from envsolver.kb import load
+
+    monkeypatch.setenv("ENVSOLVER_CACHE_DIR", str(tmp_path))
+    load.packaged.cache_clear()
+    yield tmp_path
+    load.packaged.cache_clear()
+
+
+def canonical(value: Any) -> Any:
+    """`value` as nested tuples of type names and reprs; a set's members sorted (its order is no fact)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = tuple((f.name, canonical(getattr(value, f.name))) for f in dataclasses.fields(value))
+        return (type(value).__name__, fields)
+    if isinstance(value, (set, frozenset)):
+        return (type(value).__name__, tuple(sorted((canonical(v) for v in value), key=repr)))
+    if isinstance(value, dict):
+        return ("dict", tuple((canonical(k), canonical(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(canonical(v) for v in value))
+    return (type(value).__name__, repr(value))
+
+
+def cached_files(root: Path) -> list[Path]:
+    return sorted((root / "kb").glob("kb-*.pickle")) if (root / "kb").is_dir() else []
+
+
+def test_the_cached_kb_equals_the_yaml_load_exactly(kb_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envsolver.kb import load
+
+    fresh = load_kb()
+    first = load.default_kb()  # loads the YAML and writes the cache
+    assert len(cached_files(kb_cache)) == 1
+    load.packaged.cache_clear()
+
+    def no_yaml(*_: object, **__: object) -> KnowledgeBase:
+        raise AssertionError("the YAML was loaded although the cache holds these files")
+
+    monkeypatch.setattr(load, "load_kb", no_yaml)
+    again = load.default_kb()
+    assert again is not first and again == fresh and first == fresh
+    assert canonical(again) == canonical(fresh)  # every value of the same type and text ('2.5' stays '2.5')
+    assert [str(v) for b in again.torch_builds for v in b.versions] == [
+        str(v) for b in fresh.torch_builds for v in b.versions
+    ]
+    assert load.packaged()[1] == load._read_date()
+
+
+def test_any_change_to_a_data_file_names_another_cache_file() -> None:
+    from envsolver.kb import cache, load
+
+    texts = load._packaged_bytes()
+    assert texts is not None
+    base = cache.key(texts)
+    for name in load.FILES:
+        changed = {**texts, name: texts[name] + b"\n"}
+        assert cache.key(changed) != base, name
+    assert cache.key(dict(texts)) == base
+
+
+def _break(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "flipped":
+        path.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:
+        path.write_bytes(b"not a cache at all\n" * 10)
+
+
+@pytest.mark.parametrize("how", ["truncated", "flipped", "empty", "garbage"])
+def test_a_corrupt_cache_is_ignored_and_replaced(kb_cache: Path, how: str) -> None:
+    from envsolver.kb import load
+
+    good = load.default_kb()
+    (path,) = cached_files(kb_cache)
+    _break(path, how)
+    load.packaged.cache_clear()
+    assert load.default_kb() == good
+    assert load.default_kb() is not good  # loaded from the YAML again
+    assert cached_files(kb_cache) == [path] and len(path.read_bytes()) > 1000  # and written anew
+
+
+def test_a_payload_naming_a_foreign_global_is_refused_unrun(kb_cache: Path, tmp_path: Path) -> None:
+    """A file with a valid digest whose pickle calls a function is refused before anything runs."""
+    import hashlib
+    import pickle
+
+    from envsolver.kb import cache, load
+
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (Path.touch, (str(marker),))
+
+    load.default_kb()
+    (path,) = cached_files(kb_cache)
+    payload = pickle.dumps(Evil())
+    path.write_bytes(cache.FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    assert cache.read(path) is None
+    assert not marker.exists()
+    # a valid file whose payload is not a KnowledgeBase and its date is refused too
+    for doc in (MajorMinor(12, 4), {"kb": MajorMinor(12, 4), "date": "2026-11-30"}, {"kb": load.default_kb()}):
+        other = pickle.dumps(doc)
+        path.write_bytes(cache.FORMAT + hashlib.sha256(other).hexdigest().encode() + b"\n" + other)
+        assert cache.read(path) is None
+
+
+def test_a_kb_with_problems_is_never_cached(kb_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envsolver.kb import load
+
+    texts = load._packaged_bytes()
+    assert texts is not None
+    broken = {**texts, "gpus.yaml": texts["gpus.yaml"].replace(b"compute_capability:", b"compute_capabilty:", 1)}
+    monkeypatch.setattr(load, "_packaged_bytes", lambda: broken)
+    with pytest.raises(KnowledgeBaseError, match="missing key 'compute_capability'"):
+        load.default_kb()
+    assert cached_files(kb_cache) == []
+
+
+def test_an_unwritable_cache_directory_only_skips_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envsolver.kb import load
+
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("ENVSOLVER_CACHE_DIR", str(blocker))
+    load.packaged.cache_clear()
+    try:
+        assert load.default_kb() == load_kb()
+    finally:
+        load.packaged.cache_clear()
+
+
+def test_an_old_compiled_kb_is_removed_when_a_new_one_is_written(kb_cache: Path) -> None:
+    from envsolver.kb import load
+
+    stale = kb_cache / "kb" / "kb-0000.pickle"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"old")
+    load.default_kb()
+    assert [p.name for p in cached_files(kb_cache)] != ["kb-0000.pickle"] and not stale.exists()

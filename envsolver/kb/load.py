@@ -8,7 +8,7 @@ are read with size, nesting and alias limits (envsolver.safeyaml).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -17,9 +17,10 @@ from typing import Any, TypeVar, cast
 
 from packaging.version import InvalidVersion, Version
 
-from envsolver import safeyaml, versions
+from envsolver import versions
 from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError, KnowledgeBaseError
+from envsolver.kb import cache
 from envsolver.kb.model import (
     CHANNELS,
     PLATFORMS,
@@ -41,8 +42,8 @@ from envsolver.versions import DriverVersion, MajorMinor
 
 T = TypeVar("T")
 FILES = ("gpus.yaml", "cuda.yaml", "torch.yaml", "deepspeed.yaml", "conda.yaml")
+META = "meta.yaml"  # the KB's date
 MAX_BYTES = 1 << 20  # per file; the largest (gpus.yaml) is about 42 KiB
-LIMITS = safeyaml.Limits(chars=MAX_BYTES, depth=16, aliases=1000, nodes=200_000)
 MAX_INT = 10**9  # no count, CUDA major or gcc version of ours comes near
 
 
@@ -392,14 +393,20 @@ def _fact(key: str) -> Callable[[_Row], Fact]:
     return build
 
 
-def _read_doc(data_dir: Path | None, name: str, problems: list[str]) -> Any:
-    """The parsed file, or {} with its problem recorded (unreadable, too large, not UTF-8, not valid YAML)."""
+def _read_doc(data_dir: Path | None, name: str, problems: list[str], given: Mapping[str, bytes]) -> Any:
+    """The parsed file (from `given` when it holds the file's bytes), or {} with its problem recorded
+    (unreadable, too large, not UTF-8, not valid YAML)."""
+    from envsolver import safeyaml  # only when the YAML is read: a compiled KB needs no YAML parser
+
+    limits = safeyaml.Limits(chars=MAX_BYTES, depth=16, aliases=1000, nodes=200_000)
     try:
-        if data_dir is None:
+        if name in given:
+            text = given[name].decode("utf-8")
+        elif data_dir is None:
             text = resources.files("envsolver.kb").joinpath("data").joinpath(name).read_text(encoding="utf-8")
         else:
             text = safeyaml.read_text(data_dir / name, MAX_BYTES)
-        return safeyaml.load(text, LIMITS)
+        return safeyaml.load(text, limits)
     except OSError as exc:
         problems.append(f"{name}: cannot read it ({exc.strerror})")
     except (safeyaml.SafeYamlError, UnicodeDecodeError) as exc:
@@ -407,11 +414,13 @@ def _read_doc(data_dir: Path | None, name: str, problems: list[str]) -> Any:
     return {}
 
 
-def load_kb(data_dir: Path | None = None) -> KnowledgeBase:
-    """Load the KB shipped in the package (or from `data_dir`). Raises KnowledgeBaseError."""
+def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None = None) -> KnowledgeBase:
+    """Load the KB shipped in the package (or from `data_dir`); `texts` (file name -> bytes) stands in for
+    the files it names. Raises KnowledgeBaseError."""
     problems: list[str] = []
     sources: dict[str, str] = {}
-    docs = {name: _Reader(name, _read_doc(data_dir, name, problems), problems, sources) for name in FILES}
+    given = texts or {}
+    docs = {name: _Reader(name, _read_doc(data_dir, name, problems, given), problems, sources) for name in FILES}
 
     gpus = docs["gpus.yaml"].rows("gpus", _gpu)
     cuda = docs["cuda.yaml"]
@@ -485,14 +494,56 @@ def _toolchain(r: _Row) -> tuple[Fact, Packages, Packages]:
     return r.get("nvcc", nvcc), r.get("cxx", cxx), r.get("cxx_nvidia", cxx)
 
 
-@lru_cache(maxsize=1)
-def default_kb() -> KnowledgeBase:
-    """The packaged knowledge base, loaded once per process."""
-    return load_kb()
+def _packaged_bytes() -> dict[str, bytes] | None:
+    """The packaged data files' bytes (meta.yaml too), or None when one cannot be read (load_kb then
+    reports it)."""
+    data = resources.files("envsolver.kb").joinpath("data")
+    try:
+        return {name: data.joinpath(name).read_bytes() for name in (*FILES, META)}
+    except OSError:
+        return None
 
 
-def kb_date() -> str:
-    """The knowledge base's date (data/meta.yaml)."""
-    text = resources.files("envsolver.kb").joinpath("data").joinpath("meta.yaml").read_text(encoding="utf-8")
+def _date_of(text: str) -> str:
+    from envsolver import safeyaml
+
     doc = safeyaml.load(text)
     return str(doc["kb_date"]) if isinstance(doc, dict) and "kb_date" in doc else "unknown"
+
+
+def _read_date() -> str:
+    return _date_of(resources.files("envsolver.kb").joinpath("data").joinpath(META).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def packaged() -> tuple[KnowledgeBase, str]:
+    """The packaged knowledge base and its date, loaded once per process: from the compiled cache
+    (envsolver.kb.cache) when it holds these very files, else from the YAML, and then cached. Raises
+    KnowledgeBaseError."""
+    texts = _packaged_bytes()
+    name = cache.key(texts) if texts is not None else None
+    root = cache.cache_root() if name else None
+    where = cache.path_for(root, name) if root and name else None
+    if where is not None:
+        kept = cache.read(where)
+        if kept is not None:
+            return kept
+    kb = load_kb(texts=texts)  # raises KnowledgeBaseError: only a KB without a problem is cached
+    date = _date_of(texts[META].decode("utf-8")) if texts is not None else _read_date()
+    if where is not None:
+        cache.write(where, kb, date)
+    return kb, date
+
+
+def default_kb() -> KnowledgeBase:
+    """The packaged knowledge base (see `packaged`)."""
+    return packaged()[0]
+
+
+@lru_cache(maxsize=1)
+def kb_date() -> str:
+    """The knowledge base's date (data/meta.yaml)."""
+    try:
+        return packaged()[1]
+    except KnowledgeBaseError:  # the date does not depend on the rows
+        return _read_date()

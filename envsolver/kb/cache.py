@@ -1,0 +1,148 @@
+"""A compiled copy of the validated knowledge base, so a process does not parse and check the YAML each time.
+
+Parsing and validating the five data files takes longer than everything else `explain` and `gpus` do; the
+result is the same for the same files. So the loaded KnowledgeBase is kept, pickled, in the user cache
+directory (ENVSOLVER_CACHE_DIR, else the platform's), in a file named by the SHA-256 of what produced it:
+every data file's bytes and the source of the modules that turn them into rows (the loader, the model, the
+version and arch-list parsers), so an edit to any of them names another file and the KB is loaded from the
+YAML again. Only a KB that loaded without a problem is ever written, atomically (a temporary file, then
+os.replace).
+
+Nothing read back is trusted blindly: the file carries the SHA-256 of its payload, which must match, and the
+payload is unpickled with only the KB's own classes allowed (any other global, such as a function a tampered
+file names, is refused), and must be a KnowledgeBase. A file that fails any check is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+
+from envsolver import __version__
+from envsolver.kb.model import KnowledgeBase
+
+FORMAT = b"envsolver-kb-cache 1\n"
+PREFIX = "kb-"
+SUFFIX = ".pickle"
+# The modules whose source decides what the YAML becomes (relative to the envsolver package).
+SOURCES = ("kb/load.py", "kb/model.py", "kb/cache.py", "versions.py", "archlist.py")
+# Every class a KnowledgeBase pickle needs: its row types and the values inside them.
+ALLOWED = frozenset(
+    {
+        ("envsolver.kb.model", name)
+        for name in (
+            "ArchRename",
+            "CudaMajor",
+            "DeepSpeedCondaBuild",
+            "DeepSpeedDefaultCcs",
+            "DeepSpeedRelease",
+            "Fact",
+            "Gpu",
+            "KnowledgeBase",
+            "OpHeader",
+            "OpLibrary",
+            "Toolkit",
+            "TorchBuild",
+            "TorchRelease",
+        )
+    }
+    | {
+        ("envsolver.archlist", "Arch"),
+        ("envsolver.versions", "DriverVersion"),
+        ("envsolver.versions", "MajorMinor"),
+        ("packaging.version", "Version"),
+    }
+)
+
+
+class _Refused(pickle.UnpicklingError):
+    """The payload names a global that a KnowledgeBase never holds."""
+
+
+class _KbUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> type:
+        if (module, name) not in ALLOWED:
+            raise _Refused(f"{module}.{name}")
+        found: type = super().find_class(module, name)
+        return found
+
+
+def cache_root() -> Path | None:
+    """ENVSOLVER_CACHE_DIR, else the platform's user cache directory for envsolver; None when neither is known."""
+    if os.environ.get("ENVSOLVER_CACHE_DIR"):
+        return Path(os.environ["ENVSOLVER_CACHE_DIR"])
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("envsolver"))
+    except Exception:  # no home directory or an unusual platform: run without the cache
+        return None
+
+
+def key(texts: Mapping[str, bytes]) -> str | None:
+    """The SHA-256 naming the compiled KB of these data files (name -> bytes) with this envsolver's loader;
+    None when the loader's source cannot be read (then nothing is cached)."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256(FORMAT + __version__.encode() + b"\0")
+    try:
+        sources = [(name, (package / name).read_bytes()) for name in SOURCES]
+    except OSError:
+        return None
+    for name, data in [*sources, *sorted(texts.items())]:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def path_for(root: Path, name: str) -> Path:
+    return root / "kb" / f"{PREFIX}{name}{SUFFIX}"
+
+
+def read(path: Path) -> tuple[KnowledgeBase, str] | None:
+    """The KnowledgeBase in `path` and its date, or None when the file is missing, unreadable, corrupt or not
+    a KB."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    head, digest, payload = data[: len(FORMAT)], data[len(FORMAT) : len(FORMAT) + 65], data[len(FORMAT) + 65 :]
+    if head != FORMAT or digest != hashlib.sha256(payload).hexdigest().encode() + b"\n":
+        return None
+    try:
+        doc = _KbUnpickler(io.BytesIO(payload)).load()
+    except Exception:  # refused, truncated or otherwise broken: load from the YAML instead
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("kb"), KnowledgeBase):
+        return None
+    if not isinstance(doc.get("date"), str):
+        return None
+    return doc["kb"], doc["date"]
+
+
+def write(path: Path, kb: KnowledgeBase, date: str) -> None:
+    """Write `kb` (validated already) and its date to `path` atomically and remove older compiled KBs beside it. Best
+    effort: a cache that cannot be written is skipped, never an error."""
+    import tempfile
+
+    payload = pickle.dumps({"kb": kb, "date": date}, protocol=pickle.HIGHEST_PROTOCOL)
+    data = FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=".kb-", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        for old in path.parent.glob(f"{PREFIX}*{SUFFIX}"):
+            if old != path:
+                with contextlib.suppress(OSError):
+                    old.unlink()

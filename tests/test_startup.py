@@ -1,0 +1,67 @@
+"""What a whole `envsolver` process imports (issue 13): `make --offline`, `explain` and `gpus` stay off the
+heavy packages that only other commands or the tests need. Each command runs in a fresh Python whose exit
+hook writes the names in sys.modules to a file; the tests read that list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# conda-lock imports its whole tool (ensureconda, its vendored poetry, pydantic) from its package __init__;
+# envsolver renders conda-lock.yml itself, and conda-lock's parser and schema check that in the tests.
+HEAVY = ("conda_lock", "pydantic", "pydantic_core", "ensureconda")
+
+HOOK = """\
+import atexit, json, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv[0] = "envsolver"
+runpy.run_module("envsolver", run_name="__main__", alter_sys=True)
+"""
+
+
+def modules_at_exit(tmp_path: Path, *args: str) -> set[str]:
+    """The modules loaded when `envsolver ARGS` exits (it must exit 0)."""
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", HOOK, str(out), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**_env(), "ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(out.read_text()))
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_the_hook_sees_what_a_command_imports(tmp_path: Path) -> None:
+    """The check can fail: the list holds what the command itself loaded (click, the KB model)."""
+    loaded = modules_at_exit(tmp_path, "gpus")
+    assert {"click", "envsolver.kb.model", "envsolver.cli"} <= loaded
+
+
+def test_make_offline_imports_neither_conda_lock_nor_pydantic(tmp_path: Path) -> None:
+    loaded = modules_at_exit(tmp_path, "make", "--gpu", "a100", "--offline", "--out", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "conda-lock.yml").is_file()
+    assert sorted(_top(loaded) & set(HEAVY)) == []
+
+
+@pytest.mark.parametrize("args", [("explain", "--gpu", "a100"), ("gpus",)], ids=["explain", "gpus"])
+def test_explain_and_gpus_import_neither_conda_lock_pydantic_nor_rattler(tmp_path: Path, args: tuple[str, ...]) -> None:
+    loaded = modules_at_exit(tmp_path, *args)
+    assert sorted(_top(loaded) & {*HEAVY, "rattler"}) == []
