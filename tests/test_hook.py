@@ -332,6 +332,37 @@ def test_gpu_machine_run_report() -> None:
     assert rerun["unchanged"] == ["fused_adam", "cpu_adam", "fused_lamb"]
 
 
+@pytest.mark.parametrize("run", ["run4", "run5"])
+def test_gpu_machine_run_of_the_ops_stage(run: str) -> None:
+    """The H200 runs of bench/gpu_hook_ops.sh (tests/data/gpu_runs/hook-ops): the cold hook built and proved the
+    ops through DeepSpeed's load() from the prefix, the re-run changed nothing, the second env took every op from
+    the op cache; DeepSpeed's own op tests passed against them with nothing JIT-built."""
+    base = DATA / "gpu_runs" / "hook-ops" / run
+    cold, rerun, cached = (json.loads((base / f"hook-{n}.json").read_text()) for n in ("cold", "rerun", "cached"))
+    wanted = ["fused_adam", "cpu_adam", "fused_lamb"]
+    assert [o["op"] for o in cold["ops"]] == wanted and cold["ok"] and cold["torch_cuda_arch_list"] == "9.0+PTX"
+    for doc, source in ((cold, "built"), (cached, "cache")):
+        assert all(o["ok"] and o["source"] == source for o in doc["ops"])
+        assert all(o["file"].startswith(doc["prefix"] + "/lib/envsolver-ops/") for o in doc["ops"])
+        assert [o["sass"] for o in doc["ops"]] == [[90], None, [90]]
+        assert all(o["load_seconds"] < 0.05 for o in doc["ops"])
+    assert cold["gpu_check"]["ok"] and cold["gpu_check"]["max_abs_diff"] <= 1e-5
+    assert rerun["unchanged"] == wanted and rerun["ok"]
+    if run == "run5":  # since the all-cached path: nothing compiles, so no pre-flight
+        assert cached["checks"] == []
+    times = dict(line.split(" ", 1) for line in (base / "times.txt").read_text().splitlines())
+    assert times["hook_rerun"].startswith("rc=0") and float(times["hook_rerun"].split("wall=")[1]) <= 1.0
+    if run == "run4":
+        tests = (base / "deepspeed-tests.txt").read_text()
+        assert "80 passed, 7 skipped" in tests and " failed" not in tests
+        assert times["deepspeed_tests"].endswith("empty_t files after: 0")
+        constructs = [json.loads(line) for line in (base / "construct-hook.jsonl").read_text().splitlines()]
+        assert all(set(r["libraries"]) == set(wanted) for r in constructs)
+        assert all(
+            path.startswith("/tmp/envA/lib/envsolver-ops/") for r in constructs for path in r["libraries"].values()
+        )
+
+
 def test_cli_hook_print_env_and_bad_input(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
