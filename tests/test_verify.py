@@ -489,3 +489,17 @@ def test_verify_gains_the_hooks_prefix_toolkit_rule(tmp_path: Path) -> None:
     packages = "cuda-nvcc cuda-cudart-dev cuda-profiler-api libcublas-dev libcurand-dev libcusolver-dev libcusparse-dev"
     assert check["fix"].startswith(f"conda install -p {prefix} -c conda-forge {packages} ")  # verify also wants cuda.h
     assert check["fix"].endswith(f"cuda-version=13.0, then envsolver hook -p {prefix}")
+
+
+def test_the_headers_fix_installs_nvcc_too_when_the_prefix_has_none(kb: KnowledgeBase) -> None:
+    """The hook's activation adds the prefix's include dir to CPATH only when the prefix holds nvcc as well
+    (prefix_toolkit): a fix that installed the headers alone would leave them unfound."""
+    missing = {**healthy(), "headers": {**healthy()["headers"], "cusparse.h": None}}
+    for has_nvcc, wanted in ((False, True), (True, False)):
+        doc = {**missing, "prefix_toolkit": {"prefix": "/envs/t", "conda": True, "nvcc": {"exists": has_nvcc}}}
+        fix = result(kb, "headers", doc).fix
+        assert fix.startswith("conda install -p ")
+        assert (f" {kb.nvcc_package.value} " in fix) is wanted
+        assert "libcusparse-dev" in fix
+    no_probe = result(kb, "headers", missing).fix
+    assert kb.nvcc_package.value not in no_probe

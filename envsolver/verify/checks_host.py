@@ -86,11 +86,16 @@ def check_headers(ctx: Context) -> Check:
     if not missing:
         return Check("headers", "pass", f"all {len(found)} headers found")
     dirs = ", ".join(ctx.facts.get("include_dirs") or [])
+    # The activation adds the prefix's include dir to CPATH only when the prefix also holds nvcc (prefix_toolkit):
+    # without it in the prefix, the headers alone would not be found, so the fix installs nvcc too.
+    toolkit = ctx.facts.get("prefix_toolkit")
+    no_nvcc = isinstance(toolkit, dict) and not (toolkit.get("nvcc") or {}).get("exists")
+    packages = ([ctx.kb.nvcc_package.value] if no_nvcc else []) + _header_packages(ctx, missing).split()
     return Check(
         "headers",
         "fail",
         f"missing {', '.join(missing)} in {dirs}",
-        f"conda install -p {prefix_of(ctx)} -c conda-forge {_header_packages(ctx, missing)}"
+        f"conda install -p {prefix_of(ctx)} -c conda-forge {' '.join(packages)}"
         f"{_pin((ctx.facts.get('nvcc') or {}).get('version'))}, then envsolver hook -p {prefix_of(ctx)} "
         "(its activation adds the prefix's include dir to CPATH)",
     )
