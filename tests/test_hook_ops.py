@@ -175,7 +175,7 @@ def test_a_rerun_with_nothing_changed_is_decided_from_the_state(tmp_path: Path, 
     assert not ops.unchanged(prefix, state, ops.read_key_facts(prefix, {}, other), OPS, "9.0", "linux-64")
 
 
-@pytest.mark.parametrize("damage", ["library", "registry", "state"])
+@pytest.mark.parametrize("damage", ["library", "registry", "state", "pth", "module"])
 def test_a_rerun_after_damage_is_not_a_no_op(tmp_path: Path, env_a: tuple[Path, FakePython], damage: str) -> None:
     prefix, python = env_a
     got = provide(prefix, python, None)
@@ -183,6 +183,10 @@ def test_a_rerun_after_damage_is_not_a_no_op(tmp_path: Path, env_a: tuple[Path, 
         Path(str(got.results[0].file)).write_bytes(b"edited")
     elif damage == "registry":
         (python.site / "envsolver_ds_ops.json").unlink()
+    elif damage == "pth":
+        (python.site / "envsolver_ds_ops.pth").unlink()
+    elif damage == "module":
+        (python.site / "envsolver_ds_ops.py").write_text("# an older envsolver's module\n")
     else:
         ops.state_path(prefix).write_text("{")
     facts = ops.read_key_facts(prefix / "bin" / "python", {}, python)

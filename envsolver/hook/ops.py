@@ -158,7 +158,7 @@ def unchanged(
     expected = register.registry(
         [register.Registered(lib.op, lib.module, lib.file) for lib in state.libraries], _built(state.meta)
     )
-    return register.read(site) == expected
+    return register.in_place(site) and register.read(site) == expected
 
 
 def _built(meta: Mapping[str, object]) -> register.Built:

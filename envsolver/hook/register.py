@@ -105,6 +105,16 @@ def write(site_packages: Path, ops: Sequence[Registered], built: Built) -> list[
     return paths
 
 
+def in_place(site_packages: Path) -> bool:
+    """The module and the .pth are there as write() leaves them (this envsolver's module, the one-line .pth)."""
+    try:
+        module = (site_packages / f"{MODULE}.py").read_bytes()
+        pth = (site_packages / f"{MODULE}.pth").read_bytes()
+    except OSError:
+        return False
+    return module == SOURCE.read_bytes() and pth == PTH_LINE.encode()
+
+
 def read(site_packages: Path) -> dict[str, object] | None:
     """The registry as the site module reads it, or None."""
     from envsolver.hook import ds_ops_site
