@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from envsolver.hook import register  # noqa: E402
+from envsolver.hook.build import _json_line as last_json  # noqa: E402
 
 OPS = ("fused_adam", "cpu_adam", "fused_lamb")
 RUNNER = ROOT / "envsolver" / "hook" / "op_runner.py"
@@ -84,17 +85,6 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[int, str, float]:
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     return done.returncode, done.stdout + done.stderr, time.perf_counter() - started
-
-
-def last_json(text: str) -> dict[str, object]:
-    for line in reversed(text.strip().splitlines()):
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            return doc
-    return {"error": text[-2000:]}
 
 
 def build_all(mode: str, env: dict[str, str]) -> dict[str, object]:

@@ -34,6 +34,15 @@ from envsolver.verify import nccl_run
 from envsolver.verify import render as verify_render
 from envsolver.verify import run as verify_run
 
+# hook's and install's --op-cache (install runs the hook)
+OP_CACHE = click.option(
+    "--op-cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="ENVSOLVER_OP_CACHE",
+    help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
+    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
+)
+
 
 @click.command(name="install", cls=Command)
 @click.argument(
@@ -60,13 +69,7 @@ from envsolver.verify import run as verify_run
     help="Rewrite package URLs starting with FROM to start with TO (a site mirror); repeatable.",
 )
 @click.option("--no-hook", is_flag=True, help="Do not run the post-install hook.")
-@click.option(
-    "--op-cache",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="ENVSOLVER_OP_CACHE",
-    help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
-    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
-)
+@OP_CACHE
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def install_command(
     lock_path: Path,
@@ -176,13 +179,7 @@ def install_command(
     type=click.Path(dir_okay=False, path_type=Path),
     help="The env's python (default: PREFIX/bin/python).",
 )
-@click.option(
-    "--op-cache",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="ENVSOLVER_OP_CACHE",
-    help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
-    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
-)
+@OP_CACHE
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def hook_command(
     prefix: Path,
