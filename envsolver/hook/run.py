@@ -186,7 +186,7 @@ def hook(
         ]
     theirs = {o.op for o in kept}
     todo = tuple(op for op in ops if op not in theirs)
-    if theirs and todo:
+    if prebuilt - theirs:
         progress(f"DeepSpeed's prebuilt {', '.join(sorted(prebuilt - theirs))} lack a target arch: building")
     provided = ops_stage.provide(
         prefix,
