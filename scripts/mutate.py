@@ -39,12 +39,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXCLUSIONS = ROOT / "scripts" / "mutate-equivalent.txt"
@@ -309,9 +312,18 @@ def mutants(source: str, path: str) -> list[Mutant]:
             seen[key] = seen.get(key, 0) + 1
             if seen[key] > 1:
                 key += f"#{seen[key]}"
-            line = next((n.lineno for n in ast.walk(site.node) if hasattr(n, "lineno")), 0)
+            line = _first_line(site.node)
             found.append(Mutant(path, line, site.qualname, kind, text, site_index, variant, key))
     return found
+
+
+def _first_line(node: ast.AST) -> int:
+    return next((n.lineno for n in ast.walk(node) if hasattr(n, "lineno")), 0)
+
+
+def unparsed_lines(source: str) -> list[int]:
+    """The line of each walked node in the unparsed module (the baseline the tests run on), by site index."""
+    return [_first_line(site.node) for site in _walk(ast.parse(unparsed(source)))]
 
 
 def unparsed(source: str) -> str:
@@ -364,6 +376,7 @@ class Result:
     outcome: str  # killed | timeout | survived | equivalent (an excluded mutant that survived)
     seconds: float
     killed_by_exclusion: bool = False  # an excluded mutant that a test killed: the exclusion is wrong
+    selected: tuple[str, ...] = ()  # the tests that cover its line, run first (none: the group's tests only)
 
 
 @dataclass
@@ -438,12 +451,23 @@ class _Workspace:
         finally:
             self._put(mutant.path, unparsed(self.sources[mutant.path]))
 
-    def pytest(self, timeout_s: float) -> tuple[str, float]:
-        """('passed' | 'failed' | 'timeout', seconds) for the group's tests as the workspace holds them now."""
-        code, seconds = self.server.run([*PYTEST, *self.group.pytest_args, *self.group.tests], timeout_s)
-        if code == 5:
+    def pytest(self, timeout_s: float, tests: Sequence[str] = (), trace: bool = False) -> tuple[str, float]:
+        """('passed' | 'failed' | 'timeout' | 'unusable', seconds) for these tests (node ids; the group's tests when
+        none) as the workspace holds the code now. With `trace`, the lines of the group's files that each test
+        runs are written to self.trace_file. 'unusable': pytest could not run the node ids given."""
+        shutil.rmtree(self.root / ".hypothesis", ignore_errors=True)  # no example saved by an earlier mutant
+        argv = [*PYTEST, *self.group.pytest_args, *(tests or self.group.tests)]
+        traced = [str(self.root / path) for path in self.sources] if trace else []
+        code, seconds = self.server.run(argv, timeout_s, traced, str(self.trace_file))
+        if code in (4, 5):
+            if tests:
+                return "unusable", seconds
             raise BaselineError(f"{self.group.name}: pytest collected no tests from {' '.join(self.group.tests)}")
         return ("timeout" if code is None else "passed" if code == 0 else "failed"), seconds
+
+    @property
+    def trace_file(self) -> Path:
+        return self.dir / "trace.json"
 
     def remove(self) -> None:
         self.server.close()
@@ -467,10 +491,11 @@ class _Server:
             start_new_session=True,
         )
 
-    def run(self, argv: list[str], timeout_s: float) -> tuple[int | None, float]:
+    def run(self, argv: list[str], timeout_s: float, trace: list[str], trace_file: str) -> tuple[int | None, float]:
         """(pytest's exit code, or None on a timeout; seconds)."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps({"argv": argv, "timeout": timeout_s}) + "\n")
+        job = {"argv": argv, "timeout": timeout_s, "trace": trace, "trace_file": trace_file}
+        self.process.stdin.write(json.dumps(job) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if not line:
@@ -488,6 +513,46 @@ class _Server:
             self.process.wait()
 
 
+class _Tracer:
+    """A pytest plugin for the baseline run: which lines of the traced files each test runs (setup, call and
+    teardown), written as {"tests": [node id, ...] in run order, "lines": {"FILE:LINE": [test index, ...]}}."""
+
+    def __init__(self, files: list[str], out: str) -> None:
+        self.files = set(files) | {os.path.realpath(f) for f in files}
+        self.out = out
+        self.tests: list[str] = []
+        self.lines: dict[str, list[int]] = {}
+        self.current: set[str] = set()
+
+    def _call(self, frame: Any, event: str, arg: object) -> Any:
+        if frame.f_code.co_filename not in self.files:
+            return None
+        self.current.add(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+        return self._line
+
+    def _line(self, frame: Any, event: str, arg: object) -> Any:
+        if event == "line":
+            self.current.add(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+        return self._line
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Iterator[None]:
+        self.current = set()
+        sys.settrace(self._call)
+        threading.settrace(self._call)
+        try:
+            yield
+        finally:
+            sys.settrace(None)
+            threading.settrace(None)  # type: ignore[arg-type]
+            self.tests.append(item.nodeid)
+            for line in self.current:
+                self.lines.setdefault(line, []).append(len(self.tests) - 1)
+
+    def pytest_sessionfinish(self) -> None:
+        Path(self.out).write_text(json.dumps({"tests": self.tests, "lines": self.lines}), encoding="utf-8")
+
+
 _CHILD: list[int] = []  # the run in progress in this fork server
 
 
@@ -502,8 +567,6 @@ def serve(preload: Sequence[str]) -> int:
     """The fork server's loop: one JSON line {argv, timeout} in, one {code, seconds} out, until stdin ends."""
     import importlib
     from importlib.metadata import entry_points
-
-    import pytest
 
     sys.path[0] = os.getcwd()  # the workspace, not this script's directory
     for plugin in entry_points(group="pytest11"):  # pytest's plugins (hypothesis), loaded once
@@ -528,7 +591,8 @@ def serve(preload: Sequence[str]) -> int:
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)
-                exit_code = int(pytest.main(job["argv"]))
+                plugins = [_Tracer(job["trace"], job["trace_file"])] if job["trace"] else []
+                exit_code = int(pytest.main(job["argv"], plugins=plugins))
             finally:
                 os._exit(exit_code)
         _CHILD[:] = [pid]
@@ -548,6 +612,34 @@ def serve(preload: Sequence[str]) -> int:
         _CHILD.clear()
         print(json.dumps({"code": code, "seconds": round(time.monotonic() - start, 3)}), flush=True)
     return 0
+
+
+def _covering(space: _Workspace, trace: dict[str, Any]) -> dict[tuple[str, int], tuple[str, ...]]:
+    """{(file, line): the tests that run that line in the baseline, in run order}."""
+    names = {str(space.root / path): path for path in space.sources}
+    names |= {os.path.realpath(full): path for full, path in list(names.items())}
+    found: dict[tuple[str, int], tuple[str, ...]] = {}
+    for where, indexes in trace["lines"].items():
+        full, _, line = where.rpartition(":")
+        if full in names:
+            found[(names[full], int(line))] = tuple(trace["tests"][i] for i in sorted(indexes))
+    return found
+
+
+def _verdict(space: _Workspace, limit: float, selected: Sequence[str], retry: bool) -> tuple[str, float]:
+    """Run the tests that cover the mutant (in the baseline); when they pass, or there are none, the group's
+    tests: a survivor is one that the group's tests do not kill. A timeout is tried once more at twice the limit
+    when `retry` (a busy machine, rather than a loop)."""
+    seconds = 0.0
+    for tests in ([selected] if selected else []) + [()]:
+        status, took = space.pytest(limit, tests)
+        seconds += took
+        if status == "timeout" and retry:
+            status, took = space.pytest(2 * limit, tests)
+            seconds += took
+        if status in ("failed", "timeout"):
+            return status, seconds
+    return "passed", seconds
 
 
 def run_group(
@@ -574,13 +666,15 @@ def run_group(
     try:
         first = _Workspace(root, group, files, sources)
         made.append(first)
-        outcome, baseline_s = first.pytest(10 * timeout_s if timeout_s else 3600.0)
+        outcome, baseline_s = first.pytest(10 * timeout_s if timeout_s else 3600.0, trace=True)
         if outcome != "passed":
             raise BaselineError(
                 f"{group.name}: the tests fail on the unmutated code ({outcome}): "
                 f"python -m pytest {' '.join(group.tests)}"
             )
         limit = timeout_s or max(20.0, 3.0 * baseline_s)
+        covering = _covering(first, json.loads(first.trace_file.read_text(encoding="utf-8")))
+        lines = {path: unparsed_lines(sources[path]) for path in files}  # where the trace saw each node
         spaces.put(first)
         for _ in range(min(jobs, len(chosen)) - 1):
             made.append(_Workspace(root, group, files, sources))
@@ -588,19 +682,19 @@ def run_group(
         done: list[Result] = []
 
         def one(mutant: Mutant) -> Result:
+            selected = covering.get((mutant.path, lines[mutant.path][mutant.site]), ())
             space = spaces.get()
             try:
                 with space.holding(mutant):
-                    status, seconds = space.pytest(limit)
-                    if status == "timeout" and timeout_s is None:  # a busy machine, or a loop: once more, longer
-                        status, seconds = space.pytest(2 * limit)
+                    status, seconds = _verdict(space, limit, selected, retry=timeout_s is None)
             finally:
                 spaces.put(space)
             excluded = mutant.key in mine
             if status == "passed":
-                result = Result(mutant, "equivalent" if excluded else "survived", seconds)
+                result = Result(mutant, "equivalent" if excluded else "survived", seconds, selected=selected)
             else:
-                result = Result(mutant, "killed" if status == "failed" else "timeout", seconds, excluded)
+                outcome = "killed" if status == "failed" else "timeout"
+                result = Result(mutant, outcome, seconds, excluded, selected)
             done.append(result)
             if progress and (len(done) % 10 == 0 or len(done) == len(chosen)):
                 progress(f"{group.name}: {len(done)}/{len(chosen)} mutants run")
@@ -687,6 +781,10 @@ def report_text(results: Sequence[GroupResult], min_score: float) -> str:
     return "\n".join(lines)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/mutate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("groups", nargs="*", metavar="GROUP", help=f"one of {', '.join(GROUPS)} (default: all)")
@@ -702,6 +800,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["--fork-server"]:
         return serve(argv[1:])
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
+    signal.signal(signal.SIGTERM, _interrupted)
     unknown = [g for g in args.groups if g not in GROUPS]
     if unknown:
         parser.error(f"unknown group {unknown[0]!r}: choose from {', '.join(GROUPS)}")

@@ -179,6 +179,11 @@ def test_a_run_over_the_tiny_project_kills_misses_times_out_and_excludes(tmp_pat
         ("describe", "negated condition `is_adult(age)`"): "survived",
     }
     assert (result.killed, result.considered) == (10, 15)
+    selected = {r.mutant.text: r.selected for r in result.results}
+    assert selected["`>=` -> `<` in `age >= LIMIT`"] == ("tiny_checks.py::test_is_adult",)  # the tests on its line
+    assert selected["`return value` -> `return None`"] == ("tiny_checks.py::test_halve_until",)
+    assert selected["negated condition `is_adult(age)`"] == ()  # no test runs it: the group's tests
+    assert selected["`18` -> `19` in `LIMIT = 18`"] == ()  # run at import, before any test
     assert result.score == pytest.approx(100 * 10 / 15)
     assert [r.mutant.qualname for r in result.public_return_none] == ["describe"]
     assert result.wrongly_excluded == [] and result.stale_exclusions == []
