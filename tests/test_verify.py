@@ -474,3 +474,205 @@ def test_a_cuda_whose_full_support_driver_is_unknown_is_not_called_unsupported(k
     check = result(kb, "host_vs_lock", edit("driver.version", "615.71.09")(healthy()), lock_meta=meta)
     assert check.status == "warn" and "does not know which driver fully supports CUDA 13.4" in check.detail
     assert check.fix
+
+
+# --- boundaries both ways and the exact words where the message is the product (issue 14) ------------------------
+
+FLOOR_META = {
+    "envsolver_compute_capabilities": "9.0",
+    "envsolver_driver_min_minor_compat": "575.51.03",
+    "envsolver_virtual_linux-64_cuda": "12.9",
+    "envsolver_virtual_linux-64_glibc": "2.28",
+}
+REMAKE = "remake the lock for this host: envsolver make --gpu auto"
+MEETS = "this host meets the lock's driver, glibc and GPU assumptions"
+
+
+@pytest.mark.parametrize(
+    ("change", "meta", "status", "detail"),
+    [
+        # A driver exactly at the lock's floor meets it; one patch below does not.
+        (edit("driver.version", "575.51.03"), FLOOR_META, "pass", MEETS),
+        (
+            edit("driver.version", "575.51.02"),
+            FLOOR_META,
+            "fail",
+            "driver 575.51.02 is older than the lock's floor 575.51.03",
+        ),
+        # Above the floor, but the lock was solved for a CUDA the driver runs only through minor-version compatibility.
+        (
+            edit("driver.version", "575.51.03"),
+            {**FLOOR_META, "envsolver_driver_min_minor_compat": "525.60.13", "envsolver_virtual_linux-64_cuda": "13.0"},
+            "fail",
+            "the lock was solved for __cuda=13.0; driver 575.51.03 fully supports CUDA <= 12.9",
+        ),
+        # glibc: the lock's own version meets it, one minor below does not.
+        (edit("glibc", "2.28"), FLOOR_META | {"envsolver_driver_min_minor_compat": "575"}, "pass", MEETS),
+        (edit("glibc", "2.27"), FLOOR_META, "fail", "host glibc 2.27 is older than the lock's 2.28"),
+        (
+            same,
+            {**FLOOR_META, "envsolver_compute_capabilities": "8.0;8.6"},
+            "fail",
+            "NVIDIA H200 (CC 9.0) is not a target of the lock (8.0, 8.6)",
+        ),
+        (same, {**FLOOR_META, "envsolver_compute_capabilities": ""}, "pass", MEETS),
+    ],
+)
+def test_host_vs_lock_says_exactly_what_falls_short(
+    kb: KnowledgeBase, change: Any, meta: dict[str, str], status: str, detail: str
+) -> None:
+    check = result(kb, "host_vs_lock", change(healthy()), lock_meta=meta)
+    assert (check.status, check.detail) == (status, detail)
+    assert check.fix == ("" if status == "pass" else REMAKE)
+
+
+@pytest.mark.parametrize(
+    ("cc", "arch_list", "status"),
+    [
+        ("10.0", ["sm_80", "sm_90", "compute_90"], "pass"),  # PTX only: compute_90 JIT-compiles for sm_100
+        ("9.0", ["sm_80", "compute_90"], "pass"),  # PTX of its very CC
+        ("8.6", ["sm_80"], "pass"),  # SASS of a lower minor of its major runs
+        ("8.0", ["sm_86"], "fail"),  # SASS of a higher minor does not
+        ("8.6", ["sm_90", "compute_90"], "fail"),  # PTX of a higher CC does not
+        ("9.0", ["sm_80", "sm_86"], "fail"),  # SASS of another major does not
+    ],
+)
+def test_arch_coverage_takes_sass_of_a_lower_minor_or_ptx_of_a_lower_cc(
+    kb: KnowledgeBase, cc: str, arch_list: list[str], status: str
+) -> None:
+    doc = edit("torch.arch_list", arch_list)(
+        edit("driver.gpus", [{"name": "GPU X", "compute_capability": cc}])(healthy())
+    )
+    check = result(kb, "arch_coverage", doc)
+    archs = " ".join(arch_list)
+    if status == "pass":
+        assert (check.status, check.detail, check.fix) == ("pass", f"every visible GPU has SASS or PTX in {archs}", "")
+    else:
+        sm = cc.replace(".", "")
+        assert (check.status, check.detail, check.fix) == (
+            "fail",
+            f"torch has no kernel for GPU X (sm_{sm}) (its archs: {archs}): 'no kernel image is available for "
+            "execution on the device'",
+            "install a torch build with SASS for these GPUs: envsolver make --gpu auto",
+        )
+
+
+def test_arch_coverage_names_only_the_gpus_without_a_kernel(kb: KnowledgeBase) -> None:
+    gpus = [
+        {"name": "NVIDIA A100", "compute_capability": "8.0"},
+        {"name": "NVIDIA H200", "compute_capability": "9.0"},
+        {"name": "odd", "compute_capability": "unknown"},
+    ]
+    doc = edit("torch.arch_list", ["sm_90"])(edit("driver.gpus", gpus)(healthy()))
+    assert "no kernel for NVIDIA A100 (sm_80) (its archs: sm_90)" in result(kb, "arch_coverage", doc).detail
+
+
+@pytest.mark.parametrize(
+    ("deepspeed", "wanted", "status", "detail"),
+    [
+        (None, False, "skip", "not probed (pass --deepspeed, or --gpu-test)"),
+        ("absent", False, "warn", "DeepSpeed: ModuleNotFoundError: No module named 'deepspeed'"),
+        ("absent", True, "fail", "DeepSpeed: ModuleNotFoundError: No module named 'deepspeed'"),
+    ],
+)
+def test_deepspeed_ops_without_deepspeed_facts(
+    kb: KnowledgeBase, deepspeed: str | None, wanted: bool, status: str, detail: str
+) -> None:
+    facts_ = None if deepspeed is None else {"error": "ModuleNotFoundError: No module named 'deepspeed'"}
+    check = result(kb, "deepspeed_ops", {**healthy(), "deepspeed": facts_}, deepspeed_wanted=wanted)
+    assert (check.status, check.detail) == (status, detail)
+    assert check.fix == ("" if status == "skip" else "install the environment from its lock (deepspeed is in it)")
+
+
+def test_op_libraries_without_any_deepspeed_version_is_skipped(kb: KnowledgeBase) -> None:
+    doc = {**healthy(), "deepspeed": {"error": "No module named 'deepspeed'"}, "conda_meta": CONDA_META}
+    check = result(kb, "op_libraries", doc)
+    assert (check.status, check.detail) == ("skip", "DeepSpeed's version is unknown (pass --deepspeed, or --lock)")
+
+
+def test_extensions_cache_marks_only_other_builds_stale_and_the_fix_removes_exactly_them(kb: KnowledgeBase) -> None:
+    entries = ["py312_cu130", "py312_cu126", "py311_cpu", "fused_adam"]
+    doc = edit("extensions_cache", {"root": "/home/a b/.cache/torch_extensions", "entries": entries})(healthy())
+    check = result(kb, "extensions_cache", doc)
+    assert check.status == "warn"
+    assert check.detail == (
+        "/home/a b/.cache/torch_extensions holds ops built for another Python, torch or CUDA: py312_cu126, "
+        "py311_cpu (this env is py312_cu130)"
+    )
+    assert check.fix == (
+        "rm -rf '/home/a b/.cache/torch_extensions/py312_cu126' '/home/a b/.cache/torch_extensions/py311_cpu'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cuda", "entries", "status"),
+    [
+        ("13.0", ["py312_cu130"], "pass"),
+        (None, ["py312_cpu"], "pass"),
+        (None, ["py312_cu130"], "warn"),
+        ("12.6", ["py312_cu130"], "warn"),
+    ],
+)
+def test_extensions_cache_knows_the_envs_own_build(
+    kb: KnowledgeBase, cuda: str | None, entries: list[str], status: str
+) -> None:
+    doc = edit("torch.cuda", cuda)(edit("extensions_cache", {"root": "/c", "entries": entries})(healthy()))
+    check = result(kb, "extensions_cache", doc)
+    assert check.status == status
+    if status == "pass":
+        assert check.detail == f"/c: {', '.join(entries)}"
+
+
+@pytest.mark.parametrize(
+    ("size", "status", "detail"),
+    [
+        (2**30, "pass", "/dev/shm is 1.0 GiB"),
+        (3 * 2**29, "pass", "/dev/shm is 1.5 GiB"),
+        (2**30 - 2**24, "warn", "/dev/shm is 0.98 GiB: DataLoader workers can fail ('bus error')"),
+        (2**29, "warn", "/dev/shm is 0.50 GiB: DataLoader workers can fail ('bus error')"),
+        (None, "skip", "/dev/shm not readable"),
+    ],
+)
+def test_shm_below_one_gib_warns(kb: KnowledgeBase, size: int | None, status: str, detail: str) -> None:
+    check = result(kb, "shm", edit("shm.bytes", size)(healthy()))
+    assert (check.status, check.detail) == (status, detail)
+    fix = "give the job more shared memory (e.g. docker --shm-size=8g, or num_workers=0)"
+    assert check.fix == (fix if status == "warn" else "")
+
+
+CU13 = {"name": "cuda-version", "version": "13.0", "build": "h0"}
+
+
+@pytest.mark.parametrize(
+    ("wheels", "conda", "status", "detail", "fix"),
+    [
+        ([], [CU13], "pass", "no pip nvidia-* CUDA wheels", ""),
+        (
+            ["nvidia-nccl-cu13", "nvidia-cublas"],
+            [],
+            "pass",
+            "CUDA comes from pip wheels (2), no conda CUDA libraries",
+            "",
+        ),
+        (
+            ["nvidia-cublas-cu12", "nvidia-nccl-cu13", "nvidia-cudnn-cu11"],
+            [CU13],
+            "warn",
+            "pip CUDA 11/12 wheels (nvidia-cublas-cu12, nvidia-nccl-cu13, nvidia-cudnn-cu11) beside conda CUDA 13.0",
+            "pip uninstall the nvidia-*-cu* wheels, or rebuild the env from its lock",
+        ),
+        (
+            ["nvidia-nccl-cu13", "nvidia-cublas"],
+            [CU13],
+            "warn",
+            "pip nvidia wheels beside conda CUDA 13.0: nvidia-nccl-cu13, nvidia-cublas",
+            "keep one source of CUDA libraries (the lock's)",
+        ),
+    ],
+)
+def test_pip_conda_mix_names_the_wheels_and_the_majors(
+    kb: KnowledgeBase, wheels: list[str], conda: list[dict[str, str]], status: str, detail: str, fix: str
+) -> None:
+    doc = {**healthy(), "pip_cuda_wheels": [{"name": w, "version": "1"} for w in wheels], "conda_meta": conda}
+    check = result(kb, "pip_conda_mix", doc)
+    assert (check.status, check.detail, check.fix) == (status, detail, fix)

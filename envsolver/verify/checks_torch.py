@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from envsolver import toolchain
 from envsolver.hook.build import compiler_line
@@ -253,6 +254,6 @@ def check_extensions_cache(ctx: Context) -> Check:
             "extensions_cache",
             "warn",
             f"{root} holds ops built for another Python, torch or CUDA: {', '.join(stale)} (this env is {want})",
-            " ".join(f"rm -rf {root}/{e}" for e in stale),
+            "rm -rf " + " ".join(shlex.quote(f"{root}/{e}") for e in stale),
         )
     return Check("extensions_cache", "pass", f"{cache.get('root')}: {', '.join(entries)}")
