@@ -626,13 +626,24 @@ def _covering(space: _Workspace, trace: dict[str, Any]) -> dict[tuple[str, int],
     return found
 
 
-def _verdict(space: _Workspace, limit: float, selected: Sequence[str], retry: bool) -> tuple[str, float]:
-    """Run the tests that cover the mutant (in the baseline); when they pass, or there are none, the group's
-    tests: a survivor is one that the group's tests do not kill. A timeout is tried once more at twice the limit
-    when `retry` (a busy machine, rather than a loop)."""
+def _verdict(
+    space: _Workspace, limit: float, selected: Sequence[str], order: Sequence[str], retry: bool
+) -> tuple[str, float]:
+    """Run the tests that cover the mutant (in the baseline) first, then, when they pass, the rest of the
+    group's tests (`order`: every test of the baseline run): a survivor is a mutant that no test of the group
+    kills. With no covering test the group's tests run as given. A timeout is tried once more at twice the
+    limit when `retry` (a busy machine, rather than a loop)."""
+    chosen = set(selected)
+    rest = tuple(t for t in order if t not in chosen)
+    runs: list[Sequence[str]] = [selected, rest] if selected else [()]
     seconds = 0.0
-    for tests in ([selected] if selected else []) + [()]:
+    for tests in runs:
+        if selected and not tests:
+            continue
         status, took = space.pytest(limit, tests)
+        if status == "unusable":  # node ids pytest would not take: the group's tests as given
+            status, more = space.pytest(limit)
+            took += more
         seconds += took
         if status == "timeout" and retry:
             status, took = space.pytest(2 * limit, tests)
@@ -673,7 +684,8 @@ def run_group(
                 f"python -m pytest {' '.join(group.tests)}"
             )
         limit = timeout_s or max(20.0, 3.0 * baseline_s)
-        covering = _covering(first, json.loads(first.trace_file.read_text(encoding="utf-8")))
+        trace = json.loads(first.trace_file.read_text(encoding="utf-8"))
+        covering, order = _covering(first, trace), tuple(trace["tests"])
         lines = {path: unparsed_lines(sources[path]) for path in files}  # where the trace saw each node
         spaces.put(first)
         for _ in range(min(jobs, len(chosen)) - 1):
@@ -686,7 +698,7 @@ def run_group(
             space = spaces.get()
             try:
                 with space.holding(mutant):
-                    status, seconds = _verdict(space, limit, selected, retry=timeout_s is None)
+                    status, seconds = _verdict(space, limit, selected, order, retry=timeout_s is None)
             finally:
                 spaces.put(space)
             excluded = mutant.key in mine
