@@ -9,8 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from packaging.version import Version
 
+from envsolver import versions
 from envsolver.kb import KnowledgeBase
+from envsolver.kb.model import DeepSpeedRelease, Toolkit
+from envsolver.resolve import archs, deepspeed
 from tests.conftest import error_for, plan_for
 
 # (id, options, expected: torch, torch CUDA build, toolkit CUDA, python, arch list, compatibility, deepspeed)
@@ -676,3 +680,120 @@ def test_cuda_13_4_plans_though_its_full_support_driver_is_unknown(kb: Knowledge
 def test_every_plan_holds_the_libraries_cpu_adam_links(kb: KnowledgeBase) -> None:
     names = {s.name for s in plan_for(kb, gpus=("a100",)).specs}
     assert {"libcurand-dev", "libcublas-dev", "cuda-cudart-dev"} <= names
+
+
+# --- rules no test decided before (issue 14's mutation run) ----------------------------------------------------
+
+
+def test_full_support_ranks_before_minor_compatibility_within_a_torch_version(kb: KnowledgeBase) -> None:
+    """torch 2.7.1 has a cu126 build, which driver 560.35.03 fully supports, and newer CUDA builds that it runs
+    only through minor-version compatibility: the fully supported build is chosen, nothing is rejected."""
+    plan = plan_for(kb, gpus=("a100",), driver="560.35.03", torch="2.7")
+    assert (plan.torch_version, str(plan.torch_cuda), plan.compatibility) == ("2.7.1", "12.6", "full")
+    assert plan.rejected == ()
+    assert not any(w.startswith("compatibility: minor") for w in plan.warnings)
+
+
+def test_a_minor_compatibility_plan_names_the_driver_that_fully_supports_it(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("a100",), driver="560.35.03")
+    assert plan.warnings == (
+        "compatibility: minor. Driver 560.35.03 runs CUDA 12.9 only through minor-version compatibility: every "
+        "target GPU has SASS in this torch build, but PTX JIT of code built with a newer toolkit fails. Upgrade the "
+        "driver to 575.51.03 for full support.",
+    )
+    unknown = plan_for(kb, gpus=("h100",), cuda="13.4", deepspeed=False, driver="615.71.09")
+    assert unknown.warnings[-1].endswith(
+        "PTX JIT of code built with a newer toolkit fails. Use a driver that fully supports CUDA 13.4 for full support."
+    )
+
+
+def _cc(text: str) -> versions.MajorMinor:
+    return versions.cc(text)
+
+
+@pytest.mark.parametrize(
+    ("cc", "cuda", "name"),
+    [
+        ("11.0", "12.9", "10.1"),  # Jetson Thor before CUDA 13.0 ...
+        ("11.0", "13.0", "11.0"),  # ... and from it
+        ("11.0", "13.1", "11.0"),
+        ("10.1", "13.0", "11.0"),
+        ("10.1", "12.8", "10.1"),
+        ("9.0", "13.0", "9.0"),
+        ("10.0", "12.9", "10.0"),
+    ],
+)
+def test_jetson_thor_is_cc_10_1_before_cuda_13_and_11_0_from_it(
+    kb: KnowledgeBase, cc: str, cuda: str, name: str
+) -> None:
+    assert archs.cc_for_toolkit(kb, _cc(cc), versions.cuda(cuda)) == _cc(name)
+
+
+def test_arch_lists_and_buildability_take_each_toolkits_name_for_thor(kb: KnowledgeBase) -> None:
+    def toolkit(cuda: str) -> Toolkit:
+        found = kb.toolkit(versions.cuda(cuda))
+        assert found is not None
+        return found
+
+    thor = (_cc("11.0"),)
+    assert archs.arch_list(kb, thor, toolkit("12.9")) == "10.1+PTX"
+    assert archs.arch_list(kb, thor, toolkit("13.0")) == "11.0+PTX"
+    assert archs.unbuildable(kb, toolkit("12.6"), thor) == [_cc("11.0")]  # sm_101 arrived with 12.8
+    assert archs.unbuildable(kb, toolkit("12.8"), (_cc("8.0"), *thor)) == []
+    assert archs.unbuildable(kb, toolkit("13.0"), (_cc("7.0"), _cc("8.0"))) == [_cc("7.0")]
+    assert archs.first_toolkit_for(kb, _cc("11.0")) == toolkit("12.8")
+    assert archs.first_toolkit_for(kb, _cc("8.9")) == toolkit("11.8")
+    assert archs.first_toolkit_for(kb, _cc("3.0")) is None
+    # ascending, +PTX on the highest only, CCs the toolkit cannot build dropped, empty when none is left
+    assert archs.arch_list(kb, (_cc("9.0"), _cc("7.0"), _cc("8.7"), _cc("9.0")), toolkit("13.0")) == "8.7;9.0+PTX"
+    assert archs.arch_list(kb, (_cc("7.0"),), toolkit("13.0")) == ""
+
+
+def _release(kb: KnowledgeBase, since: str) -> DeepSpeedRelease:
+    return next(r for r in kb.deepspeed_releases if str(r.since) == since)
+
+
+@pytest.mark.parametrize(
+    ("since", "torch", "ccs", "nvcc", "torch_cuda", "why"),
+    [
+        ("0.19.1", "1.13.1", ("8.0",), "12.9", "12.9", "needs torch >= 2.0"),
+        ("0.19.1", "2.0.0", ("8.0",), "12.9", "12.9", None),  # its min_torch itself fits
+        ("0.15.3", "2.5.1", ("10.0",), "12.6", "12.6", "builds only compute capability < 10.0"),
+        ("0.15.3", "2.5.1", ("9.0", "10.0"), "12.6", "12.6", "builds only compute capability < 10.0"),
+        ("0.15.3", "2.5.1", ("9.0",), "12.6", "12.6", None),
+        ("0.19.1", "2.9.1", ("12.0",), "12.9", "12.9", None),  # no cc_below: any CC
+        (
+            "0.19.1",
+            "2.10.0",
+            ("9.0",),
+            "13.1",
+            "13.0",
+            "its op builder rejects nvcc 13.1 with torch built for CUDA 13.0",
+        ),
+    ],
+)
+def test_a_deepspeed_release_fits_by_torch_then_cc_then_nvcc(
+    kb: KnowledgeBase, since: str, torch: str, ccs: tuple[str, ...], nvcc: str, torch_cuda: str, why: str | None
+) -> None:
+    found = deepspeed._fits(
+        _release(kb, since), Version(torch), tuple(map(_cc, ccs)), versions.cuda(nvcc), versions.cuda(torch_cuda)
+    )
+    assert found == why
+
+
+@pytest.mark.parametrize(
+    ("version", "since"),
+    [
+        ("0.14.0", "0.14.0"),
+        ("0.15.2", "0.14.3"),
+        ("0.15.3", "0.15.3"),
+        ("0.19.8", "0.19.1"),
+        ("0.19.9", None),
+        ("0.13.1", None),
+    ],
+)
+def test_release_of_finds_the_row_whose_range_holds_the_version(
+    kb: KnowledgeBase, version: str, since: str | None
+) -> None:
+    row = deepspeed.release_of(kb, Version(version))
+    assert (str(row.since) if row else None) == since
