@@ -12,9 +12,10 @@ import pytest
 from packaging.version import Version
 
 from envsolver import versions
+from envsolver.inputs import Options, build_target
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.model import DeepSpeedRelease, Toolkit
-from envsolver.resolve import archs, deepspeed
+from envsolver.resolve import archs, candidates, deepspeed
 from tests.conftest import error_for, plan_for
 
 # (id, options, expected: torch, torch CUDA build, toolkit CUDA, python, arch list, compatibility, deepspeed)
@@ -797,3 +798,234 @@ def test_release_of_finds_the_row_whose_range_holds_the_version(
 ) -> None:
     row = deepspeed.release_of(kb, Version(version))
     assert (str(row.since) if row else None) == since
+
+
+def test_when_no_deepspeed_release_fits_the_newest_releases_reason_is_named(kb: KnowledgeBase) -> None:
+    """RTX 5090 with nvcc 13.1 against torch built with CUDA 13.0: DeepSpeed 0.19.x, the release pip would
+    install, rejects that nvcc; its older releases' other reasons (no CC >= 10.0) are not the ones to fix."""
+    error = error_for(kb, gpus=("rtx5090",), cuda="13.1")
+    rejected = dict(error.rejected)  # type: ignore[attr-defined]
+    assert rejected["torch 2.13.0 cu130"] == (
+        "DeepSpeed 0.19.1-0.19.8: its op builder rejects nvcc 13.1 with torch built for CUDA 13.0"
+    )
+    assert str(error).endswith(
+        "Ways out: `--cuda 12.9` gives torch 2.10.0 cu129 with CUDA 12.9; `--no-deepspeed` gives torch 2.13.0 cu130 "
+        "with CUDA 13.1."
+    )
+    empty = replace(kb, deepspeed_releases=())
+    assert "no DeepSpeed release in the knowledge base" in str(error_for(empty, gpus=("a100",)))
+
+
+def test_pypi_deepspeed_beside_conda_forge_torch_is_a_warning_with_the_reason(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("jetson-thor",))
+    assert plan.warnings[1:] == (
+        "DeepSpeed comes from PyPI (pip section): conda-forge has no deepspeed build for torch 2.13 with CUDA 13.0 "
+        "(conda-forge has no deepspeed CUDA builds for linux-aarch64).",
+    )
+    legacy = plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch", python="3.11")
+    assert legacy.pip == ("deepspeed==0.19.8",) and len(legacy.warnings) == 1  # the pytorch channel: no warning
+    assert len(plan_for(kb, gpus=("a100",)).warnings) == 1  # conda-forge's deepspeed: no warning
+    rejected = dict((r.candidate, r.because) for r in plan_for(kb, gpus=("a100",), driver="580.65.06").rejected)
+    assert rejected["torch 2.13.0 cu129"] == (
+        "conda-forge has no deepspeed build for torch 2.13 with CUDA 12.9 (the newest is deepspeed 0.18.8, built for "
+        "torch 2.10)"
+    )
+
+
+def test_only_newer_candidates_than_the_chosen_one_are_listed_as_rejected(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("a100",), driver="580.65.06")
+    assert [r.candidate for r in plan.rejected] == [
+        "torch 2.13.0 cu130",
+        "torch 2.13.0 cu129",
+        "torch 2.12.1 cu130",
+        "torch 2.12.1 cu129",
+        "torch 2.12.0 cu130",
+        "torch 2.12.0 cu129",
+        "torch 2.11.0 cu130",
+        "torch 2.11.0 cu129",
+        "torch 2.10.0 cu130",
+    ]
+    assert (plan.torch_version, str(plan.torch_cuda)) == ("2.10.0", "12.9")
+
+
+def test_the_chosen_candidate_is_labelled_as_resolve_names_it(kb: KnowledgeBase) -> None:
+    target = build_target(Options(gpus=("a100",)), kb).target
+    chosen, _, _ = candidates.pick(kb, target, "linux-64")
+    assert chosen is not None and chosen.label == "torch 2.10.0 cu129"
+    legacy = build_target(Options(gpus=("a100",), source="pytorch"), kb).target
+    chosen, _, _ = candidates.pick(kb, legacy, "linux-64")
+    assert chosen is not None and chosen.label == "torch 2.5.1 cu124 (pytorch channel)"
+
+
+@pytest.mark.parametrize(
+    ("options", "candidate", "because"),
+    [
+        (dict(gpus=("a100",), cuda="12.7"), "torch 2.7.1 cu126", "CUDA 12.7 is not in the knowledge base"),
+        (
+            dict(gpus=("rtx5090",), cuda="13.1"),
+            "torch 2.5.1 cu118",
+            "built for CUDA 11.8, needs CUDA 11.8; the requested CUDA 13.1 is outside",
+        ),
+        (
+            dict(gpus=("rtx5090",), cuda="13.1"),
+            "torch 2.5.1 cu120",
+            "built for CUDA 12.0, runs with cuda-version >=12.0,<13; the requested CUDA 13.1 is outside",
+        ),
+        (
+            dict(gpus=("v100", "h100"), cuda="13.0"),
+            "torch 2.13.0 cu130",
+            "no sm_70, needed by NVIDIA V100 (its arch list is 7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX)",
+        ),
+    ],
+)
+def test_a_rejected_candidate_says_why_word_for_word(
+    kb: KnowledgeBase, options: dict[str, object], candidate: str, because: str
+) -> None:
+    assert dict(error_for(kb, **options).rejected)[candidate] == because  # type: ignore[attr-defined]
+
+
+def test_a_toolkit_whose_sm_list_is_unknown_is_not_used(kb: KnowledgeBase) -> None:
+    unknown = replace(kb, toolkits=tuple(replace(t, sm=None) if str(t.version) == "12.9" else t for t in kb.toolkits))
+    plan = plan_for(unknown, gpus=("a100",))
+    rejected = dict((r.candidate, r.because) for r in plan.rejected)
+    assert rejected["torch 2.10.0 cu129"] == "the SM targets of nvcc 12.9 are not confirmed in the knowledge base"
+
+
+def test_the_conflict_names_at_most_two_distinct_problems_and_the_channel(kb: KnowledgeBase) -> None:
+    error = error_for(kb, gpus=("b200",), source="pytorch")
+    assert len({because for _, because in error.rejected}) == 3  # type: ignore[attr-defined]
+    assert str(error).split(". Ways out")[0] == (
+        "no pytorch-channel torch build fits NVIDIA B200 on linux-64: no sm_100, needed by NVIDIA B200 (its arch "
+        "list is 5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0); no sm_100, needed by NVIDIA B200 (its arch list is "
+        "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0)"
+    )
+
+
+def test_platforms_a_gpu_does_not_run_on(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("l4",), platform="linux-aarch64", torch="2.12", cuda="12.9", glibc="2.35")
+    assert plan.warnings[0] == "--platform linux-aarch64: NVIDIA L4 usually run(s) on another platform (linux-64)."
+    assert not any(w.startswith("--platform") for w in plan_for(kb, gpus=("gh200",), platform="linux-aarch64").warnings)
+    assert str(error_for(kb, gpus=("gh200", "h100"))) == (
+        "the target GPUs need different platforms (NVIDIA H100 on linux-64; NVIDIA GH200 Grace Hopper Superchip (GPU) "
+        "on linux-aarch64); one conda environment serves one platform. Fix: make one environment for each platform, "
+        "`--gpu h100` (torch 2.10.0 cu129 with CUDA 12.9 on linux-64) and `--gpu gh200` (torch 2.13.0 cu130 with "
+        "CUDA 13.0 on linux-aarch64)."
+    )
+    assert str(error_for(kb, gpus=("l4",), platform="linux-aarch64", source="pytorch")) == (
+        "the pytorch channel has no linux-aarch64 CUDA builds. Ways out: `--source conda-forge` gives torch 2.13.0 "
+        "cu130 with CUDA 13.0; `--platform linux-64` gives torch 2.5.1 cu124 (pytorch channel) with CUDA 12.4."
+    )
+
+
+def test_the_driver_reason_and_the_virtual_packages_follow_the_given_driver(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("v100", "a100"), driver="535.104.05")
+    driver_reason = next(r for r in plan.reasons if r.decision.startswith("driver"))
+    assert (driver_reason.decision, driver_reason.because, driver_reason.source) == (
+        "driver 535.104.05",
+        "supports CUDA <= 12.2 fully",
+        ("NV-RN-132",),
+    )
+    assert plan.virtual_packages == {"__cuda": "12.2", "__glibc": "2.28", "__cuda_arch": "7.0"}
+    assert not any(r.decision.startswith("driver") for r in plan_for(kb, gpus=("a100",)).reasons)
+
+
+def _because(plan: object, start: str) -> str:
+    return next(r.because for r in plan.reasons if r.decision.startswith(start))  # type: ignore[attr-defined]
+
+
+def test_the_torch_reason_says_where_the_python_comes_from(kb: KnowledgeBase) -> None:
+    assert "Python 3.11 (given with --python) allow" in _because(plan_for(kb, gpus=("a100",), python="3.11"), "pytorch")
+    assert "Python 3.13 (the newest this build offers, at most 3.13) allow" in _because(
+        plan_for(kb, gpus=("a100",)), "pytorch"
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "decision", "because", "extra_source"),
+    [
+        (
+            dict(gpus=("a100",)),
+            "CUDA 12.9 (nvcc, runtime and headers)",
+            "nvcc 12.9 is the same major.minor as torch.version.cuda, which torch's and DeepSpeed's extension checks "
+            "accept.",
+            False,
+        ),
+        (
+            dict(gpus=("a100",), cuda="12.6", torch="2.5"),
+            "CUDA 12.6 (nvcc, runtime and headers)",
+            "nvcc 12.6 is within the build's range (>=12.0,<13) and accepted by DeepSpeed's op builder for torch "
+            "built with 12.0.",
+            False,
+        ),
+        (
+            dict(gpus=("h100",), cuda="13.4", deepspeed=False),
+            "CUDA 13.4 (nvcc, runtime and headers)",
+            "nvcc 13.4 is within the build's range (>=13.0,<14) for torch built with 13.0.",
+            False,
+        ),
+        (
+            dict(gpus=("a100",), torch="2.3.0", source="pytorch", cuda="12.6"),
+            "CUDA 12.6 (nvcc and headers; the runtime is pytorch-cuda's 12.1)",
+            "nvcc 12.6 is a package of its own beside pytorch-cuda=12.1, which keeps the 12.1 runtime; torch's "
+            "extension builder accepts an nvcc of the same major as torch.version.cuda, and DeepSpeed's op builder "
+            "has both in its allow-list.",
+            True,
+        ),
+        (
+            dict(gpus=("a100",), torch="2.3.0", source="pytorch", cuda="12.6", deepspeed=False),
+            "CUDA 12.6 (nvcc and headers; the runtime is pytorch-cuda's 12.1)",
+            "nvcc 12.6 is a package of its own beside pytorch-cuda=12.1, which keeps the 12.1 runtime; torch's "
+            "extension builder accepts an nvcc of the same major as torch.version.cuda.",
+            True,
+        ),
+    ],
+)
+def test_the_cuda_reason_says_why_this_nvcc_serves_this_torch(
+    kb: KnowledgeBase, options: dict[str, object], decision: str, because: str, extra_source: bool
+) -> None:
+    plan = plan_for(kb, **options)
+    reasons = {r.decision: r for r in plan.reasons}
+    toolkit = kb.toolkit(plan.cuda_version)
+    assert toolkit is not None
+    assert reasons[decision].because == because
+    arch = reasons[f"TORCH_CUDA_ARCH_LIST={plan.torch_cuda_arch_list}"]
+    assert arch.because == (
+        f"the target GPUs' compute capabilities that nvcc {plan.cuda_version} and this torch build both support, "
+        "+PTX on the highest"
+    )
+    assert arch.source == toolkit.source
+    ds_source = tuple(r for r in reasons[decision].source if r.startswith("DS-"))
+    if extra_source:
+        assert reasons[decision].source[: len(toolkit.source) + 1] == (*toolkit.source, "PT-CUDA-CHECK")
+        assert bool(ds_source) == (plan.deepspeed is not None)
+    else:
+        assert reasons[decision].source == toolkit.source
+
+
+def test_the_environment_reason_names_what_the_hook_sets(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("gh200",))
+    env = next(r for r in plan.reasons if r.decision.startswith("environment"))
+    assert (
+        env.decision
+        == "environment set by the post-install hook: CUDA_HOME, CPATH, TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR"
+    )
+    assert env.source[:4] == ("PT-CPPEXT", "PT-144690", "DS-BUILDER-NVCC", "DS-5553")
+
+
+def test_a_fix_that_needs_the_newest_driver_floor_is_found(kb: KnowledgeBase) -> None:
+    """Bisection over the driver floors above 580.65.06 down to the one that plans: here the newest, 610.43.02."""
+    error = error_for(kb, gpus=("h100",), cuda="13.3", driver="580.65.06", driver_compat="full", deepspeed=False)
+    assert str(error).split(". ", 1)[1] == (
+        "Fix: upgrade the driver to 610.43.02 or newer (`--driver 610.43.02` gives torch 2.13.0 cu130 with CUDA "
+        "13.3); or `--driver-compat minor` gives torch 2.13.0 cu130 with CUDA 13.3; or `--cuda 13.0` gives torch "
+        "2.13.0 cu130 with CUDA 13.0."
+    )
+
+
+def test_ways_out_of_two_and_three_options_are_named_nearest_first(kb: KnowledgeBase) -> None:
+    error = error_for(kb, gpus=("jetson-orin",), torch="2.12", cuda="12.9", driver="540.4.0", driver_compat="full")
+    assert str(error).split("Ways out: ", 1)[1] == (
+        "`--driver 580.65.06 --cuda 13.0` gives torch 2.12.1 cu130 with CUDA 13.0; `--glibc 2.34 --driver 575.51.03` "
+        "gives torch 2.12.1 cu129 with CUDA 12.9; `--driver-compat minor --glibc 2.34` gives torch 2.12.1 cu129 with "
+        "CUDA 12.9."
+    )
