@@ -89,6 +89,7 @@ PRELOAD = (
     "yaml",
     "zipfile",
 )
+MIN_LIMIT_S = 20.0  # the shortest timeout of a run
 SEED = ("--hypothesis-seed=0",)  # the same examples for every mutant
 
 # Each group's tests: those that exercise its decisions directly, small enough to run once per mutant.
@@ -96,7 +97,12 @@ GROUPS = {
     "resolve": Group(
         "resolve",
         ("envsolver/resolve/*.py",),
-        ("tests/test_resolve.py", "tests/test_profiles.py", "tests/test_plan_invariants.py"),
+        (
+            "tests/test_resolve.py",
+            "tests/test_profiles.py",
+            "tests/test_plan_invariants.py",
+            "tests/test_writers.py::test_golden",  # the plans' reasons, word for word, as environment.yml shows them
+        ),
         SEED,
         PRELOAD,
     ),
@@ -110,7 +116,7 @@ GROUPS = {
     "checks": Group(
         "checks",
         ("envsolver/hook/activation.py", "envsolver/verify/checks_*.py"),
-        ("tests/test_verify.py", "tests/test_activation.py"),
+        ("tests/test_verify.py", "tests/test_activation.py", "tests/test_hook.py"),
         SEED,
         PRELOAD,
     ),
@@ -515,12 +521,14 @@ class _Server:
 
 class _Tracer:
     """A pytest plugin for the baseline run: which lines of the traced files each test runs (setup, call and
-    teardown), written as {"tests": [node id, ...] in run order, "lines": {"FILE:LINE": [test index, ...]}}."""
+    teardown) and how long it took, written as {"tests": [node id, ...] in run order, "seconds": [...],
+    "lines": {"FILE:LINE": [test index, ...]}}."""
 
     def __init__(self, files: list[str], out: str) -> None:
         self.files = set(files) | {os.path.realpath(f) for f in files}
         self.out = out
         self.tests: list[str] = []
+        self.seconds: list[float] = []
         self.lines: dict[str, list[int]] = {}
         self.current: set[str] = set()
 
@@ -538,6 +546,7 @@ class _Tracer:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Iterator[None]:
         self.current = set()
+        start = time.monotonic()
         sys.settrace(self._call)
         threading.settrace(self._call)
         try:
@@ -545,12 +554,14 @@ class _Tracer:
         finally:
             sys.settrace(None)
             threading.settrace(None)  # type: ignore[arg-type]
+            self.seconds.append(time.monotonic() - start)
             self.tests.append(item.nodeid)
             for line in self.current:
                 self.lines.setdefault(line, []).append(len(self.tests) - 1)
 
     def pytest_sessionfinish(self) -> None:
-        Path(self.out).write_text(json.dumps({"tests": self.tests, "lines": self.lines}), encoding="utf-8")
+        doc = {"tests": self.tests, "seconds": self.seconds, "lines": self.lines}
+        Path(self.out).write_text(json.dumps(doc), encoding="utf-8")
 
 
 _CHILD: list[int] = []  # the run in progress in this fork server
@@ -626,13 +637,28 @@ def _covering(space: _Workspace, trace: dict[str, Any]) -> dict[tuple[str, int],
     return found
 
 
-def _verdict(
-    space: _Workspace, limit: float, selected: Sequence[str], order: Sequence[str], retry: bool
-) -> tuple[str, float]:
+class _Limits:
+    """The timeout of a run: 3 times what its tests took in the (traced, so slower) baseline, plus what the
+    baseline spent outside tests (collection, imports), at least MIN_LIMIT_S; or the user's --timeout."""
+
+    def __init__(self, baseline_s: float, trace: dict[str, Any], fixed: float | None) -> None:
+        self.each = dict(zip(trace["tests"], trace["seconds"], strict=True))
+        self.overhead = max(0.0, baseline_s - sum(self.each.values()))
+        self.baseline_s = baseline_s
+        self.fixed = fixed
+
+    def __call__(self, tests: Sequence[str]) -> float:
+        if self.fixed:
+            return self.fixed
+        took = sum(self.each.get(t, 0.0) for t in tests) + self.overhead if tests else self.baseline_s
+        return max(MIN_LIMIT_S, 3.0 * took)
+
+
+def _verdict(space: _Workspace, limits: _Limits, selected: Sequence[str], order: Sequence[str]) -> tuple[str, float]:
     """Run the tests that cover the mutant (in the baseline) first, then, when they pass, the rest of the
     group's tests (`order`: every test of the baseline run): a survivor is a mutant that no test of the group
-    kills. With no covering test the group's tests run as given. A timeout is tried once more at twice the
-    limit when `retry` (a busy machine, rather than a loop)."""
+    kills. With no covering test the group's tests run as given. Without a fixed --timeout, a timeout is tried
+    once more at twice the limit (a busy machine, rather than a loop)."""
     chosen = set(selected)
     rest = tuple(t for t in order if t not in chosen)
     runs: list[Sequence[str]] = [selected, rest] if selected else [()]
@@ -640,13 +666,13 @@ def _verdict(
     for tests in runs:
         if selected and not tests:
             continue
-        status, took = space.pytest(limit, tests)
+        status, took = space.pytest(limits(tests), tests)
         if status == "unusable":  # node ids pytest would not take: the group's tests as given
-            status, more = space.pytest(limit)
+            status, more = space.pytest(limits(()))
             took += more
         seconds += took
-        if status == "timeout" and retry:
-            status, took = space.pytest(2 * limit, tests)
+        if status == "timeout" and not limits.fixed:
+            status, took = space.pytest(2 * limits(tests), tests)
             seconds += took
         if status in ("failed", "timeout"):
             return status, seconds
@@ -683,9 +709,9 @@ def run_group(
                 f"{group.name}: the tests fail on the unmutated code ({outcome}): "
                 f"python -m pytest {' '.join(group.tests)}"
             )
-        limit = timeout_s or max(20.0, 3.0 * baseline_s)
         trace = json.loads(first.trace_file.read_text(encoding="utf-8"))
         covering, order = _covering(first, trace), tuple(trace["tests"])
+        limits = _Limits(baseline_s, trace, timeout_s)
         lines = {path: unparsed_lines(sources[path]) for path in files}  # where the trace saw each node
         spaces.put(first)
         for _ in range(min(jobs, len(chosen)) - 1):
@@ -698,7 +724,7 @@ def run_group(
             space = spaces.get()
             try:
                 with space.holding(mutant):
-                    status, seconds = _verdict(space, limit, selected, order, retry=timeout_s is None)
+                    status, seconds = _verdict(space, limits, selected, order)
             finally:
                 spaces.put(space)
             excluded = mutant.key in mine
@@ -723,6 +749,7 @@ def run_group(
     finally:
         for space in made:
             space.remove()
+    limit = limits(())
     return GroupResult(group, files, baseline_s, limit, results, mine, stale, partial=len(chosen) < len(every))
 
 

@@ -14,8 +14,8 @@ from packaging.version import Version
 from envsolver import versions
 from envsolver.inputs import Options, build_target
 from envsolver.kb import KnowledgeBase
-from envsolver.kb.model import DeepSpeedRelease, Toolkit
-from envsolver.resolve import archs, candidates, deepspeed
+from envsolver.kb.model import DeepSpeedRelease, Holding, Toolkit, TorchBuild
+from envsolver.resolve import archs, candidates, deepspeed, driver, resolve, specs, ways_out
 from tests.conftest import error_for, plan_for
 
 # (id, options, expected: torch, torch CUDA build, toolkit CUDA, python, arch list, compatibility, deepspeed)
@@ -1029,3 +1029,269 @@ def test_ways_out_of_two_and_three_options_are_named_nearest_first(kb: Knowledge
         "gives torch 2.12.1 cu129 with CUDA 12.9; `--driver-compat minor --glibc 2.34` gives torch 2.12.1 cu129 with "
         "CUDA 12.9."
     )
+
+
+def test_bisection_names_the_oldest_driver_floor_that_plans(kb: KnowledgeBase) -> None:
+    """Nine floors lie above 550.54.14; CUDA 13.0 with full support needs the sixth, 580.65.06 (580 itself is
+    only CUDA 13's minor-version-compatibility floor)."""
+    error = error_for(kb, gpus=("h100",), cuda="13.0", driver="550.54.14", driver_compat="full", deepspeed=False)
+    assert str(error).split(". Fix: ", 1)[1] == (
+        "upgrade the driver to 580.65.06 or newer (`--driver 580.65.06` gives torch 2.13.0 cu130 with CUDA 13.0); "
+        "or `--cuda 12.0` gives torch 2.5.1 cu120 with CUDA 12.0."
+    )
+
+
+def test_no_way_out_is_said_plainly(kb: KnowledgeBase) -> None:
+    empty = replace(kb, torch_builds=())
+    target = build_target(Options(gpus=("a100",)), kb).target
+    assert ways_out.find(empty, target, lambda t: resolve(t, empty)) == []
+    assert str(error_for(empty, gpus=("a100",))) == (
+        "the knowledge base has no conda-forge torch CUDA build for linux-64. No change of up to three options "
+        "plans this target within the knowledge base."
+    )
+
+
+def test_apply_sets_each_option_as_the_command_line_would(kb: KnowledgeBase) -> None:
+    target = build_target(Options(gpus=("a100",)), kb).target
+    changed = ways_out.apply(
+        target,
+        (
+            ("--driver", "570.26"),
+            ("--driver-compat", "full"),
+            ("--cuda", "12.8"),
+            ("--torch", "2.7"),
+            ("--python", "3.12"),
+            ("--source", "pytorch"),
+            ("--glibc", "2.34"),
+            ("--platform", "linux-aarch64"),
+            ("--no-deepspeed", None),
+        ),
+    )
+    assert (
+        str(changed.driver),
+        changed.driver_compat,
+        str(changed.cuda),
+        changed.torch_text,
+        str(changed.python),
+        changed.source,
+        str(changed.glibc),
+        changed.platform,
+        changed.deepspeed,
+    ) == ("570.26", "full", "12.8", "2.7", "3.12", "pytorch", "2.34", "linux-aarch64", False)
+    assert changed.torch is not None and changed.torch.contains("2.7.1") and not changed.torch.contains("2.8.0")
+    back = ways_out.apply(
+        changed, (("--driver-compat", "minor"), ("--source", "conda-forge"), ("--platform", "linux-64"))
+    )
+    assert (back.driver_compat, back.source, back.platform) == ("minor", "conda-forge", "linux-64")
+    with pytest.raises(ValueError, match="no such target option '--gpu'"):
+        ways_out.apply(target, (("--gpu", "h100"),))
+
+
+def test_a_deepspeed_release_the_conda_build_belongs_to_must_fit_too(kb: KnowledgeBase) -> None:
+    """conda-forge's deepspeed 0.18.8 cuda130 build wants cuda-version >= 13.2; DeepSpeed's op builder rejects
+    nvcc 13.2 against torch built with 13.0, so that build is not chosen even where --cuda 13.2 allows it."""
+    error = error_for(kb, gpus=("a100",), cuda="13.2", torch="2.10")
+    assert dict(error.rejected)["torch 2.10.0 cu130"] == (  # type: ignore[attr-defined]
+        "DeepSpeed 0.19.1-0.19.8: its op builder rejects nvcc 13.2 with torch built for CUDA 13.0"
+    )
+
+
+def _build(kb: KnowledgeBase, cuda: str, torch: str) -> TorchBuild:
+    return next(
+        b
+        for b in kb.torch_builds
+        if b.channel == "conda-forge"
+        and b.platform == "linux-64"
+        and str(b.cuda) == cuda
+        and Version(torch) in b.versions
+    )
+
+
+@pytest.mark.parametrize(
+    ("cuda", "torch", "nvcc", "python", "text"),
+    [
+        (
+            "13.0",
+            "2.13.0",
+            "13.0",
+            "3.13",
+            "conda-forge has no deepspeed build for torch 2.13 with CUDA 13.0 (the newest is deepspeed 0.18.8, built "
+            "for torch 2.10)",
+        ),
+        (
+            "13.0",
+            "2.10.0",
+            "13.0",
+            "3.13",
+            "conda-forge's deepspeed 0.18.8 cuda130 build needs cuda-version >= 13.2, whose nvcc DeepSpeed's op "
+            "builder rejects against torch built with CUDA 13.0 (it has no CUDA 13 minor allow-list)",
+        ),
+        ("13.0", "2.10.0", "13.2", "3.13", "conda-forge's deepspeed 0.18.8 cuda130 build does not fit the target GPUs"),
+        (
+            "12.9",
+            "2.10.0",
+            "12.9",
+            "3.9",
+            "conda-forge's deepspeed 0.18.8 cuda129 build has no Python 3.9 build "
+            "(it has 3.10, 3.11, 3.12, 3.13, 3.14)",
+        ),
+        ("12.9", "2.10.0", "12.9", "3.13", "conda-forge's deepspeed 0.18.8 cuda129 build does not fit the target GPUs"),
+    ],
+)
+def test_why_conda_forge_has_no_deepspeed_build_for_a_candidate(
+    kb: KnowledgeBase, cuda: str, torch: str, nvcc: str, python: str, text: str
+) -> None:
+    build = _build(kb, cuda, torch)
+    found = deepspeed.no_conda_text(kb, build, Version(torch), versions.cuda(nvcc), versions.python(python))
+    assert found == text
+    assert (
+        deepspeed.newest_conda_text(kb, "linux-aarch64") == "conda-forge has no deepspeed CUDA builds for linux-aarch64"
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "major", "text"),
+    [
+        ("0.14.0", 13, "6.0;6.1;7.0;8.0;8.6"),
+        ("0.15.3", 13, "6.0;6.1;7.0;8.0;8.6"),
+        ("0.15.4", 13, "6.0;6.1;7.0;8.0;8.6;9.0"),
+        ("0.19.8", 13, "6.0;6.1;7.0"),
+        ("0.19.9", 13, None),
+        ("0.13.1", 13, None),
+        ("0.19.8", 12, None),
+    ],
+)
+def test_deepspeeds_default_ccs_per_release_and_nvcc_major(
+    kb: KnowledgeBase, version: str, major: int, text: str | None
+) -> None:
+    row = deepspeed.default_ccs(kb, Version(version), major)
+    assert (row.text if row else None) == text
+
+
+def test_the_libraries_deepspeeds_ops_link_per_release(kb: KnowledgeBase) -> None:
+    cpu_adam = [("cpu_adam", "curand"), ("cpu_adam", "cublas"), ("cpu_adam", "cudart")]
+    assert [(lib.op, lib.library) for lib in deepspeed.op_libraries(kb, Version("0.14.0"))] == cpu_adam
+    assert [(lib.op, lib.library) for lib in deepspeed.op_libraries(kb, Version("0.19.7"))] == cpu_adam
+    assert deepspeed.op_libraries(kb, Version("0.19.8")) == ()
+    assert deepspeed.op_libraries(kb, Version("0.13.1")) == ()
+    assert deepspeed.op_libraries(kb) == kb.op_libraries
+
+
+def test_within_a_snapshot_the_oldest_nvcc_it_holds_that_serves_the_build_is_used(kb: KnowledgeBase) -> None:
+    nvcc = {("conda-forge", "linux-64"): (versions.cuda("12.8"), versions.cuda("12.9"), versions.cuda("13.0"))}
+    held = replace(kb, holding=Holding("the test snapshot", nvcc))
+    plan = plan_for(held, gpus=("a100",), torch="2.6", deepspeed=False)  # 2.6.0 has only a cu126 build
+    assert (str(plan.torch_cuda), str(plan.cuda_version)) == ("12.6", "12.8")
+    own = replace(kb, holding=Holding("the test snapshot", {("conda-forge", "linux-64"): (versions.cuda("12.6"),)}))
+    assert str(plan_for(own, gpus=("a100",), torch="2.6", deepspeed=False).cuda_version) == "12.6"
+    # A build without a CUDA range (conda-forge's CUDA 11 builds) is served by its own CUDA only.
+    cu118 = tuple(b for b in kb.torch_builds if b.channel == "conda-forge" and str(b.cuda) == "11.8")
+    legacy = {("conda-forge", "linux-64"): (versions.cuda("11.8"), versions.cuda("12.0"))}
+    only_cu118 = replace(kb, torch_builds=cu118, holding=Holding("the test snapshot", legacy))
+    error = error_for(only_cu118, gpus=("a100",), torch="2.5.1", deepspeed=False)
+    assert dict(error.rejected)["torch 2.5.1 cu118"].startswith(  # type: ignore[attr-defined]
+        "conda-forge has no nvcc or CUDA header packages for CUDA 11.8"
+    )
+
+
+def test_within_a_snapshot_a_toolkit_it_does_not_hold_is_named(kb: KnowledgeBase) -> None:
+    nvcc = {("conda-forge", "linux-64"): (versions.cuda("12.8"), versions.cuda("12.9"))}
+    held = replace(kb, holding=Holding("the test snapshot", nvcc))
+    plan = plan_for(held, gpus=("a100",), driver="580.65.06", deepspeed=False)
+    assert dict((r.candidate, r.because) for r in plan.rejected)["torch 2.13.0 cu130"] == (
+        "the test snapshot holds no conda-forge-channel nvcc 13.0 for linux-64 (its conda-forge nvcc: 12.8, 12.9)"
+    )
+    error = error_for(replace(kb, holding=Holding("the test snapshot", {})), gpus=("gh200",), deepspeed=False)
+    assert dict(error.rejected)["torch 2.13.0 cu130"] == (  # type: ignore[attr-defined]
+        "the test snapshot holds no conda-forge-channel nvcc 13.0 for linux-aarch64 (its conda-forge nvcc: none)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "specs"),
+    [
+        (
+            dict(gpus=("a100",)),
+            "python 3.13.*|pytorch ==2.10.0 cuda129*|cuda-version 12.9.*|cuda-nvcc|cuda-cudart-dev|libcusparse-dev|"
+            "libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx <15|gxx_linux-64 <15|ninja|"
+            "cudnn <9.11|nccl|deepspeed ==0.18.8 cuda129*",
+        ),
+        (
+            dict(gpus=("a100",), torch="2.3.1", source="pytorch", python="3.11"),
+            "python 3.11.*|pytorch ==2.3.1 *cuda12*|pytorch-cuda 12.1.*|cuda-nvcc 12.1.*|cuda-cudart-dev|"
+            "libcusparse-dev|libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx_linux-64 <13|ninja|"
+            "einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py",
+        ),
+        (
+            dict(gpus=("jetson-thor",)),
+            "python 3.13.*|pytorch ==2.13.0 cuda130*|cuda-version 13.0.*|cuda-nvcc|cuda-cudart-dev|libcusparse-dev|"
+            "libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx <16|gxx_linux-aarch64 <16|ninja|cudnn|"
+            "nccl|einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py",
+        ),
+    ],
+)
+def test_the_specs_of_a_plan_word_for_word(kb: KnowledgeBase, options: dict[str, object], specs: str) -> None:
+    assert "|".join(str(s) for s in plan_for(kb, **options).specs) == specs
+
+
+def test_gcc_max_is_the_toolkits_own_or_the_nearest_older_known_one(kb: KnowledgeBase) -> None:
+    def toolkit(cuda: str) -> Toolkit:
+        found = kb.toolkit(versions.cuda(cuda))
+        assert found is not None
+        return found
+
+    assert specs.gcc_max(kb, toolkit("12.4")) == (13, toolkit("12.4"))  # 12.3's is 12
+    assert specs.gcc_max(kb, toolkit("11.5")) == (10, toolkit("11.3"))  # 11.4 and 11.5 are unknown
+    older = replace(toolkit("11.0"), version=versions.cuda("10.2"))
+    assert specs.gcc_max(kb, older) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("cuda", "requirement", "floor"),
+    [
+        (
+            "12.9",
+            "CUDA 12.9 needs driver >= 575.51.03 (>= 525.60.13 through minor-version compatibility)",
+            "driver >= 575.51.03 (fully supports CUDA 12.9)",
+        ),
+        (
+            "13.4",
+            "CUDA 13.4 needs a driver that fully supports CUDA 13.4, whose version the knowledge base does not know "
+            "(>= 580 through minor-version compatibility)",
+            "a driver that fully supports CUDA 13.4 (the knowledge base does not know its version; >= 580 runs it "
+            "through minor-version compatibility)",
+        ),
+        (
+            "14.1",
+            "CUDA 14.1 needs a driver the knowledge base does not list",
+            "a driver that fully supports CUDA 14.1 (the knowledge base does not know its version)",
+        ),
+    ],
+)
+def test_driver_texts_say_what_the_knowledge_base_knows(
+    kb: KnowledgeBase, cuda: str, requirement: str, floor: str
+) -> None:
+    assert driver.requirement_text(kb, versions.cuda(cuda)) == requirement
+    assert driver.floor_text(kb, versions.cuda(cuda)) == floor
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda", "level"),
+    [
+        ("575.51.03", "12.9", "full"),
+        ("575.51.02", "12.9", "minor"),
+        ("525.60.13", "12.9", "minor"),
+        ("525.60.12", "12.9", "none"),
+        ("580", "13.4", "minor"),
+        ("579.99", "13.4", "none"),
+        ("999", "14.0", "none"),
+    ],
+)
+def test_driver_support_at_each_floor(kb: KnowledgeBase, version: str, cuda: str, level: str) -> None:
+    assert driver.support(kb, versions.driver(version), versions.cuda(cuda)) == level
+
+
+def test_what_a_driver_supports_fully(kb: KnowledgeBase) -> None:
+    assert driver.supports_text(kb, versions.driver("575.51.03")) == "supports CUDA <= 12.9"
+    assert driver.supports_text(kb, versions.driver("575.51.02")) == "supports CUDA <= 12.8"
+    assert driver.supports_text(kb, versions.driver("440.33")) == "supports no CUDA 11+ toolkit"
