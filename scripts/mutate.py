@@ -490,7 +490,7 @@ class _Server:
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--fork-server", *preload],
             cwd=root,
-            env=dict(os.environ, PYTHONPATH=path),
+            env=dict(os.environ, PYTHONPATH=path, PYTHONHASHSEED="0"),  # the same set orders in every run
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

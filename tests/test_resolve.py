@@ -1295,3 +1295,29 @@ def test_what_a_driver_supports_fully(kb: KnowledgeBase) -> None:
     assert driver.supports_text(kb, versions.driver("575.51.03")) == "supports CUDA <= 12.9"
     assert driver.supports_text(kb, versions.driver("575.51.02")) == "supports CUDA <= 12.8"
     assert driver.supports_text(kb, versions.driver("440.33")) == "supports no CUDA 11+ toolkit"
+
+
+def test_a_build_with_sass_for_the_gpu_still_needs_an_nvcc_that_builds_it(kb: KnowledgeBase) -> None:
+    """torch 2.0.0 cu117 runs on an L4 through its sm_86 SASS, but nvcc 11.7 cannot build sm_89 (11.8 can)."""
+    error = error_for(kb, gpus=("l4",), source="pytorch", torch="2.0.0", cuda="11.7")
+    assert dict(error.rejected)["torch 2.0.0 cu117 (pytorch channel)"] == (  # type: ignore[attr-defined]
+        "nvcc 11.7 cannot build sm_89, needed by NVIDIA L4"
+    )
+    assert str(error).endswith("Ways out: `--cuda 11.8` gives torch 2.0.0 cu117 (pytorch channel) with CUDA 11.8.")
+
+
+def test_at_most_three_ways_out_are_named(kb: KnowledgeBase) -> None:
+    error = error_for(kb, gpus=("a100",), driver="535.104.05", driver_compat="full", torch="2.7", python="3.14")
+    assert str(error).split("Ways out: ", 1)[1] == (
+        "`--driver 575.51.03 --torch 2.10.0` gives torch 2.10.0 cu129 with CUDA 12.9; `--driver 560.28.03 --python "
+        "3.13` gives torch 2.7.1 cu126 with CUDA 12.6; `--driver-compat minor --torch 2.10.0` gives torch 2.10.0 cu129 "
+        "with CUDA 12.9."
+    )
+
+
+def test_gpus_of_two_platforms_with_one_given_are_never_offered_the_other(kb: KnowledgeBase) -> None:
+    error = error_for(kb, gpus=("gh200", "h100"), platform="linux-aarch64", source="pytorch")
+    assert str(error) == (
+        "the pytorch channel has no linux-aarch64 CUDA builds. Ways out: `--source conda-forge` gives torch 2.13.0 "
+        "cu130 with CUDA 13.0."
+    )
