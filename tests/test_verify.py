@@ -676,3 +676,310 @@ def test_pip_conda_mix_names_the_wheels_and_the_majors(
     doc = {**healthy(), "pip_cuda_wheels": [{"name": w, "version": "1"} for w in wheels], "conda_meta": conda}
     check = result(kb, "pip_conda_mix", doc)
     assert (check.status, check.detail, check.fix) == (status, detail, fix)
+
+
+# A lock's metadata as make writes it (sorted; locks/h200): only envsolver_virtual_<platform>_cuda is __cuda.
+REAL_META = {
+    "envsolver_compute_capabilities": "9.0",
+    "envsolver_cuda_version": "12.9",
+    "envsolver_driver_min_full": "575.51.03",
+    "envsolver_driver_min_minor_compat": "525.60.13",
+    "envsolver_torch_cuda_arch_list": "9.0+PTX",
+    "envsolver_virtual_linux-64_archspec": "1 x86_64",
+    "envsolver_virtual_linux-64_cuda": "12.9",
+    "envsolver_virtual_linux-64_cuda_arch": "9.0",
+    "envsolver_virtual_linux-64_glibc": "2.28",
+}
+
+
+def test_host_vs_lock_reads_the_virtual_cuda_among_the_locks_other_keys(kb: KnowledgeBase) -> None:
+    check = result(kb, "host_vs_lock", edit("driver.version", "550.54.14")(healthy()), lock_meta=REAL_META)
+    assert (check.status, check.detail) == (
+        "fail",
+        "the lock was solved for __cuda=12.9; driver 550.54.14 fully supports CUDA <= 12.4",
+    )
+    no_driver = edit("driver", {"source": None, "version": None, "cuda": None, "gpus": []})(healthy())
+    assert result(kb, "host_vs_lock", no_driver, lock_meta=REAL_META).status == "pass"  # the driver check says it
+
+
+def _installed(names: list[str]) -> list[dict[str, str]]:
+    return [{"name": n, "version": "1", "build": "h0"} for n in names]
+
+
+def _lock(names: list[str]) -> tuple[LockEntry, ...]:
+    return tuple(LockEntry(n, "1", "h0", "linux-64", "linux-64", "u", None, None) for n in names)
+
+
+@pytest.mark.parametrize(
+    ("locked", "installed", "detail"),
+    [
+        ([f"p{i}" for i in range(9)], [], "missing: p0, p1, p2, p3, p4, p5, p6, p7 …"),
+        ([f"p{i}" for i in range(8)], [], "missing: p0, p1, p2, p3, p4, p5, p6, p7"),
+        ([], [f"x{i}" for i in range(9)], "extra: x0, x1, x2, x3, x4, x5, x6, x7 …"),
+        ([], [f"x{i}" for i in range(8)], "extra: x0, x1, x2, x3, x4, x5, x6, x7"),
+    ],
+)
+def test_lock_drift_lists_eight_names_then_an_ellipsis(
+    kb: KnowledgeBase, locked: list[str], installed: list[str], detail: str
+) -> None:
+    doc = {**healthy(), "conda_meta": _installed(installed)}
+    check = result(kb, "lock_drift", doc, lock_entries=_lock(locked) or _lock(["zz"]))
+    assert check.detail.replace("; missing: zz", "").replace("missing: zz; ", "") == detail
+
+
+def test_lock_drift_names_at_most_eight_changed_packages(kb: KnowledgeBase) -> None:
+    names = [f"c{i}" for i in range(9)]
+    doc = {**healthy(), "conda_meta": [{"name": n, "version": "2", "build": "h0"} for n in names]}
+    check = result(kb, "lock_drift", doc, lock_entries=_lock(names))
+    assert check.detail == "changed: " + ", ".join(f"c{i} 2 (lock 1)" for i in range(8))
+
+
+def test_activation_resolve_gives_what_the_shell_would(tmp_path: Path) -> None:
+    from envsolver.hook import activation
+
+    parts = activation.settings("9.0;8.0+PTX", "x86_64-linux")
+    env = {"CONDA_PREFIX": "/p", "CPATH": "/opt/include"}
+    assert {name: activation.resolve(value, env) for name, value in parts.items()} == {
+        "CUDA_HOME": "/p",
+        "CPATH": "/p/targets/x86_64-linux/include:/opt/include",
+        "TORCH_CUDA_ARCH_LIST": "9.0;8.0+PTX",
+        "DS_ACCELERATOR": "cuda",
+        "TORCH_EXTENSIONS_DIR": "/p/var/cache/torch_extensions",
+    }
+    assert activation.resolve(parts["CPATH"], {"CONDA_PREFIX": "/p", "CPATH": ""}) == "/p/targets/x86_64-linux/include"
+    assert activation.resolve(parts["CPATH"], {}) == "/targets/x86_64-linux/include"
+
+
+def _unset(doc: dict[str, Any]) -> dict[str, Any]:
+    return edit("env.TORCH_CUDA_ARCH_LIST", None)(doc)
+
+
+def test_unset_arch_list_is_quiet_when_deepspeed_is_absent(kb: KnowledgeBase) -> None:
+    """The H200 image has no DeepSpeed (its probe says so, and no package or lock names one): nothing builds ops."""
+    check = result(kb, "torch_cuda_arch_list", _unset(facts()))
+    assert (check.status, check.detail) == ("skip", "TORCH_CUDA_ARCH_LIST is not set")
+
+
+@pytest.mark.parametrize(
+    ("archs", "gpus", "fix"),
+    [
+        (
+            None,
+            [],
+            "export TORCH_CUDA_ARCH_LIST='<the compute nodes' compute capabilities, e.g. 8.0;9.0+PTX>' (nvcc builds "
+            "sm_75 and newer)",
+        ),
+        (
+            [80, 90, 100],
+            [],
+            "export TORCH_CUDA_ARCH_LIST='<the compute nodes' compute capabilities, e.g. 8.0;9.0+PTX>' (nvcc builds "
+            "sm_80 and newer)",
+        ),
+        (
+            None,
+            [
+                {"name": "NVIDIA A100", "compute_capability": "8.0"},
+                {"name": "NVIDIA H200", "compute_capability": "9.0"},
+            ],
+            "export TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX' (this node's GPUs)",
+        ),
+        (
+            [90, 100],
+            [
+                {"name": "NVIDIA A100", "compute_capability": "8.0"},
+                {"name": "NVIDIA H200", "compute_capability": "9.0"},
+            ],
+            "export TORCH_CUDA_ARCH_LIST='9.0+PTX' (this node's GPUs)",
+        ),
+    ],
+)
+def test_unset_arch_list_with_deepspeed_not_probed_takes_the_newest_releases_defaults(
+    kb: KnowledgeBase, archs: list[int] | None, gpus: list[dict[str, str]], fix: str
+) -> None:
+    """DeepSpeed's version unknown (not probed, no package, no lock): the newest release's defaults for nvcc 13
+    (6.0;6.1;7.0), which nvcc 13 cannot build; the fix takes what this nvcc builds, from the probe or the KB."""
+    doc = edit("nvcc.archs", archs)(edit("driver.gpus", gpus)(_unset({**facts(), "deepspeed": None})))
+    check = result(kb, "torch_cuda_arch_list", doc)
+    assert check.status == "warn"
+    assert check.detail.startswith("TORCH_CUDA_ARCH_LIST is not set: DeepSpeed 0.16.4-0.19.8's op builder then ")
+    assert check.fix == fix
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        edit("nvcc.version", "12.9"),  # no default-CC row for CUDA 12 in the KB
+        edit("nvcc.version", None),  # nvcc unknown
+        lambda d: edit("nvcc.archs", None)(edit("nvcc.version", "13.9")(d)),  # an nvcc the KB does not know
+    ],
+)
+def test_unset_arch_list_is_skipped_without_what_it_needs(kb: KnowledgeBase, change: Any) -> None:
+    check = result(kb, "torch_cuda_arch_list", change(_unset({**facts(), "deepspeed": None})))
+    assert (check.status, check.detail) == ("skip", "TORCH_CUDA_ARCH_LIST is not set")
+
+
+def test_deepspeed_version_skips_a_malformed_pin() -> None:
+    from envsolver.kb import default_kb
+    from envsolver.verify.checks_deepspeed import deepspeed_version
+
+    def version(pip: str) -> str | None:
+        found = deepspeed_version(checks.Context({}, default_kb(), {"envsolver_pip_not_locked": pip}))
+        return str(found) if found else None
+
+    assert version("einops deepspeed==0.19.8") == "0.19.8"
+    assert version("deepspeed==0.19.8==1") is None
+    assert version("deepspeed==latest") is None
+
+
+def test_op_libraries_names_the_first_library_the_build_stops_at(kb: KnowledgeBase) -> None:
+    doc = {**healthy(), "conda_meta": [{"name": "cuda-version", "version": "13.0", "build": "h0"}]}
+    check = result(kb, "op_libraries", doc)
+    assert check.detail == (
+        "DeepSpeed 0.19.5: cpu_adam links -lcurand (libcurand.so is in libcurand-dev), cpu_adam links -lcublas "
+        "(libcublas.so is in libcublas-dev), cpu_adam links -lcudart (libcudart.so is in cuda-cudart-dev); not "
+        "installed, so the build stops with 'cannot find -lcurand'"
+    )
+    assert check.fix == (
+        "conda install -p /opt/torch/.venv -c conda-forge libcurand-dev libcublas-dev cuda-cudart-dev cuda-version=13.0"
+    )
+
+
+def test_driver_and_host_compiler_details_word_for_word(kb: KnowledgeBase) -> None:
+    assert result(kb, "driver", healthy()).detail == (
+        "driver 580.159.04 (from nvidia-smi) supports CUDA <= 13.0; nvidia-smi says CUDA 13.0"
+    )
+    assert result(kb, "driver", edit("driver.cuda", None)(healthy())).detail == (
+        "driver 580.159.04 (from nvidia-smi) supports CUDA <= 13.0"
+    )
+    for change in (edit("nvcc.version", None), edit("compiler.major", None)):
+        check = result(kb, "host_compiler", change(healthy()))
+        assert (check.status, check.detail) == (
+            "skip",
+            "/opt/gcc/bin/g++: g++-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 (no nvcc range to compare)",
+        )
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        ("7.0;9.0", "export TORCH_CUDA_ARCH_LIST='9.0+PTX' (envsolver hook sets it from the lock)"),
+        ("7.0", "export TORCH_CUDA_ARCH_LIST='<your GPUs' CCs>' (envsolver hook sets it from the lock)"),
+    ],
+)
+def test_a_bad_arch_list_is_fixed_with_what_nvcc_can_build(kb: KnowledgeBase, value: str, fix: str) -> None:
+    check = result(kb, "torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", value)(healthy()))
+    assert (check.status, check.fix) == ("fail", fix)
+    unknown = edit("nvcc.archs", None)(edit("env.TORCH_CUDA_ARCH_LIST", "8.0")(healthy()))
+    assert result(kb, "torch_cuda_arch_list", unknown).fix == (
+        "export TORCH_CUDA_ARCH_LIST='8.0+PTX' (envsolver hook sets it from the lock)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        (
+            same,
+            "torch 2.11.0+cu130 at /opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py (installed by uv)",
+        ),
+        (
+            lambda d: {**d, "conda_meta": [{"name": "pytorch", "version": "2.11.0", "build": "h0"}]},
+            "torch 2.11.0+cu130 at /opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py (installed by "
+            "conda)",
+        ),
+        (
+            lambda d: {k: v for k, v in d.items() if k != "torch_installer"},
+            "torch 2.11.0+cu130 at /opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py (installed by "
+            "unknown)",
+        ),
+        (edit("torch", {"error": "ImportError: libcudnn.so.9"}), "torch does not import: ImportError: libcudnn.so.9"),
+        (
+            lambda d: {**edit("torch", None)(d), "torch_error": "the probe timed out"},
+            "torch does not import: the probe timed out",
+        ),
+    ],
+)
+def test_torch_import_says_where_torch_came_from_or_why_it_failed(kb: KnowledgeBase, change: Any, detail: str) -> None:
+    assert result(kb, "torch_import", change(healthy())).detail == detail
+
+
+def test_a_torch_cuda_the_knowledge_base_lacks_is_judged_by_its_major(kb: KnowledgeBase) -> None:
+    check = result(
+        kb, "driver_supports_torch_cuda", edit("driver.version", "535.104.05")(edit("torch.cuda", "12.7")(healthy()))
+    )
+    assert (check.status, check.detail, check.fix) == (
+        "warn",
+        "driver 535.104.05 runs CUDA 12.7 only through minor-version compatibility: PTX JIT of code built with a "
+        "newer toolkit fails",
+        "upgrade the driver to one that fully supports CUDA 12.7",
+    )
+
+
+@pytest.mark.parametrize(
+    ("loaded", "offered", "status", "detail"),
+    [
+        (["/env/lib/libcudart.so.12"], ["/env/lib/libcudart.so"], "pass", "torch loaded /env/lib/libcudart.so.12"),
+        (
+            ["/env/lib/libcudart.so.12"],
+            ["/env/lib64/libcudart.so.11.0"],
+            "warn",
+            "torch loaded /env/lib/libcudart.so.12; LD_LIBRARY_PATH also offers /env/lib64/libcudart.so.11.0",
+        ),
+        (["/a/libcudart.so.12", "/b/libcudart.so.13"], [], "pass", "torch loaded /a/libcudart.so.12"),
+        (
+            ["/a/libcudart.so.12", "/b/libcudart.so.13"],
+            ["/c/libcudart.so.12"],
+            "warn",
+            "torch loaded /a/libcudart.so.12; LD_LIBRARY_PATH also offers /c/libcudart.so.12",
+        ),
+    ],
+)
+def test_libcudart_shadowing_is_judged_by_directory(
+    kb: KnowledgeBase, loaded: list[str], offered: list[str], status: str, detail: str
+) -> None:
+    doc = {**edit("torch.loaded_libs", loaded)(healthy()), "ld_library_path_cudart": offered}
+    check = result(kb, "libcudart", doc)
+    assert (check.status, check.detail) == (status, detail)
+
+
+@pytest.mark.parametrize("check_id", ["cudnn", "nccl", "libcudart"])
+def test_cuda_library_checks_skip_a_cpu_torch(kb: KnowledgeBase, check_id: str) -> None:
+    check = result(kb, check_id, edit("torch.cuda", None)(healthy()))
+    assert (check.status, check.detail) == ("skip", "needs a CUDA torch")
+
+
+@pytest.mark.parametrize(
+    ("gpu_test", "gpu", "status", "detail"),
+    [
+        (False, {"max_abs_diff": 0.5}, "pass", "DeepSpeed 0.19.5: FusedAdam loads in 0.020 s; prebuilt: fused_adam"),
+        (
+            True,
+            {"max_abs_diff": 1e-5},
+            "pass",
+            "DeepSpeed 0.19.5: FusedAdam loads in 0.020 s; prebuilt: fused_adam; 5 FusedAdam steps match AdamW "
+            "(max |diff| 1.0e-05)",
+        ),
+        (True, {"max_abs_diff": 1.1e-5}, "fail", "FusedAdam vs torch.optim.AdamW: 1.1e-05"),
+        (
+            True,
+            {"max_abs_diff": None, "error": "CUDA error: out of memory"},
+            "fail",
+            "FusedAdam vs torch.optim.AdamW: CUDA error: out of memory",
+        ),
+    ],
+)
+def test_deepspeed_ops_judges_the_gpu_test_only_when_asked(
+    kb: KnowledgeBase, gpu_test: bool, gpu: dict[str, Any], status: str, detail: str
+) -> None:
+    doc = healthy()
+    doc["deepspeed"]["installed_ops"] = {"fused_adam": True, "cpu_adam": False}
+    doc["gpu_test"] = gpu
+    check = result(kb, "deepspeed_ops", doc, gpu_test=gpu_test)
+    assert (check.status, check.detail) == (status, detail)
+
+
+def test_deepspeed_ops_pass_without_prebuilt_ops_or_a_load_time(kb: KnowledgeBase) -> None:
+    doc = healthy()
+    doc["deepspeed"]["installed_ops"] = {"fused_adam": False}
+    doc["deepspeed"].pop("fused_adam_load_seconds")
+    assert result(kb, "deepspeed_ops", doc).detail == "DeepSpeed 0.19.5: FusedAdam loads in 0.000 s"

@@ -140,7 +140,7 @@ def check_libcudart(ctx: Context) -> Check:
             "torch loaded no libcudart (CUDA not initialised, or linked statically)",
             "run verify on a GPU node, where the probe initialises CUDA and sees which libcudart loads",
         )
-    shadow = [p for p in others if not any(p.startswith(lp.rsplit("/", 1)[0]) for lp in loaded)]
+    shadow = [p for p in others if not any(p.startswith(lp.rsplit("/", 1)[0] + "/") for lp in loaded)]
     if shadow:
         return Check(
             "libcudart",
