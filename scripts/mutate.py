@@ -15,9 +15,12 @@ tests). Each mutant changes one node of one file (ast, then ast.unparse):
   delete       a statement in a function body (call, assignment, raise, assert, break, continue) to `pass`
 Docstrings, annotations, decorators and imports are left alone.
 
-Each mutant runs the group's tests only (`pytest -x`), in a copy of the checkout per worker (-j), with the copy
-first on PYTHONPATH so that subprocesses the tests start import the mutated code too, and a timeout (a mutant
-that loops is killed). A failing test or a timeout kills the mutant; passing tests mean it survived.
+Each mutant runs the group's tests only (`pytest -x`): first the tests that ran its line in the baseline run
+(traced), then, if they pass, the rest, so that a survivor is a mutant no test of the group kills. Runs happen
+in a copy of the checkout per worker (-j), first on PYTHONPATH so that subprocesses the tests start import the
+mutated code too, forked from a python that imported pytest and the slow libraries once, with a timeout (a
+mutant that loops is killed; a timeout is tried once more at twice the limit), PYTHONHASHSEED=0, hypothesis's
+seed 0 and no hypothesis deadline (timing is not behaviour). A failing test or a timeout kills the mutant.
 scripts/mutate-equivalent.txt lists the equivalent mutants (no test can tell them apart from the code), each
 with the reason; they are left out of the score, still run, and reported if a test kills one after all.
 
@@ -586,6 +589,12 @@ def serve(preload: Sequence[str]) -> int:
     for name in ("hypothesis", *preload):  # imported under pytest's assertion rewriter, hypothesis takes seconds
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    with contextlib.suppress(ImportError):  # timing is no behaviour: under load or the tracer, no deadline
+        import hypothesis
+
+        quiet = [hypothesis.HealthCheck.too_slow]
+        hypothesis.settings.register_profile("mutate", deadline=None, database=None, suppress_health_check=quiet)
+        hypothesis.settings.load_profile("mutate")
     mutated = [m for m in sys.modules if m.split(".")[0] == "envsolver"]
     if mutated:
         raise SystemExit(f"preloading imported {mutated[0]}, which the mutants must import afresh")
