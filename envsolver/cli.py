@@ -16,7 +16,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from envsolver import __version__, detect, lock, names, outputs, profile, render
+from envsolver import __version__, detect, lock, names, outputs, profile, render, render_cluster
+from envsolver.cluster import file as cluster_files
+from envsolver.cluster import make as cluster_make
 from envsolver.errors import (
     INTERRUPTED,
     INTERRUPTED_EXIT,
@@ -46,6 +48,7 @@ Examples:
   envsolver make --profile gh200 --offline                 # lock against the bundled snapshot
   envsolver make --gpu a100 --channel https://mirror.example.org/conda-forge
   envsolver make --gpu a100 --no-lock  # environment.yml only
+  envsolver make --cluster cluster.yaml --out envs   # one environment per platform of the cluster
 
 Exit codes: 0 ok, 1 no consistent stack for the target (or no solution), 2 bad input.
 """
@@ -266,6 +269,19 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     help="Lock against this channel instead of the live ones (repeatable): a site mirror or a file:// channel.",
 )
 @click.option("--no-lock", is_flag=True, help="Write environment.yml only; do not solve.")
+@click.option(
+    "--cluster",
+    "cluster_file",
+    metavar="FILE",
+    help="Plan for every partition of a cluster file (cluster.yaml, from `envsolver cluster init`): one "
+    "environment per platform, in OUT/<platform>/.",
+)
+@click.option(
+    "--partition", "only", multiple=True, metavar="NAME", help="With --cluster: only this partition (repeatable)."
+)
+@click.option(
+    "--skip-partition", "skip", multiple=True, metavar="NAME", help="With --cluster: leave this partition out."
+)
 @click.option("--force", is_flag=True, help="Overwrite files that were edited by hand.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written, and the plan, as JSON.")
 def make(
@@ -274,6 +290,9 @@ def make(
     offline: bool,
     channels: tuple[str, ...],
     no_lock: bool,
+    cluster_file: str | None,
+    only: tuple[str, ...],
+    skip: tuple[str, ...],
     force: bool,
     as_json: bool,
     **kwargs: Any,
@@ -284,6 +303,13 @@ def make(
         raise BadInputError("--offline and --channel exclude each other. Pass one of them.")
     if name is not None:
         names.validate(name)
+    if cluster_file is not None:
+        _make_cluster(cluster_file, only, skip, name, out_dir, offline, channels, no_lock, force, as_json, kwargs)
+        return
+    if only or skip:
+        raise BadInputError(
+            "--partition and --skip-partition choose partitions of a cluster file. Pass --cluster FILE."
+        )
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
@@ -309,6 +335,36 @@ def make(
     render.warnings(err, [*(lock_result.warnings if lock_result else ()), *plan.warnings])
 
 
+def _make_cluster(
+    cluster_file: str,
+    only: tuple[str, ...],
+    skip: tuple[str, ...],
+    name: str | None,
+    out_dir: Path,
+    offline: bool,
+    channels: tuple[str, ...],
+    no_lock: bool,
+    force: bool,
+    as_json: bool,
+    kwargs: dict[str, Any],
+) -> None:
+    kb = default_kb()
+    cluster = cluster_files.load(Path(cluster_file), kb)
+    mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
+    request = cluster_make.Request(cluster_file, _options(kwargs), only, skip, mode, channels, name, no_lock, force)
+    err = render.console(stderr=True)
+    with err.status("resolving", spinner="dots") as status:
+        results = cluster_make.make(
+            cluster, kb, request, out_dir, cache_dir(), render.progress(status), lambda m: render.text(err, m)
+        )
+    if as_json:
+        click.echo(json.dumps(render_cluster.made_json(cluster, results), indent=2))
+        return
+    render_cluster.made(render.console(), cluster, results, name)
+    for result in results:
+        render.warnings(err, [*(result.locked.warnings if result.locked else ()), *result.plan.warnings])
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of GPUs.")
 def gpus(as_json: bool) -> None:
@@ -328,6 +384,9 @@ def gpus(as_json: bool) -> None:
 
 # The environment commands (install, hook, verify) register themselves on `main`.
 from envsolver import cli_env  # noqa: E402, F401
+from envsolver.cli_cluster import cluster  # noqa: E402
+
+main.add_command(cluster)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

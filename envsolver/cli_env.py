@@ -16,6 +16,8 @@ import click
 from envsolver import install as installer
 from envsolver import prefixmeta, render
 from envsolver.cli import main
+from envsolver.cluster import verify as cluster_verify
+from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
 from envsolver.hook import activation as hook_activation
 from envsolver.hook import build as hook_build
@@ -24,7 +26,10 @@ from envsolver.hook import run as hook_run
 from envsolver.http import parse_mirrors
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
+from envsolver.redact import redact_text
 from envsolver.verify import checks as verify_checks
+from envsolver.verify import nccl as verify_nccl
+from envsolver.verify import nccl_run
 from envsolver.verify import render as verify_render
 from envsolver.verify import run as verify_run
 
@@ -214,6 +219,13 @@ def hook_command(
     help="The interpreter to check (default: PREFIX/bin/python, the active conda env, or python3).",
 )
 @click.option(
+    "--cluster",
+    "cluster_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Check PREFIX (on the shared filesystem) on every partition of this cluster file, from the login node: "
+    "one srun step per partition.",
+)
+@click.option(
     "--lock",
     "lock_path",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -227,13 +239,35 @@ def hook_command(
     type=click.Choice(list(verify_checks.IDS)),
     help="Run only these checks (repeatable).",
 )
+@click.option(
+    "--nccl",
+    is_flag=True,
+    help="Run the NCCL check instead: all-reduce on every GPU of this node (torchrun, one process per GPU), "
+    "exact sums, bus bandwidth, the same NCCL on every rank.",
+)
+@click.option("--gpus", type=int, help="--nccl: processes, one per GPU (default: every GPU the env's torch sees).")
+@click.option("--sizes", help="--nccl: all-reduce sizes, 1024-based K/M/G [default: 1M,4M,16M,64M,256M,1G].")
+@click.option("--iters", type=int, help="--nccl: timed all-reduces per size [default: 20].")
+@click.option(
+    "--backend",
+    type=click.Choice(["nccl", "gloo"]),
+    help="--nccl: gloo runs the launch and the checks on CPU only, to test the plumbing; never an NCCL pass.",
+)
+@click.option("--nccl-timeout", type=float, help="--nccl: seconds for joining and for each collective [default: 120].")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
 def verify_command(
     prefix: Path | None,
     python: Path | None,
+    cluster_path: Path | None,
     lock_path: Path | None,
     gpu_test: bool,
     only: tuple[str, ...],
+    nccl: bool,
+    gpus: int | None,
+    sizes: str | None,
+    iters: int | None,
+    backend: str | None,
+    nccl_timeout: float | None,
     as_json: bool,
 ) -> None:
     """Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,
@@ -245,9 +279,30 @@ def verify_command(
       envsolver verify -p ~/envs/train --lock conda-lock.yml
       envsolver verify --python ./venv/bin/python --json
       envsolver verify --gpu-test            # on a GPU node
+      envsolver verify --nccl -p ~/envs/train  # all-reduce over this node's GPUs
+      envsolver verify --cluster cluster.yaml -p /shared/envs/train   # every partition, from the login node
+
+    With --nccl, --json also carries nccl_tested (true only for NCCL on GPUs with every check passed), the
+    bus bandwidth per size (nccl-tests' busbw), each rank's GPU and NCCL library, and the ranks' own report.
 
     Exit codes: 0 everything passed (warnings allowed), 1 a check failed, 2 verify could not run.
     """
+    if nccl and cluster_path is not None:
+        raise BadInputError(
+            "--nccl and --cluster exclude each other: --cluster checks every partition, --nccl this node's GPUs. "
+            "Pass one of them."
+        )
+    if nccl:
+        options = _nccl_options(lock_path, gpu_test, only, gpus, sizes, iters, backend, nccl_timeout)
+        _verify_nccl(prefix, python, gpus, options, as_json)
+        return
+    given = {"--gpus": gpus, "--sizes": sizes, "--iters": iters, "--backend": backend, "--nccl-timeout": nccl_timeout}
+    stray = [name for name, value in given.items() if value is not None]
+    if stray:
+        raise BadInputError(f"{stray[0]} applies to the NCCL check only. Pass --nccl too, or remove {stray[0]}.")
+    if cluster_path is not None:
+        _verify_cluster(cluster_path, prefix, python, lock_path, gpu_test, only, as_json)
+        return
     kb = default_kb()
     if as_json:
         chosen, _, checks = verify_run.verify(kb, prefix, python, lock_path, gpu_test, only, os.environ)
@@ -261,3 +316,84 @@ def verify_command(
         render.text(out, verify_render.summary(checks))
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
+
+
+def _nccl_options(
+    lock_path: Path | None,
+    gpu_test: bool,
+    only: tuple[str, ...],
+    gpus: int | None,
+    sizes: str | None,
+    iters: int | None,
+    backend: str | None,
+    timeout: float | None,
+) -> nccl_run.Options:
+    """The --nccl options, each checked. Raises BadInputError."""
+    for name, used in (("--lock", lock_path is not None), ("--gpu-test", gpu_test), ("--check", bool(only))):
+        if used:
+            raise BadInputError(f"{name} does not apply to --nccl. Remove {name}, or run verify without --nccl.")
+    if gpus is not None and not 1 <= gpus <= 64:
+        raise BadInputError(f"--gpus {gpus} is not from 1 to 64. Pass --gpus N with N GPUs on this node.")
+    if iters is not None and not 1 <= iters <= 10_000:
+        raise BadInputError(f"--iters {iters} is not from 1 to 10000. Pass e.g. --iters 20.")
+    if timeout is not None and not 1 <= timeout <= 3600:
+        raise BadInputError(f"--nccl-timeout {timeout:g} is not from 1 to 3600 seconds. Pass e.g. --nccl-timeout 120.")
+    return nccl_run.Options(
+        backend="gloo" if backend == "gloo" else "nccl",
+        sizes=verify_nccl.parse_sizes(sizes) if sizes is not None else nccl_run.DEFAULT_SIZES,
+        iters=iters if iters is not None else 20,
+        timeout=timeout if timeout is not None else 120.0,
+    )
+
+
+def _verify_nccl(
+    prefix: Path | None, python: Path | None, gpus: int | None, options: nccl_run.Options, as_json: bool
+) -> None:
+    """`verify --nccl`: torchrun on this node, then the checks."""
+    chosen = verify_run.target(prefix, python, os.environ)
+    env = nccl_run.environ_for(chosen.prefix, os.environ)
+    count = nccl_run.processes(chosen.python, gpus, options, env)
+    with render.console(stderr=True).status(f"NCCL check: {count} ranks", spinner="dots") as status:
+        run = nccl_run.run_local(chosen.python, chosen.prefix, count, options, os.environ, render.progress(status))
+    if as_json:
+        click.echo(json.dumps(nccl_run.report_json(run, chosen.python, chosen.prefix), indent=2))
+    else:
+        out = render.console()
+        render.text(out, f"verify --nccl {chosen.prefix or chosen.python}: {count} ranks, {options.backend}")
+        for check in run.checks:
+            verify_render.line(out, check)
+        render.text(out, verify_render.summary(run.checks))
+    if not verify_nccl.passed(run.checks):
+        sys.exit(1)
+
+
+def _verify_cluster(
+    cluster_path: Path,
+    prefix: Path | None,
+    python: Path | None,
+    lock_path: Path | None,
+    gpu_test: bool,
+    only: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """verify --cluster: the report on stdout, progress on stderr; exit 1 when a partition failed, 2 (with the
+    error on stderr, and in the document) when a step could not run."""
+    if prefix is None or python is not None:
+        raise BadInputError(
+            "--cluster checks an environment prefix on every partition: pass -p PREFIX (on the shared filesystem), "
+            "and no --python (each node runs PREFIX/bin/python)."
+        )
+    err = render.console(stderr=True)
+    request = cluster_verify.Request(cluster_path, prefix, lock_path, gpu_test, only)
+    report = cluster_verify.verify(request, default_kb(), lambda line: render.text(err, line))
+    if as_json:
+        click.echo(json.dumps(verify_report.document(report), indent=2))
+    else:
+        out = render.console()
+        for line in verify_report.lines(report):
+            render.text(out, line)
+    problem = verify_report.error_text(report)
+    if problem is not None:
+        click.echo(f"error: {redact_text(problem)}", err=True)
+    if report.exit_code:
+        sys.exit(report.exit_code)

@@ -6,7 +6,7 @@ Precedence: command line over profile over defaults. Every bad value raises BadI
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -130,6 +130,14 @@ def canonical_command(verb: str, target: Target) -> str:
     parts += [_option("--gpu", g.key, "a100") for g in target.gpus]
     if target.driver is not None:
         parts.append(_option("--driver", target.driver, "535.104.05"))
+    parts += _choices(target, with_host=True)
+    return " ".join(parts)
+
+
+def _choices(target: Target, with_host: bool) -> list[str]:
+    """The options besides the GPUs and the driver, in canonical order; `with_host`: also --platform and --glibc
+    (a cluster file gives those)."""
+    parts = []
     if target.python is not None:
         parts.append(_option("--python", target.python, "3.11"))
     if target.torch_text is not None:
@@ -138,15 +146,15 @@ def canonical_command(verb: str, target: Target) -> str:
         parts.append(_option("--cuda", target.cuda, "12.4"))
     if target.source != "conda-forge":
         parts.append(_option("--source", target.source, "pytorch"))
-    if target.platform is not None:
+    if with_host and target.platform is not None:
         parts.append(_option("--platform", target.platform, "linux-64"))
     if not target.deepspeed:
         parts.append("--no-deepspeed")
     if target.driver_compat != "minor":
         parts.append(_option("--driver-compat", target.driver_compat, "full"))
-    if target.glibc != DEFAULT_GLIBC:
+    if with_host and target.glibc != DEFAULT_GLIBC:
         parts.append(_option("--glibc", target.glibc, "2.28"))
-    return " ".join(parts)
+    return parts
 
 
 def make_command(
@@ -159,7 +167,13 @@ def make_command(
     """The `envsolver make` line that regenerates these files (channel credentials left out), every value
     shell-quoted. Raises BadInputError for an invalid environment name (names.validate) or a value that
     cannot go on one command line."""
-    parts = [canonical_command("make", target)]
+    parts = [canonical_command("make", target), *_output_options(name, offline, channels, no_lock)]
+    return " ".join(parts)
+
+
+def _output_options(name: str | None, offline: bool, channels: tuple[str, ...], no_lock: bool) -> list[str]:
+    """--name, --offline, --channel (credentials left out) and --no-lock, as given."""
+    parts = []
     if name is not None:
         parts.append(_option("--name", names.validate(name), names.FALLBACK))
     if offline:
@@ -167,4 +181,28 @@ def make_command(
     parts += [_option("--channel", c, "https://conda.anaconda.org/conda-forge", public=redact(c)) for c in channels]
     if no_lock:
         parts.append("--no-lock")
+    return parts
+
+
+def cluster_make_command(
+    cluster_file: str,
+    target: Target,
+    only: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    out: str | None = None,
+    name: str | None = None,
+    offline: bool = False,
+    channels: tuple[str, ...] = (),
+    no_lock: bool = False,
+) -> str:
+    """The `envsolver make --cluster` line for a selection of partitions, every value shell-quoted. `target`
+    carries the options the user gave besides the file (Python, torch, CUDA, source, DeepSpeed, driver
+    compatibility); its GPUs, driver, platform and glibc come from the file and are not repeated."""
+    parts = ["envsolver make", _option("--cluster", cluster_file, "cluster.yaml")]
+    parts += [_option("--partition", p, "a100") for p in only]
+    parts += [_option("--skip-partition", p, "v100") for p in skip]
+    parts += _choices(target, with_host=False)
+    parts += _output_options(name, offline, channels, no_lock)
+    if out is not None:
+        parts.append(_option("--out", out, "envs/cluster"))
     return " ".join(parts)

@@ -214,6 +214,11 @@ def plan_offline(
 _RESTRICTED: dict[int, tuple[KnowledgeBase, KnowledgeBase]] = {}
 
 
+def snapshot_kb(kb: KnowledgeBase) -> KnowledgeBase:
+    """The knowledge base restricted to what the bundled snapshot holds: what offline plans choose among."""
+    return _restricted(kb)
+
+
 def _restricted(kb: KnowledgeBase) -> KnowledgeBase:
     """The KB restricted to what the snapshot holds, computed once per KB (the snapshot never changes)."""
     kept = _RESTRICTED.get(id(kb))

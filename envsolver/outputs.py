@@ -8,7 +8,7 @@ hand edits without force.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from envsolver import __version__
@@ -76,8 +76,11 @@ def custom_metadata(result: LockResult, kb: KnowledgeBase) -> dict[str, str]:
     return meta
 
 
-def render_all(result: LockResult, kb: KnowledgeBase, command: str, name: str | None) -> dict[str, str]:
-    """File name -> text: environment.yml, conda-lock.yml, then conda-<platform>.lock per platform."""
+def render_all(
+    result: LockResult, kb: KnowledgeBase, command: str, name: str | None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """File name -> text: environment.yml, conda-lock.yml, then conda-<platform>.lock per platform. `extra`:
+    more metadata for conda-lock.yml (make --cluster's partitions)."""
     hashes = {
         platform: condalock.content_hash([str(s) for s in result.plan.specs], result.channels, virtual)
         for platform, virtual in result.virtual_packages.items()
@@ -85,7 +88,12 @@ def render_all(result: LockResult, kb: KnowledgeBase, command: str, name: str | 
     texts = {
         "environment.yml": environment.render(result.plan, command, kb_date(), name),
         "conda-lock.yml": condalock.render(
-            result.records, result.channels, hashes, custom_metadata(result, kb), command, kb_date()
+            result.records,
+            result.channels,
+            hashes,
+            {**custom_metadata(result, kb), **(extra or {})},
+            command,
+            kb_date(),
         ),
     }
     for platform, records in sorted(result.records.items()):
@@ -103,7 +111,8 @@ def write_all(
     *,
     wait_s: float = fileset.WAIT_S,
     on_wait: Callable[[str], None] | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> dict[Path, files.Outcome]:
     """Write the whole set as one. Raises BadInputError (exit 2) as fileset.commit does."""
-    texts = render_all(result, kb, command, name)
+    texts = render_all(result, kb, command, name, extra)
     return fileset.commit(out_dir, texts, force=force, command=command, wait_s=wait_s, on_wait=on_wait)

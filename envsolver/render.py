@@ -53,16 +53,25 @@ def _yes(value: bool | None) -> str:
     return "?" if value is None else ("yes" if value else "no")
 
 
+def _other_names(g: Gpu) -> list[str]:
+    """The names besides key and display name that `--gpu` accepts: aliases, then what nvidia-smi prints."""
+    return [n for n in dict.fromkeys((*g.aliases, *g.smi_names)) if n not in (g.key, g.name)]
+
+
 def gpu_rows(gpus: tuple[Gpu, ...]) -> list[dict[str, object]]:
+    """The GPU table as JSON: every column `gpu_table` shows. `aliases` holds the key, the aliases and the names
+    nvidia-smi prints; with `name`, every name `--gpu` accepts."""
     return [
         {
+            "key": g.key,
             "name": g.name,
-            "aliases": [g.key, *g.aliases, *g.smi_names],
+            "aliases": list(dict.fromkeys((g.key, *g.aliases, *g.smi_names))),
             "compute_capability": str(g.compute_capability),
             "architecture": g.architecture,
             "memory_gb": list(g.memory_gb) if g.memory_gb is not None else None,
             "bf16": g.bf16,
             "fp8": g.fp8,
+            "platform": g.platform,
         }
         for g in gpus
     ]
@@ -70,11 +79,13 @@ def gpu_rows(gpus: tuple[Gpu, ...]) -> list[dict[str, object]]:
 
 def gpu_table(out: Console, gpus: tuple[Gpu, ...]) -> None:
     table = Table(title="GPUs in the knowledge base", show_lines=False)
-    for column in ("key", "name", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform"):
+    columns = ("key", "name", "aliases", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform")
+    for column in columns:
         table.add_column(column)
     for g in sorted(gpus, key=lambda g: (g.compute_capability, g.key)):
         memory = "/".join(str(m) for m in g.memory_gb) if g.memory_gb else "?"
-        cells = (g.key, g.name, str(g.compute_capability), g.architecture, memory, _yes(g.bf16), _yes(g.fp8))
+        aliases = ", ".join(_other_names(g))
+        cells = (g.key, g.name, aliases, str(g.compute_capability), g.architecture, memory, _yes(g.bf16), _yes(g.fp8))
         table.add_row(*(escape(c) for c in (*cells, g.platform)))
     out.print(table)
 

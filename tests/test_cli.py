@@ -175,7 +175,9 @@ def test_gpus_json(runner: CliRunner) -> None:
     assert result.exit_code == 0
     rows = json.loads(result.output)
     assert all(
-        set(r) == {"name", "aliases", "compute_capability", "architecture", "memory_gb", "bf16", "fp8"} for r in rows
+        set(r)
+        == {"key", "name", "aliases", "compute_capability", "architecture", "memory_gb", "bf16", "fp8", "platform"}
+        for r in rows
     )
     h200 = next(r for r in rows if r["name"] == "NVIDIA H200")
     assert h200["compute_capability"] == "9.0" and h200["bf16"] is True and h200["fp8"] is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from packaging.version import Version
 from envsolver import versions
 from envsolver.errors import KnowledgeBaseError
 from envsolver.kb import KnowledgeBase, load_kb
-from envsolver.kb.gpus import normalize
+from envsolver.kb.gpus import lookup, loose, normalize
 from envsolver.resolve import deepspeed as ds_rules
 from envsolver.resolve.archs import first_toolkit_for
 from envsolver.versions import MajorMinor
@@ -22,7 +23,7 @@ from tests.conftest import KB_DATA
 
 
 def test_loads(kb: KnowledgeBase) -> None:
-    assert len(kb.gpus) >= 60
+    assert len(kb.gpus) >= 150
     assert {str(t.version) for t in kb.toolkits} >= {"11.8", "12.0", "12.4", "12.8", "12.9", "13.0"}
     assert kb.torch_builds and kb.deepspeed_releases and kb.op_headers
 
@@ -36,13 +37,31 @@ def test_every_source_id_resolves(kb: KnowledgeBase) -> None:
         assert all(kb.sources.get(i) for i in ids)
 
 
-def test_no_duplicate_gpu_names(kb: KnowledgeBase) -> None:
+@pytest.mark.parametrize("form", [normalize, loose], ids=["normalized", "without-rtx-gtx"])
+def test_no_two_gpus_share_a_normalised_name(kb: KnowledgeBase, form: Callable[[str], str]) -> None:
+    """Each name, however it is normalised, belongs to one row: a name never stands for two GPUs (of the same
+    compute capability or not)."""
     seen: dict[str, str] = {}
     for gpu in kb.gpus:
         for name in gpu.all_names:
-            key = normalize(name)
+            key = form(name)
+            assert key, f"{name!r} of {gpu.key} normalises to nothing"
             assert key not in seen or seen[key] == gpu.key, f"{name!r} is both {seen.get(key)} and {gpu.key}"
             seen[key] = gpu.key
+
+
+def test_every_gpu_name_resolves_to_its_own_row(kb: KnowledgeBase) -> None:
+    """Every key, name, alias and nvidia-smi name of every row resolves to that row."""
+    wrong = [(name, gpu.key) for gpu in kb.gpus for name in gpu.all_names if lookup(kb, name).key != gpu.key]
+    assert wrong == []
+    assert all(gpu.key in gpu.all_names and gpu.name in gpu.all_names for gpu in kb.gpus)
+
+
+def test_gpu_keys_are_unique_and_sources_cited_once(kb: KnowledgeBase) -> None:
+    keys = [gpu.key for gpu in kb.gpus]
+    assert len(keys) == len(set(keys))
+    for gpu in kb.gpus:
+        assert len(gpu.source) == len(set(gpu.source)), gpu.key
 
 
 def test_every_gpu_cc_is_buildable_by_some_toolkit(kb: KnowledgeBase) -> None:
@@ -69,8 +88,9 @@ def test_blackwell_needs_r570(kb: KnowledgeBase) -> None:
         assert gpu.min_driver == 570
 
 
-def test_grace_hosted_gpus_are_aarch64(kb: KnowledgeBase) -> None:
-    for key in ("gh200", "gb200", "gb300"):
+def test_arm_hosted_gpus_are_aarch64(kb: KnowledgeBase) -> None:
+    # Grace (GH200, GB200, GB300, GB10) and AWS Graviton2 (the T4G of G5g instances) hosts are linux-aarch64.
+    for key in ("gh200", "gb200", "gb300", "gb10", "t4g"):
         assert next(g for g in kb.gpus if g.key == key).platform == "linux-aarch64"
 
 

@@ -1,53 +1,156 @@
-"""GPU name lookup: case, spaces, dashes and underscores are ignored; unknown names get the 3 closest."""
+"""GPU name lookup, as users type names and as nvidia-smi prints them; unknown names get the 3 closest.
+
+A name is reduced to its words (case, spaces, dashes, underscores, slashes and brackets ignored). Words that
+never change the product are dropped: the vendor words nvidia-smi puts in front ("NVIDIA", "GeForce",
+"Tesla"), memory sizes ("80GB", "80 GB", "144G"), form factors ("PCIe", "SXM4", "HBM3", "NVL"), "Generation", "GPU",
+"with Max-Q Design"; "mobile" and "notebook" mean "laptop". Words that do change the product stay: "Ti",
+"SUPER", "D", "v2", "A", "Laptop", "Ada", "Quadro", and every letter of a model ("A10G", "H20"). A second,
+looser form also drops a leading "RTX"/"GTX" ("3080 ti", "a6000"); it is used only when the first finds
+nothing, and the knowledge base test proves that neither form gives two rows the same name.
+"""
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
+from functools import lru_cache
 
 from envsolver.errors import UnknownGpuError
 from envsolver.kb.model import Gpu, KnowledgeBase
 
-# Vendor words nvidia-smi puts before a model name ("NVIDIA GeForce RTX 4090", "Tesla T4").
-_VENDOR_WORDS = ("nvidia", "geforce", "tesla", "quadro")
+_VENDOR = frozenset({"nvidia", "geforce", "tesla"})
+_SERIES = frozenset({"rtx", "gtx"})
+_DROP = frozenset({"generation", "gpu", "with", "maxq", "design"})
+_LAPTOP = frozenset({"laptop", "mobile", "notebook"})
+_MEMORY = re.compile(r"\d+gb?")
+_SIZE = re.compile(r"\d{1,3}")
+_FORM = re.compile(r"pcie|sxm\d*|hbm\d*e?|nvl\d*")
+_SPLIT = re.compile(r"[\s\-_/,()\[\]]+")
+_MODEL = re.compile(r"([a-z]*)(\d+)")
 
 
+def _words(name: str) -> list[str]:
+    words = [w for w in _SPLIT.split(name.lower().replace("max-q", "maxq")) if w]
+    words = _join_sizes(words)
+    while words and words[0] in _VENDOR:
+        words = words[1:]
+    kept = words[:1]
+    for word in words[1:]:
+        if word in _LAPTOP:
+            word = "laptop"
+        if word in _DROP or _MEMORY.fullmatch(word) or _FORM.fullmatch(word):
+            continue
+        kept.append(word)
+    return kept
+
+
+def _join_sizes(words: list[str]) -> list[str]:
+    """A memory size typed as two words is one: ["80", "gb"] -> ["80gb"]. Only up to three digits, so a model
+    number ("RTX 4090 GB") never becomes a size."""
+    joined: list[str] = []
+    for word in words:
+        if word == "gb" and joined and _SIZE.fullmatch(joined[-1]):
+            joined[-1] += word
+        else:
+            joined.append(word)
+    return joined
+
+
+@lru_cache(maxsize=4096)
 def normalize(name: str) -> str:
-    return re.sub(r"[\s\-_]+", "", name.strip().lower())
+    """The form names are matched in: "NVIDIA A100-SXM4-80GB" and "a100 80gb" are both "a100"."""
+    return "".join(_words(name))
 
 
-def _without_vendor(key: str) -> str:
-    changed = True
-    while changed:
-        changed = False
-        for word in _VENDOR_WORDS:
-            if key.startswith(word) and len(key) > len(word):
-                key = key[len(word) :]
-                changed = True
-    return key
+@lru_cache(maxsize=4096)
+def loose(name: str) -> str:
+    """`normalize` without a leading RTX/GTX: "RTX 3080 Ti" and "3080ti" are both "3080ti"."""
+    words = _words(name)
+    if words and words[0] in _SERIES:
+        words = words[1:]
+    elif words and words[0][:3] in _SERIES and words[0][3:]:
+        words = [words[0][3:], *words[1:]]
+    return "".join(words)
 
 
-def index(kb: KnowledgeBase) -> dict[str, Gpu]:
+def index(kb: KnowledgeBase, form: Callable[[str], str] = normalize) -> dict[str, Gpu]:
+    """Every name of every row in one form (`normalize` or `loose`), to its row; the first row wins, and the
+    knowledge base test proves there is never a second."""
+    return _index(kb.gpus, form)
+
+
+@lru_cache(maxsize=8)
+def _index(gpus: tuple[Gpu, ...], form: Callable[[str], str]) -> dict[str, Gpu]:
     table: dict[str, Gpu] = {}
-    for gpu in kb.gpus:
+    for gpu in gpus:
         for name in gpu.all_names:
-            table.setdefault(normalize(name), gpu)
+            table.setdefault(form(name), gpu)
     return table
 
 
 def lookup(kb: KnowledgeBase, name: str) -> Gpu:
-    """The GPU for a key, alias or nvidia-smi name. Raises UnknownGpuError with the 3 closest names."""
-    table = index(kb)
-    key = normalize(name)
-    for attempt in (key, _without_vendor(key)):
-        if attempt in table:
-            return table[attempt]
+    """The GPU for a key, alias, name or nvidia-smi name. Raises UnknownGpuError with the 3 closest names."""
+    for form in (normalize, loose):
+        key = form(name)
+        if key and key in (table := index(kb, form)):
+            return table[key]
     raise UnknownGpuError(name, closest(kb, name))
 
 
+def _model(form: str) -> tuple[str, str, int | None]:
+    """The model letters, generation and number of a loose form: "3080ti" -> ("", "3", 3080), "1660ti" ->
+    ("", "16", 1660), "h100" -> ("h", "h", None), "a6000" -> ("a", "a", None). Only four-digit numbers without
+    letters (GeForce) say the generation (in front) and compare as tiers; a letter names a data center or
+    workstation family whose numbers do not."""
+    match = _MODEL.match(form)
+    if match is None:
+        return form, form, None
+    letters, digits = match.groups()
+    if letters or len(digits) != 4:
+        return letters, letters, None
+    return letters, digits[:2] if digits.startswith("1") else digits[0], int(digits)
+
+
+def _extends(longer: str, shorter: str) -> bool:
+    """`longer` is `shorter` and more words ("4070ultra" of "4070"), not a longer number ("a1000" of "a10")."""
+    rest = longer[len(shorter) :]
+    return longer.startswith(shorter) and not rest[:1].isdigit()
+
+
+def _near(target: str, spelled: str) -> tuple[bool, bool, int, bool]:
+    """How near a known spelling is to what was typed, before spelling is compared (lower is nearer): the same
+    model letters, the same generation, the nearest model number, one name extending the other by words ("4070"
+    for "4070 ultra", "titanxp" for "titan x")."""
+    form = loose(spelled)
+    letters, generation, number = _model(target)
+    other = _model(form)
+    distance = abs(number - other[2]) if number is not None and other[2] is not None else 0
+    related = _extends(form, target) or _extends(target, form)
+    return other[0] != letters, other[1] != generation, distance, not related
+
+
+def _alike(target: str, spelled: str) -> float:
+    return difflib.SequenceMatcher(None, target, loose(spelled)).ratio()
+
+
 def closest(kb: KnowledgeBase, name: str, n: int = 3) -> list[str]:
-    """The n known names (keys and aliases, as written in the KB) nearest to `name`."""
-    spelled = {normalize(alias): alias for gpu in kb.gpus for alias in (gpu.key, *gpu.aliases)}
-    key = _without_vendor(normalize(name))
-    matches = difflib.get_close_matches(key, list(spelled), n=n, cutoff=0.0)
-    return [spelled[m] for m in matches]
+    """The n known GPUs nearest to `name` by any of their names (see `_near`, then the most alike spelling; ties
+    in the knowledge base's order), each shown by its key or alias (as written in the KB) spelled most like
+    `name`. Spellings are compared only for the GPUs that `_near` leaves in the running (the slow part)."""
+    target, exact = loose(name), normalize(name)
+    near = [[(_near(target, s), s) for s in gpu.all_names] for gpu in kb.gpus]
+    best = [min(rank for rank, _ in spellings) for spellings in near]
+    if n < 1 or not best:
+        return []
+    cutoff = sorted(best)[min(n, len(best)) - 1]
+    ranked = sorted(
+        ((best[i], min(-_alike(target, s) for rank, s in near[i] if rank == best[i])), i)
+        for i in range(len(kb.gpus))
+        if best[i] <= cutoff
+    )
+    shown = []
+    for _, i in ranked[:n]:
+        spelled = (kb.gpus[i].key, *kb.gpus[i].aliases)
+        shown.append(max(spelled, key=lambda s: difflib.SequenceMatcher(None, exact, normalize(s)).ratio()))
+    return shown

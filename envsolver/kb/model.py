@@ -35,7 +35,8 @@ class Gpu:
 
     @property
     def all_names(self) -> tuple[str, ...]:
-        return (self.key, *self.aliases, *self.smi_names)
+        """Every name `--gpu` accepts for this row: key, name, aliases and the names nvidia-smi prints."""
+        return tuple(dict.fromkeys((self.key, self.name, *self.aliases, *self.smi_names)))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,261 @@
+"""The cluster commands of `envsolver`: `cluster init`, `cluster sbatch`. Parse options, call, print, exit.
+
+cli.py registers the group (`main.add_command(cluster)`); its `_Group` turns every exception into a message
+and an exit code (0 ok; 2 bad input, or Slurm could not answer; 130 interrupted), and with --json into one
+failure document. Progress goes to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from envsolver import render
+from envsolver.cluster import discover, report, sbatch, slurm
+from envsolver.cluster import file as cluster_file
+from envsolver.errors import BadInputError
+from envsolver.kb import default_kb
+from envsolver.verify.checks import IDS as CHECK_IDS
+from envsolver.writers import files
+
+# cli.py's handler reads whether a command runs with --json from this key of ctx.meta (its `_JSON`), once the
+# command's options are parsed; without it, it looks for --json among the words of the command line.
+_JSON_META = "envsolver.json"
+
+
+class _Command(click.Command):
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.meta[_JSON_META] = bool(ctx.params.get("as_json"))
+        return super().invoke(ctx)
+
+
+@click.group()
+def cluster() -> None:
+    """Work with a Slurm cluster as a whole: draft its cluster file from Slurm (`cluster init`), write a job
+    script for a partition (`cluster sbatch`)."""
+
+
+EPILOG_INIT = """\b
+Examples:
+  envsolver cluster init                                  # every GPU partition, one short srun step each
+  envsolver cluster init --partition a100 --partition h100
+  envsolver cluster init --no-probe --map tesla=v100      # from Slurm alone; GRES type 'tesla' is a V100
+  envsolver cluster init --out clusters/hpc.yaml --json
+
+Each value in the file says where it came from (`provenance:`). With --no-probe the drivers and glibc are
+unknown (null), and `make --cluster` assumes a current driver and glibc 2.28 for them.
+
+Exit codes: 0 ok, 2 bad input or Slurm could not answer (the message ends with the fix).
+"""
+
+
+@cluster.command(name="init", cls=_Command, epilog=EPILOG_INIT)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("cluster.yaml"),
+    show_default=True,
+    help="The cluster file to write.",
+)
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="NAME",
+    help="Draft only this partition (repeatable); default: every partition with GPUs.",
+)
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="TYPE=GPU",
+    help="The GPU behind a site's GRES type name (repeatable), e.g. --map tesla=v100; `envsolver gpus` lists GPUs.",
+)
+@click.option(
+    "--no-probe",
+    is_flag=True,
+    help="Draft from sinfo and scontrol alone: no srun step, so drivers and glibc stay unknown.",
+)
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.IntRange(0, 3600),
+    default=slurm.IMMEDIATE_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long each probe step waits for a free node of its partition before giving up.",
+)
+@click.option("--force", is_flag=True, help="Overwrite a cluster file that was edited by hand.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was drafted and written as JSON.")
+def init_command(
+    out: Path,
+    partitions: tuple[str, ...],
+    maps: tuple[str, ...],
+    no_probe: bool,
+    wait_s: int,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Draft the cluster file through Slurm from a login node: partitions, nodes and GPU GRES from sinfo and
+    scontrol, then one short srun step per partition (and GRES type) for what Slurm does not know: nvidia-smi's
+    GPU names and driver, glibc (ldd --version) and the architecture (uname -m)."""
+    err = render.console(stderr=True)
+    command = discover.words(partitions, maps, not no_probe, wait_s, str(out))
+    request = discover.Request(partitions, maps, not no_probe, wait_s, command)
+    found = discover.discover(request, default_kb(), lambda line: render.text(err, line))
+    outcome = cluster_file.write(found.draft.cluster, out, shlex.join(command), force).value
+    if as_json:
+        click.echo(json.dumps(report.document(found, out, outcome), indent=2))
+        return
+    console = render.console()
+    for line in report.lines(found, out, outcome):
+        render.text(console, line)
+    render.warnings(err, found.draft.notes)
+
+
+EPILOG_SBATCH = """\b
+Examples:
+  envsolver cluster sbatch -c cluster.yaml --partition a100 -p /shared/envs/train --nodes 2 \\
+      --time 04:00:00 --out train.sh -- python train.py --lr 3e-4
+  sbatch train.sh
+  envsolver cluster sbatch -c cluster.yaml --partition h100 -p /shared/envs/train python train.py   # prints it
+
+The script: #SBATCH lines from the partition's Slurm options; the environment activated (CONDA_PREFIX, PATH, its
+etc/conda/activate.d scripts); `envsolver verify -p PREFIX` on every node (a failing node ends the job before the
+command; --no-verify leaves it out, --check narrows it); then the command under torchrun on every node, one
+process per GPU, with the rendezvous on the step's first host. Every value is checked and shell-quoted.
+
+Exit codes: 0 ok; 2 bad input (an unknown partition, no environment at PREFIX, a value outside its grammar) or
+Slurm could not say how many GPUs a node has (pass --gpus-per-node); every message ends with the fix.
+"""
+
+
+@cluster.command(name="sbatch", cls=_Command, epilog=EPILOG_SBATCH, context_settings={"allow_interspersed_args": False})
+@click.option(
+    "-c",
+    "--cluster",
+    "cluster_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The cluster file (from `envsolver cluster init`).",
+)
+@click.option("--partition", "partition_name", required=True, metavar="NAME", help="The partition to run on.")
+@click.option(
+    "-p",
+    "--prefix",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The environment, on the filesystem the nodes share.",
+)
+@click.option("--nodes", type=click.IntRange(1, sbatch.MAX_NODES), default=1, show_default=True, help="Nodes.")
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(1, sbatch.MAX_GPUS),
+    help="Processes (GPUs) per node [default: the partition's nodes' GPUs, from sinfo].",
+)
+@click.option("--cpus-per-task", type=click.IntRange(1, 4096), help="CPUs for each node's processes together.")
+@click.option("--time", "time_limit", metavar="TIME", help="Time limit, e.g. 30, 04:00:00, 1-12.")
+@click.option("--job-name", metavar="NAME", help="The job's name.")
+@click.option("--no-verify", is_flag=True, help="Leave out the verify step before the command.")
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    type=click.Choice(list(CHECK_IDS)),
+    help="The verify step reports only these checks (repeatable) [default: every check].",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the script here [default: print].")
+@click.option("--force", is_flag=True, help="With --out: overwrite a script that was edited by hand.")
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, script, partition, ...} as JSON.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def sbatch_command(
+    cluster_path: Path,
+    partition_name: str,
+    prefix: Path,
+    nodes: int,
+    gpus_per_node: int | None,
+    cpus_per_task: int | None,
+    time_limit: str | None,
+    job_name: str | None,
+    no_verify: bool,
+    checks: tuple[str, ...],
+    out: Path | None,
+    force: bool,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Write an sbatch script that runs COMMAND on a partition of the cluster file: the environment activated
+    and verified on every node, then COMMAND under torchrun on every node (one process per GPU), meeting at
+    the step's first host. Put COMMAND last (after --, or after the options)."""
+    if no_verify and checks:
+        raise BadInputError("--check narrows the verify step, which --no-verify leaves out. Remove one of them.")
+    cluster = cluster_file.load(cluster_path, default_kb())
+    partition = cluster.partition(partition_name)
+    if partition is None:
+        names = ", ".join(p.name for p in cluster.partitions)
+        raise BadInputError(
+            f"cluster file {str(cluster_path)!r} has no partition {partition_name!r}. Pass --partition with one "
+            f"of: {names}."
+        )
+    where = sbatch.absolute_prefix(prefix)
+    notes = sbatch.check_prefix(where, partition)
+    if gpus_per_node is None:
+        found = sbatch.node_gpus(partition)
+        gpus_per_node, origin = found.count, found.origin
+        if nodes > len(found.nodes):
+            notes.append(
+                f"--nodes {nodes}, but sinfo shows {len(found.nodes)} node(s) with those GPUs in {partition.name}"
+            )
+    else:
+        origin = "--gpus-per-node"
+    job = sbatch.Job(
+        cluster.name,
+        partition,
+        where,
+        sys.executable,
+        command,
+        nodes,
+        gpus_per_node,
+        time_limit,
+        job_name,
+        cpus_per_task,
+        not no_verify,
+        checks,
+    )
+    text = sbatch.render(job)
+    script = files.stamp(text)  # as written: the hash line tells a later --out whether it was edited by hand
+    outcome = files.write(out, text, force).value if out is not None else None
+    if as_json:
+        doc = {
+            "ok": True,
+            "script": script,
+            "cluster": cluster.name,
+            "partition": partition.name,
+            "prefix": where,
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+            "gpus_per_node_from": origin,
+            "verify": not no_verify,
+            "command": list(command),
+            "out": str(out) if out is not None else None,
+            "outcome": outcome,
+            "notes": notes,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    err = render.console(stderr=True)
+    if out is None:
+        click.echo(script, nl=False)
+    else:
+        render.text(
+            render.console(),
+            f"wrote {out} ({outcome}): partition {partition.name}, {nodes} node(s) x {gpus_per_node} GPU(s) "
+            f"({origin}); submit it with: sbatch {shlex.quote(str(out))}",
+        )
+    render.warnings(err, tuple(notes))

@@ -1,0 +1,272 @@
+"""One partition's values, each with where it came from: its GPUs, oldest driver, oldest glibc and platform,
+from its groups' GRES, their probes and the --map values. Pure.
+
+GPU of a group: nvidia-smi's names from its probe when the knowledge base knows them; else `--map TYPE=GPU`;
+else the GRES type through the KB's GPU name rules. What none of these names is a problem with its fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from envsolver.cluster.model import ASSUMED, Partition
+from envsolver.cluster.parse import Probe
+from envsolver.cluster.survey import Group, ProbeKey, Surveyed
+from envsolver.detect import host_platform
+from envsolver.errors import UnknownGpuError
+from envsolver.kb import KnowledgeBase
+from envsolver.kb.gpus import closest, lookup
+from envsolver.kb.model import Gpu, Platform
+from envsolver.versions import DriverVersion, MajorMinor
+
+ProbeResult = Probe | str  # a str says why the probe could not run
+# The fixes a problem calls for (draft.py turns them into commands): "--map TYPE=GPU", a probe, a split.
+PROBE = "probe"
+SPLIT = "split"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    partition: Surveyed
+    probes: Mapping[ProbeKey, ProbeResult] | None  # None: --no-probe
+    maps: Mapping[str, Gpu]
+    kb: KnowledgeBase
+    arch: Mapping[str, str | None]  # node -> scontrol's Arch
+
+
+@dataclass
+class Decided:
+    partition: Partition | None = None
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+
+def _nodes(nodes: tuple[str, ...] | list[str]) -> str:
+    shown = ", ".join(nodes[:3])
+    return shown + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+
+
+def _gres(group: Group) -> str:
+    items = list(group.gres.items())
+    shown = "; ".join(f"{text} on {node}" for node, text in items[:3])
+    return f"sinfo GRES {shown}" + (f" and {len(items) - 3} more node(s)" if len(items) > 3 else "")
+
+
+def _via(group: Group) -> str:
+    return "srun " + " ".join(group.options.argv(group.partition))
+
+
+@dataclass
+class _Seen:
+    """What the partition's probes saw, node by node, and why a probe saw nothing."""
+
+    drivers: list[tuple[str, DriverVersion, str]] = field(default_factory=list)  # node, driver, via
+    glibcs: list[tuple[str, MajorMinor]] = field(default_factory=list)
+    machines: list[tuple[str, str]] = field(default_factory=list)
+    models: list[tuple[str, str]] = field(default_factory=list)  # GPU key, node
+    unknown_driver: list[str] = field(default_factory=list)
+    unknown_glibc: list[str] = field(default_factory=list)
+
+
+def _probe_of(inputs: Inputs, group: Group) -> tuple[Probe | None, str | None]:
+    """(the probe, or None and why there is none)."""
+    if inputs.probes is None:
+        return None, "not probed (--no-probe)"
+    result = inputs.probes.get(group.key)
+    if result is None:
+        return None, "not probed"
+    if isinstance(result, str):
+        return None, f"the probe failed ({result})"
+    return result, None
+
+
+def _known(kb: KnowledgeBase, name: str) -> Gpu | None:
+    try:
+        return lookup(kb, name)
+    except UnknownGpuError:
+        return None
+
+
+def _group_gpus(inputs: Inputs, group: Group, probe: Probe | None, why: str | None, out: Decided) -> list[Gpu]:
+    """The group's GPUs and the provenance line for them; records a problem when nothing names them."""
+    name = inputs.partition.name
+    kind = group.gres_type
+    mapped = inputs.maps.get(kind) if kind is not None else None
+    named = _known(inputs.kb, kind) if kind is not None else None
+    claimed = mapped or named
+    claim = f"--map {kind}={mapped.key}" if mapped else f"the GRES type {kind!r}"
+    if probe is not None and probe.gpus:
+        names = list(dict.fromkeys(g.name for g in probe.gpus))
+        rows = [_known(inputs.kb, n) for n in names]
+        if all(rows):
+            gpus = list(dict.fromkeys(r for r in rows if r is not None))
+            if claimed is not None and {g.key for g in gpus} != {claimed.key}:
+                out.notes.append(
+                    f"partition {name!r}: nvidia-smi on {probe.node} names {', '.join(names)} where {claim} says "
+                    f"{claimed.key}; the file follows nvidia-smi"
+                )
+            return gpus
+        unknown = [n for n, r in zip(names, rows, strict=True) if r is None]
+        out.notes.append(f"partition {name!r}: nvidia-smi on {probe.node} names {unknown}, which envsolver lacks")
+        why = f"nvidia-smi named {', '.join(repr(u) for u in unknown)}"
+    if claimed is not None:
+        return [claimed]
+    failed = f"; {why}" if why and why != "not probed (--no-probe)" else ""
+    if kind is None:
+        out.problems.append(
+            f"partition {name!r}: {_gres(group)} declares GPUs without a type, so Slurm does not say which{failed}"
+        )
+    else:
+        near = ", ".join(repr(c) for c in closest(inputs.kb, kind)) or "none"
+        out.problems.append(
+            f"partition {name!r}: GRES type {kind!r} ({_gres(group)}) names no GPU envsolver knows "
+            f"(closest: {near}){failed}"
+        )
+        out.fixes.append(f"--map {kind}=GPU")
+    if inputs.probes is None:
+        out.fixes.append(PROBE)
+    return []
+
+
+def _observe(group: Group, probe: Probe, seen: _Seen, gpus: list[Gpu]) -> None:
+    node = probe.node or group.nodes[0]
+    if probe.gpus:
+        seen.drivers.append((node, min(g.driver for g in probe.gpus), _via(group)))
+    else:
+        seen.unknown_driver.append(f"{probe.smi_error} on {node}")
+    if probe.glibc is not None:
+        seen.glibcs.append((node, probe.glibc))
+    else:
+        first = probe.ldd_text.strip().splitlines()[0][:120] if probe.ldd_text.strip() else "nothing"
+        seen.unknown_glibc.append(f"ldd --version on {node} printed no glibc version ({first})")
+    if probe.machine is not None:
+        seen.machines.append((node, probe.machine))
+    seen.models.extend((g.key, node) for g in gpus)
+
+
+def _why(reasons: list[str]) -> str:
+    return "; ".join(dict.fromkeys(reasons))
+
+
+def _driver(seen: _Seen) -> tuple[DriverVersion | None, str]:
+    if not seen.drivers:
+        return None, f"unknown: {_why(seen.unknown_driver)}; {ASSUMED['driver']}"
+    distinct = {d for _, d, _ in seen.drivers}
+    lost = f" (unknown elsewhere: {_why(seen.unknown_driver)})" if seen.unknown_driver else ""
+    if len(seen.drivers) == 1 or len(distinct) == 1:
+        node, version, via = seen.drivers[0]
+        return version, f"nvidia-smi on {node} via {via}{lost}"
+    parts = "; ".join(f"{v} on {n} via {via}" for n, v, via in seen.drivers)
+    return min(distinct), f"the oldest of what nvidia-smi printed: {parts}{lost}"
+
+
+def _glibc(seen: _Seen) -> tuple[MajorMinor | None, str]:
+    if not seen.glibcs:
+        return None, f"unknown: {_why(seen.unknown_glibc)}; {ASSUMED['glibc']}"
+    lost = f" (unknown elsewhere: {_why(seen.unknown_glibc)})" if seen.unknown_glibc else ""
+    oldest = min(v for _, v in seen.glibcs)
+    nodes = [n for n, v in seen.glibcs if v == oldest]
+    return oldest, f"ldd --version on {_nodes(nodes)}{lost}"
+
+
+def _platform(inputs: Inputs, seen: _Seen, gpus: list[Gpu], out: Decided) -> tuple[Platform | None, str]:
+    """uname -m of the probed nodes, else scontrol's Arch of every node, else the GPUs' usual platform."""
+    name = inputs.partition.name
+    if seen.machines:
+        found = [(node, machine, f"uname -m on {node}: {machine}") for node, machine in seen.machines]
+    else:
+        archs = [(n, inputs.arch.get(n)) for n in inputs.partition.nodes]
+        found = [(n, a, f"scontrol show node {n}: Arch={a}") for n, a in archs if a]
+    if found:
+        platforms = {host_platform(machine) for _, machine, _ in found}
+        if None in platforms or len(platforms) > 1:
+            shown = ", ".join(f"{machine} on {node}" for node, machine, _ in found[:4])
+            out.problems.append(
+                f"partition {name!r}: its nodes are {shown}; one lock serves one platform "
+                "(linux-64 for x86_64, linux-aarch64 for aarch64)"
+            )
+            out.fixes.append(SPLIT)
+            return None, ""
+        (platform,) = platforms
+        assert platform is not None
+        return platform, found[0][2]  # type: ignore[return-value]
+    usual = {g.platform for g in gpus}
+    if len(usual) == 1:
+        return next(iter(usual)), f"the usual platform of {', '.join(g.key for g in gpus)} (`envsolver gpus`)"
+    out.problems.append(f"partition {name!r}: neither Slurm nor a probe says its nodes' architecture")
+    out.fixes.append(PROBE)
+    return None, ""
+
+
+def decide(inputs: Inputs) -> Decided:
+    """The partition with its provenance, or the problems that stop it (with their fixes), and the notes."""
+    out = Decided()
+    part = inputs.partition
+    seen = _Seen()
+    gpus: list[Gpu] = []
+    gpu_lines: list[str] = []
+    for group in part.groups:
+        probe, why = _probe_of(inputs, group)
+        found = _group_gpus(inputs, group, probe, why, out)
+        gpus.extend(g for g in found if g not in gpus)
+        if found:
+            line = f"{_gres(group)} (type {group.gres_type!r} is the GPU {found[0].key})"
+            if probe is not None and probe.gpus:
+                names = ", ".join(dict.fromkeys(g.name for g in probe.gpus))
+                line = f"{_gres(group)}; nvidia-smi on {probe.node} via {_via(group)}: {names}"
+            elif group.gres_type in inputs.maps:
+                line = f"--map {group.gres_type}={found[0].key} for {_gres(group)}"
+            gpu_lines.append(line)
+        if probe is not None:
+            _observe(group, probe, seen, found)
+        else:
+            seen.unknown_driver.append(str(why))
+            seen.unknown_glibc.append(str(why))
+            if why != "not probed (--no-probe)":
+                out.notes.append(f"partition {part.name!r}: {why} ({_via(group)}); its driver and glibc are unknown")
+            seen.models.extend((g.key, n) for g in found for n in group.nodes)
+    platform, platform_origin = _platform(inputs, seen, gpus, out)
+    if out.problems or platform is None:
+        return out
+    driver, driver_origin = _driver(seen)
+    glibc, glibc_origin = _glibc(seen)
+    _differences(part.name, seen, out)
+    if part.available != "up":
+        out.notes.append(f"partition {part.name!r} is {part.available} in sinfo")
+    types = ", ".join(g.gres_type or "untyped" for g in part.groups)
+    out.partition = Partition(
+        name=part.name,
+        gpu_names=tuple(g.key for g in gpus),
+        gpus=tuple(gpus),
+        driver=driver,
+        platform=platform,
+        glibc=glibc,
+        slurm=part.slurm,
+        provenance={
+            "gpus": "; ".join(gpu_lines),
+            "driver": driver_origin,
+            "platform": platform_origin,
+            "glibc": glibc_origin,
+            "slurm": f"sinfo: partition {part.name} on {_nodes(part.nodes)}; --gres for a GPU of type {types}",
+        },
+    )
+    return out
+
+
+def _differences(name: str, seen: _Seen, out: Decided) -> None:
+    models = list(dict.fromkeys(seen.models))
+    drivers = {d for _, d, _ in seen.drivers}
+    parts = []
+    if len({m for m, _ in models}) > 1:
+        parts.append("GPUs " + ", ".join(f"{m} on {n}" for m, n in models[:6]))
+    if len(drivers) > 1:
+        parts.append("drivers " + ", ".join(f"{d} on {n}" for n, d, _ in seen.drivers[:6]))
+    if len({g for _, g in seen.glibcs}) > 1:
+        parts.append("glibc " + ", ".join(f"{g} on {n}" for n, g in seen.glibcs[:6]))
+    if parts:
+        out.notes.append(
+            f"partition {name!r}: its nodes differ: {'; '.join(parts)} (one lock serves them all: the file keeps "
+            "every GPU, the oldest driver and the oldest glibc)"
+        )

@@ -1,0 +1,61 @@
+"""What `cluster init` shows: the drafted partitions as lines of text, or one JSON document. Pure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envsolver.cluster.discover import Discovery
+from envsolver.cluster.file import to_document
+
+
+def lines(found: Discovery, path: Path, outcome: str) -> list[str]:
+    """A table of the partitions (name, GPUs, driver, platform, glibc), the skipped ones, the file. (The notes
+    are warnings: the CLI prints them on stderr.)"""
+    cluster = found.draft.cluster
+    rows = [("partition", "gpus", "driver", "platform", "glibc")]
+    for p in cluster.partitions:
+        rows.append(
+            (
+                p.name,
+                ",".join(p.gpu_names),
+                str(p.driver) if p.driver is not None else "unknown",
+                p.platform,
+                str(p.glibc) if p.glibc is not None else "unknown",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    out = [f"cluster {cluster.name}: {len(cluster.partitions)} GPU partition(s)"]
+    out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    for skipped in cluster.skipped:
+        out.append(f"skipped {skipped.name}: {skipped.reason}")
+    verb = "unchanged" if outcome == "unchanged" else "wrote"
+    out.append(f"{verb} {path} (every value's origin is under `provenance:`); next: envsolver make --cluster {path}")
+    return out
+
+
+def document(found: Discovery, path: Path, outcome: str) -> dict[str, Any]:
+    """`{"ok": true, "file", "outcome", "cluster", "notes", "probes"}`."""
+    return {
+        "ok": True,
+        "file": str(path),
+        "outcome": outcome,
+        "cluster": to_document(found.draft.cluster),
+        "notes": list(found.draft.notes),
+        "probes": [
+            {
+                "partition": run.group.partition,
+                "gres_type": run.group.gres_type,
+                "argv": ["srun", *run.argv],
+                "node": run.probe.node if run.probe is not None else None,
+                "gpus": [
+                    {"name": g.name, "driver": str(g.driver), "compute_cap": str(g.compute_cap)}
+                    for g in (run.probe.gpus if run.probe is not None else ())
+                ],
+                "glibc": str(run.probe.glibc) if run.probe is not None and run.probe.glibc else None,
+                "machine": run.probe.machine if run.probe is not None else None,
+                "error": run.error,
+            }
+            for run in found.probes
+        ],
+    }

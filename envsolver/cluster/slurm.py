@@ -1,0 +1,195 @@
+"""The only module that runs Slurm's commands (sinfo, scontrol, srun). Every command is an argument list with
+a timeout; a missing command, a controller that does not answer, a step Slurm refuses and a timeout each
+become a SlurmError (exit 2) whose message ends with the fix. The output is returned as text for parse.py.
+
+Slurm finds its controller through SLURM_CONF (or its built-in path, or DNS SRV records) exactly as the
+user's own sinfo does: these functions pass the environment through unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from envsolver.cluster.parse import MARK, SINFO_ARGV
+from envsolver.errors import EnvsolverError, Kind
+
+QUERY_TIMEOUT_S = 60.0  # sinfo and scontrol answer in well under a second on a healthy controller
+# A probe: `--immediate` gives up when no node of the partition is free within that many seconds; the step
+# itself (nvidia-smi, ldd) must then end within PROBE_TIMEOUT_S.
+IMMEDIATE_S = 30
+PROBE_TIMEOUT_S = 120.0
+MAX_OUTPUT = 4 << 20  # bytes kept of a command's stdout
+SMI_QUERY = "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
+# The script a probe step runs on the node: a constant (nothing of the user's reaches it), so one `sh -c` word.
+# Each section starts with a marker line that parse.parse_probe reads.
+PROBE_SCRIPT = "\n".join(
+    [
+        f"printf '{MARK}node %s\\n' \"${{SLURMD_NODENAME:-$(hostname -s)}}\"",
+        f"printf '{MARK}nvidia-smi\\n'",
+        f"{SMI_QUERY} 2>&1",
+        f"printf '{MARK}nvidia-smi exit %s\\n' \"$?\"",
+        f"printf '{MARK}ldd --version\\n'",
+        "ldd --version 2>&1",
+        f"printf '{MARK}uname -m\\n'",
+        "uname -m",
+        f"printf '{MARK}end\\n'",
+    ]
+)
+
+
+class SlurmError(EnvsolverError):
+    """A Slurm command could not run or was refused (exit 2); the message ends with the fix."""
+
+    exit_code = 2
+    kind: Kind = "failed"
+
+    def __init__(self, message: str, said: str | None = None) -> None:
+        super().__init__(message)
+        self.said = said  # what the command printed about its failure, in a line (None: it did not run)
+
+
+# Slurm's own words for a controller that cannot be reached, and for a machine without a configuration
+# (captured in the lab: tests/data/slurm/).
+_DOWN = ("Unable to contact slurm controller", "Socket timed out on send/recv", "Zero Bytes were transmitted")
+_NO_CONFIG = (
+    "Could not establish a configuration source",
+    "Unable to process configuration file",
+    "ClusterName needs to be specified",
+)
+
+
+def _tail(text: str, lines: int = 4) -> str:
+    kept = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " / ".join(kept)[:600]
+
+
+def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) -> str:
+    """stdout of `argv` (exit 0). Raises SlurmError: the command is missing, timed out, or failed; `fix` is the
+    fix a refusal or a timeout ends with (default: check the request by hand, run again)."""
+    command = argv[0]
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=False,
+        )
+    except FileNotFoundError:
+        raise SlurmError(
+            f"{command!r} is not on PATH, so envsolver cannot ask Slurm for {what}. Run this on a login node of "
+            f"the cluster, where Slurm's commands are installed (`which {command}` finds it), or install Slurm's "
+            "client commands (Debian/Ubuntu: apt-get install slurm-client)."
+        ) from None
+    except OSError as exc:
+        raise SlurmError(
+            f"cannot run {command!r} for {what}: {exc.strerror or exc}. Check that `{command} --version` runs "
+            "in your shell, then run the same command again."
+        ) from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        raise SlurmError(
+            f"`{argv[0]}` ({what}) did not finish within {timeout:.0f} s. "
+            + (fix or "Check that the controller answers (`scontrol ping`), then run the same command again."),
+            f"no answer within {timeout:.0f} s",
+        ) from None
+    except BaseException:  # Ctrl-C: end the command (srun cancels its step on SIGTERM) before going on
+        _stop(proc)
+        raise
+    stdout = out[:MAX_OUTPUT].decode("utf-8", errors="replace")
+    stderr = err[:MAX_OUTPUT].decode("utf-8", errors="replace")
+    if proc.returncode != 0:
+        raise _failure(argv, what, proc.returncode, stderr or stdout, fix)
+    return stdout
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def _failure(argv: Sequence[str], what: str, code: int, stderr: str, fix: str | None) -> SlurmError:
+    said = _tail(stderr) or f"exit {code}, no message"
+    if any(words in stderr for words in _DOWN):
+        return SlurmError(
+            f"the Slurm controller does not answer ({said}). Check that slurmctld runs (`scontrol ping`) and that "
+            "SLURM_CONF, if set, names this cluster's slurm.conf; then run the same command again.",
+            said,
+        )
+    if any(words in stderr for words in _NO_CONFIG):
+        return SlurmError(
+            f"Slurm has no usable configuration on this machine ({said}). Run this on a login node of the cluster, "
+            "or set SLURM_CONF to the cluster's slurm.conf, then run the same command again.",
+            said,
+        )
+    default = f"Check the same request by hand (`{' '.join(argv[:6])}`), then run the same command again."
+    return SlurmError(f"`{argv[0]}` refused {what} (exit {code}: {said}). {fix or default}", said)
+
+
+def check_conf(environ: Mapping[str, str] = os.environ) -> None:
+    """Slurm's commands retry for 60 s when SLURM_CONF names a file that is not there; say so at once.
+    Raises SlurmError."""
+    value = environ.get("SLURM_CONF")
+    if value and not Path(value).is_file():
+        raise SlurmError(
+            f"SLURM_CONF names {value!r}, which is not a file, so Slurm's commands cannot find the cluster. Set "
+            "SLURM_CONF to the cluster's slurm.conf (or unset it on a login node), then run the same command again."
+        )
+
+
+def sinfo() -> str:
+    """Partitions x nodes with their GRES, in parse.SINFO_FORMAT."""
+    check_conf()
+    return run(SINFO_ARGV, QUERY_TIMEOUT_S, "the partitions and their nodes")
+
+
+def nodes() -> str:
+    """`scontrol --oneliner show node`: every node, one line each."""
+    check_conf()
+    return run(("scontrol", "--oneliner", "show", "node"), QUERY_TIMEOUT_S, "the nodes")
+
+
+def config() -> str:
+    """`scontrol show config`: the cluster's configuration (ClusterName)."""
+    check_conf()
+    return run(("scontrol", "show", "config"), QUERY_TIMEOUT_S, "the cluster's name")
+
+
+def probe_argv(options: Sequence[str], wait_s: int = IMMEDIATE_S) -> tuple[str, ...]:
+    """srun with the partition's options (already checked against grammar.py), one task on one node, giving up
+    when no node is free within `wait_s` seconds."""
+    return (
+        "srun",
+        *options,
+        "--nodes=1",
+        "--ntasks=1",
+        f"--immediate={wait_s}",
+        "--time=2",
+        "--job-name=envsolver-probe",
+        "sh",
+        "-c",
+        PROBE_SCRIPT,
+    )
+
+
+def probe(options: Sequence[str], wait_s: int = IMMEDIATE_S, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """Run the probe in one step on a node `options` reach; its output for parse.parse_probe.
+    Raises SlurmError when srun cannot start it (no such partition, no free node within IMMEDIATE_S, ...)."""
+    check_conf()
+    shown = " ".join(options)
+    fix = (
+        f"Check that `srun {shown} --nodes=1 hostname` runs, then run the same command again; or pass --no-probe "
+        "to draft from Slurm alone."
+    )
+    return run(probe_argv(options, wait_s), wait_s + timeout, f"the probe step ({shown})", fix)

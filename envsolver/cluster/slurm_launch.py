@@ -1,0 +1,216 @@
+"""Run a command under torchrun on every node of a Slurm step, all meeting at the step's first host.
+
+srun runs this file once per node (one task per node), with the environment's python, whose torch provides torchrun:
+
+    srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 \\
+        PREFIX/bin/python slurm_launch.py --nproc-per-node=G [--port=P] -- COMMAND [ARGS...]
+
+On each node it asks Slurm for the step's first host (`scontrol show hostnames "$SLURM_STEP_NODELIST"`, the first
+name; its address is the NodeAddr of `scontrol --oneliner show node NAME`, the address Slurm itself reaches it by,
+else the name) and replaces itself with
+
+    python -m torch.distributed.run --nnodes=$SLURM_STEP_NUM_NODES --nproc-per-node=G --max-restarts=0
+        --rdzv-id=envsolver-JOB.STEP --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --no-python COMMAND [ARGS...]
+
+(no --node-rank: the c10d rendezvous ranks the nodes as they join, and torchrun warns that it ignores one), so
+every node computes the same host from the same Slurm facts: the rendezvous is on the step's first host by
+construction (the common multi-node failure is a rendezvous on the wrong host: a MASTER_ADDR typed by hand, each
+node naming itself, or the job's first host when the step runs on other nodes of it). PORT is --port, else
+29500 + SLURM_JOB_ID % 20000, so two jobs sharing a node rarely collide. torchrun sets RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR and MASTER_PORT for each process; COMMAND runs as given (`--no-python`: it names its
+own interpreter, e.g. `python train.py`, found on the PATH the job's activation set).
+
+Standard library only: any python 3.8+ can run it as a file on a compute node (envsolver need not be importable
+there); envsolver imports it for `task_argv`, the one place that writes its command line. No shell: every value
+reaches argv lists only. Errors: one line on stderr saying what to do, and exit 2. `--dry-run` prints the
+torchrun command as JSON instead of running it.
+
+Used by `envsolver cluster sbatch` (the job's command) and by `envsolver verify --nccl` across nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+PROG = "envsolver-launch"
+SCONTROL_TIMEOUT_S = 60
+PORT_BASE = 29500
+PORT_SPREAD = 20000
+# A host name or IPv4 address as NodeAddr holds it (IPv6 would need brackets in the endpoint: the name is used).
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]{0,252})")
+_NODE_ADDR = re.compile(r"(?:^|\s)NodeAddr=(\S{1,300})")
+_TASKS = re.compile(r"([0-9]{1,6})(?:\(x[0-9]{1,6}\))?")
+
+
+class LaunchError(Exception):
+    """The step cannot be launched; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """The Slurm step this task belongs to: its nodes in order, this node's rank among them, its ids."""
+
+    nodes: list[str]
+    nnodes: int
+    node_rank: int
+    job: str
+    step: str
+    node: str
+
+
+def task_argv(
+    python: str, nproc_per_node: int, command: Sequence[str], port: int | None = None, launcher: str | None = None
+) -> list[str]:
+    """What srun starts once per node: `PYTHON slurm_launch.py --nproc-per-node=N [--port=P] -- COMMAND...`."""
+    head = [python, launcher or os.path.abspath(__file__), f"--nproc-per-node={nproc_per_node}"]
+    head += [f"--port={port}"] if port is not None else []
+    return [*head, "--", *command]
+
+
+def port_for(job: str, port: int | None) -> int:
+    if port is not None:
+        return port
+    return PORT_BASE + (int(job) if job.isdigit() else 0) % PORT_SPREAD
+
+
+def _number(environ: Mapping[str, str], name: str) -> int:
+    text = environ.get(name, "")
+    if not text.isdigit():
+        raise LaunchError(f"{name}={text!r} is not a number; run this under srun, which sets it.")
+    return int(text)
+
+
+def read_step(environ: Mapping[str, str], hostnames: Callable[[str], list[str]]) -> Step:
+    """The step from Slurm's variables; `hostnames` expands a node list (scontrol show hostnames). Raises
+    LaunchError."""
+    nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
+    missing = [n for n in ("SLURM_NODEID",) if not environ.get(n)] + ([] if nodelist else ["SLURM_JOB_NODELIST"])
+    if missing:
+        raise LaunchError(
+            f"{', '.join(missing)} unset: this runs inside a Slurm step, once per node. Start it with "
+            "`srun --ntasks-per-node=1 PYTHON slurm_launch.py --nproc-per-node=N -- COMMAND` in an allocation "
+            "(a batch job, or salloc)."
+        )
+    assert nodelist is not None
+    tasks = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE") or "1"
+    counts = [_TASKS.fullmatch(part) for part in tasks.split(",")]
+    if not all(m and m.group(1) == "1" for m in counts):
+        raise LaunchError(
+            f"the step runs {tasks} task(s) per node (SLURM_STEP_TASKS_PER_NODE); torchrun starts the processes "
+            "of a node itself, so run one task per node: srun --ntasks-per-node=1."
+        )
+    nodes = hostnames(nodelist)
+    if not nodes:
+        raise LaunchError(f"scontrol show hostnames {nodelist!r} named no host; check the node list Slurm set.")
+    count = _number(environ, "SLURM_STEP_NUM_NODES" if environ.get("SLURM_STEP_NUM_NODES") else "SLURM_NNODES")
+    if count != len(nodes):
+        raise LaunchError(
+            f"the step has {count} node(s) (SLURM_STEP_NUM_NODES) but its node list {nodelist!r} names {len(nodes)}; "
+            "run this under srun in the allocation, without changing Slurm's variables."
+        )
+    rank = _number(environ, "SLURM_NODEID")
+    if rank >= len(nodes):
+        raise LaunchError(f"SLURM_NODEID={rank} is not below the step's {len(nodes)} node(s); run this under srun.")
+    job = environ.get("SLURM_JOB_ID", "0")
+    step = environ.get("SLURM_STEP_ID", "0")
+    return Step(nodes, len(nodes), rank, job, step, environ.get("SLURMD_NODENAME") or nodes[rank])
+
+
+def node_addr(text: str) -> str | None:
+    """NodeAddr from `scontrol --oneliner show node NAME`, when it is a host name or an IPv4 address."""
+    match = _NODE_ADDR.search(text)
+    if match is None or not _HOST.fullmatch(match.group(1)):
+        return None
+    return match.group(1)
+
+
+def torchrun_argv(
+    python: str, step: Step, host: str, port: int, nproc_per_node: int, command: Sequence[str]
+) -> list[str]:
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={step.nnodes}",
+        f"--nproc-per-node={nproc_per_node}",
+        "--max-restarts=0",
+        f"--rdzv-id=envsolver-{step.job}.{step.step}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={host}:{port}",
+        "--no-python",
+        *command,
+    ]
+
+
+def _scontrol(args: list[str]) -> str:
+    """stdout of `scontrol ARGS`. Raises LaunchError when it cannot run, fails or takes too long."""
+    shown = "scontrol " + " ".join(args)
+    try:
+        done = subprocess.run(
+            ["scontrol", *args], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"`{shown}` did not run: {exc}; check that Slurm's commands work on this node.") from None
+    if done.returncode != 0:
+        said = " / ".join(line.strip() for line in done.stderr.strip().splitlines()[-3:])[-300:]
+        raise LaunchError(f"`{shown}` failed (exit {done.returncode}: {said}); check that `{shown}` runs on the node.")
+    return done.stdout
+
+
+def _address(name: str) -> str:
+    """The first host's address: its NodeAddr, else its name (also when scontrol cannot say)."""
+    try:
+        return node_addr(_scontrol(["--oneliner", "show", "node", name])) or name
+    except LaunchError:
+        return name
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=PROG, description="Run COMMAND under torchrun on every node of a step.")
+    parser.add_argument("--nproc-per-node", type=int, required=True, help="processes per node (one per GPU)")
+    parser.add_argument("--port", type=int, help=f"rendezvous port (default {PORT_BASE} + SLURM_JOB_ID % 20000)")
+    parser.add_argument("--dry-run", action="store_true", help="print the torchrun command as JSON, do not run it")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    args = parser.parse_args(argv)
+    args.command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not args.command:
+        parser.error("give a command after --, e.g. -- python train.py")
+    if not 1 <= args.nproc_per_node <= 1024:
+        parser.error("--nproc-per-node takes 1 to 1024 (one process per GPU)")
+    if args.port is not None and not 1024 <= args.port <= 65535:
+        parser.error("--port takes 1024 to 65535")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    try:
+        step = read_step(os.environ, lambda nodelist: _scontrol(["show", "hostnames", nodelist]).split())
+    except LaunchError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
+    first = step.nodes[0]
+    host, port = _address(first), port_for(step.job, args.port)
+    command = torchrun_argv(sys.executable, step, host, port, args.nproc_per_node, args.command)
+    sys.stderr.write(
+        f"{PROG}: {step.node} (node {step.node_rank} of {step.nnodes}): torchrun with {args.nproc_per_node} "
+        f"process(es), rendezvous at {host}:{port} ({first}, the step's first host)\n"
+    )
+    sys.stderr.flush()
+    if args.dry_run:
+        sys.stdout.write(json.dumps(command) + "\n")
+        return 0
+    sys.stdout.flush()
+    os.execv(sys.executable, command)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,388 @@
+"""Launch the NCCL check: torchrun on this node (`envsolver verify --nccl`), or the srun step / sbatch lines that run
+it across the nodes of a Slurm allocation. The worker is nccl_worker.py; the verdict is nccl.judge's.
+
+On one node: `PYTHON -m torch.distributed.run --standalone --nproc-per-node=N nccl_worker.py ...` under the env's
+python, with CONDA_PREFIX and PATH as activation sets them (every NCCL_* setting of the caller is kept: a site's
+NCCL_NVLS_ENABLE=0 must reach the ranks), a hard time limit (the process group is killed), progress on stderr.
+
+Across nodes, the way Slurm users do it: one task per node (`srun --nodes=N --ntasks-per-node=1`), each running
+envsolver's Slurm launcher (envsolver/cluster/slurm_launch.py, the one launch rule), which starts torchrun with
+the step's node count and node rank and a c10d rendezvous on the step's first host, and torchrun runs the worker
+under the env's python; no shell anywhere. API for the cluster commands: SlurmJob -> srun_argv (an argv) or
+sbatch_fragment (#SBATCH lines and the srun line, for a batch script). Every Slurm value is checked against the
+cluster file's grammars (envsolver/cluster/grammar.py; a time limit against TIME here), and shell-quoted where it
+goes into a script.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from envsolver.cluster import grammar, slurm_launch
+from envsolver.errors import BadInputError
+from envsolver.verify import nccl
+from envsolver.verify.checks_base import Check
+from envsolver.verify.run import VerifyError
+
+WORKER = Path(__file__).with_name("nccl_worker.py")
+LAUNCHER = Path(slurm_launch.__file__).resolve()
+DEFAULT_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)  # all_reduce_perf -b 1M -e 1G -f 4
+PROGRESS = "envsolver-nccl: "
+Backend = Literal["nccl", "gloo"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the worker does. `timeout` bounds the join and each collective; `inject_fault` is for tests only."""
+
+    backend: Backend = "nccl"
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    iters: int = 20
+    warmup: int = 5
+    timeout: float = 120.0
+    check_count: int | None = None
+    inject_fault: str = ""
+
+
+@dataclass(frozen=True)
+class Run:
+    collected: nccl.Collected
+    checks: list[Check]
+    command: str
+    seconds: float
+    processes: int
+
+
+def worker_args(options: Options, out_dir: str) -> list[str]:
+    args = ["--out-dir", out_dir, "--backend", options.backend, "--sizes", ",".join(str(s) for s in options.sizes)]
+    args += ["--iters", str(options.iters), "--warmup", str(options.warmup), "--timeout", f"{options.timeout:g}"]
+    if options.check_count is not None:
+        args += ["--check-count", str(options.check_count)]
+    if options.inject_fault:
+        args += ["--inject-fault", options.inject_fault]
+    return args
+
+
+def local_argv(python: Path, processes: int, options: Options, out_dir: Path) -> list[str]:
+    head = [str(python), "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
+    head += [f"--nproc-per-node={processes}", "--max-restarts=0", str(WORKER)]
+    return head + worker_args(options, str(out_dir))
+
+
+def deadline(options: Options) -> float:
+    """The launcher's hard limit: above the worker's own (timeout * (3 + sizes) + 60) so the ranks end first."""
+    return options.timeout * (3 + len(options.sizes)) + 120
+
+
+def environ_for(prefix: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment as the prefix's activation would leave it, for the ranks."""
+    env = dict(environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    if prefix is not None:
+        env["CONDA_PREFIX"] = str(prefix)
+        env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env['PATH']}" if env.get("PATH") else str(prefix / "bin")
+    return env
+
+
+COUNT_GPUS = "import torch; print(torch.cuda.device_count())"
+
+
+def processes(python: Path, requested: int | None, options: Options, environ: Mapping[str, str]) -> int:
+    """--gpus N, else 2 for gloo, else the GPUs the env's torch sees. Raises VerifyError / BadInputError."""
+    if requested is not None:
+        return requested
+    if options.backend == "gloo":
+        return 2
+    try:
+        done = subprocess.run(
+            [str(python), "-c", COUNT_GPUS], capture_output=True, text=True, timeout=180, env=dict(environ), check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VerifyError(f"could not count the GPUs with {python}: {exc}. Pass --gpus N.") from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines or not lines[-1].strip().isdigit():
+        tail = (done.stderr or done.stdout).strip()[-300:]
+        raise VerifyError(
+            f"could not count the GPUs with {python} (exit {done.returncode}): {tail}. Check that the env's torch "
+            f"imports (`{shlex.quote(str(python))} -c 'import torch'`), or pass --gpus N."
+        )
+    count = int(lines[-1])
+    if count == 0:
+        raise BadInputError(
+            f"no GPU is visible to the torch of {python} (torch.cuda.device_count() is 0). Run on a GPU node "
+            "(`nvidia-smi` lists its GPUs), or pass --backend gloo to test the launch and the checks on CPU (not "
+            "an NCCL pass)."
+        )
+    return count
+
+
+def rerun_command(prefix: Path | None, python: Path, count: int, options: Options) -> str:
+    argv = ["envsolver", "verify", "--nccl"] + (["-p", str(prefix)] if prefix else ["--python", str(python)])
+    argv += ["--gpus", str(count)] + (["--backend", "gloo"] if options.backend == "gloo" else [])
+    return shlex.join(argv)
+
+
+@dataclass
+class _Streams:
+    stdout: list[str] = field(default_factory=list)
+    stderr: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=40))
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _execute(
+    argv: list[str], env: Mapping[str, str], limit: float, progress: Callable[[str], None] | None
+) -> tuple[int | None, _Streams]:
+    """Run to the end or to `limit` seconds (then the whole process group is killed; None is returned)."""
+    try:
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env), start_new_session=True
+        )
+    except OSError as exc:
+        raise VerifyError(f"could not start {argv[0]}: {exc}. Pass an existing interpreter (-p or --python).") from None
+    streams = _Streams()
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout, proc.stderr
+
+    def read_out() -> None:
+        for line in out:
+            if line.startswith(nccl.MARKER) or len(streams.stdout) < 200:
+                streams.stdout.append(line)
+
+    def read_err() -> None:
+        for line in err:
+            if line.startswith(PROGRESS) and progress is not None:
+                progress(line[len(PROGRESS) :].rstrip())
+            elif line.strip():
+                streams.stderr.append(line.rstrip())
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_out, read_err)]
+    for reader in readers:
+        reader.start()
+    code: int | None
+    try:
+        code = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        code = None
+    except BaseException:  # Ctrl-C: no rank outlives envsolver
+        _kill(proc)
+        raise
+    for reader in readers:
+        reader.join(timeout=5)
+    return code, streams
+
+
+def _read_outputs(out_dir: Path, streams: _Streams) -> tuple[str | None, dict[int, str]]:
+    report = out_dir / "report.json"
+    document = report.read_text(errors="replace") if report.exists() else None
+    if document is None:
+        document = next((line for line in streams.stdout if line.startswith(nccl.MARKER)), None)
+    ranks = {}
+    for path in out_dir.glob("rank-*.json"):
+        number = path.stem.split("-", 1)[1]
+        if number.isdigit():
+            ranks[int(number)] = path.read_text(errors="replace")
+    return document, ranks
+
+
+def _failure(code: int | None, limit: float, streams: _Streams) -> str:
+    if code is None:
+        return f"did not finish in {limit:.0f} s and was stopped"
+    if code == 0:
+        return ""
+    tail = " / ".join(line.strip() for line in list(streams.stderr)[-6:])
+    return f"torchrun exited {code}: {tail[-700:]}"
+
+
+def run_local(
+    python: Path,
+    prefix: Path | None,
+    count: int,
+    options: Options,
+    environ: Mapping[str, str],
+    progress: Callable[[str], None] | None = None,
+    limit: float | None = None,
+) -> Run:
+    """Run the check with `count` processes on this node and judge it. Raises VerifyError when torchrun cannot
+    start at all; every other outcome (a crash, a hang, a wrong sum) is in the checks."""
+    limit = limit if limit is not None else deadline(options)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="envsolver-nccl-") as tmp:
+        out_dir = Path(tmp)
+        argv = local_argv(python, count, options, out_dir)
+        code, streams = _execute(argv, environ_for(prefix, environ), limit, progress)
+        document, ranks = _read_outputs(out_dir, streams)
+    failure = _failure(code, limit, streams)
+    collected = nccl.Collected(count, document, ranks, failure, rerun_command(prefix, python, count, options))
+    return Run(collected, nccl.judge(collected), shlex.join(argv), time.monotonic() - started, count)
+
+
+def report_json(run: Run, python: Path, prefix: Path | None) -> dict[str, Any]:
+    return {
+        "ok": nccl.passed(run.checks),
+        "nccl_tested": nccl.tested(run.checks),
+        "target": {"python": str(python), "prefix": str(prefix) if prefix else None},
+        "command": run.command,
+        "seconds": round(run.seconds, 1),
+        **nccl.summary(run.collected),
+        "checks": [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in run.checks],
+    }
+
+
+# --- across nodes, through Slurm -------------------------------------------------------------------------------
+
+# Source: sbatch(1) --time: "Acceptable time formats include "minutes", "minutes:seconds", "hours:minutes:seconds",
+# "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds"" (0: no limit). Bounded repeats.
+TIME = re.compile(r"[0-9]{1,4}-[0-9]{1,2}(?::[0-9]{1,2}){0,2}|[0-9]{1,6}(?::[0-9]{1,2}){0,2}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def time_limit(text: str) -> str:
+    """A --time value, unchanged. Raises grammar.GrammarError (a ValueError) with the expected form."""
+    if not isinstance(text, str) or not TIME.fullmatch(text):
+        raise grammar.GrammarError(
+            "expected a Slurm time limit: MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, "
+            "DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS (such as '30', '04:00:00' or '1-12')"
+        )
+    return text
+
+
+def absolute_path(text: str) -> str:
+    """A path that reaches argv lists and scripts: absolute, no control characters, at most 4096 characters.
+    Raises grammar.GrammarError."""
+    if not isinstance(text, str) or not text.startswith("/") or _CONTROL.search(text) or len(text) > 4096:
+        raise grammar.GrammarError("expected an absolute path without control characters")
+    return text
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """The NCCL check across `nodes` nodes of a Slurm allocation. `python` and `worker` are absolute paths the
+    compute nodes see (the env and envsolver on the shared filesystem); `out_dir` a shared directory for the rank
+    files; `port` the rendezvous port on the first node (None: 29500 + SLURM_JOB_ID % 20000, chosen on the node,
+    so two jobs sharing a node rarely collide)."""
+
+    python: str
+    nodes: int
+    gpus_per_node: int
+    out_dir: str
+    worker: str = str(WORKER)
+    launcher: str = str(LAUNCHER)
+    port: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    constraint: str | None = None
+    gres: str | None = None
+    time: str | None = None
+    options: Options = Options()
+
+
+def _refuse(what: str, value: object, expected: str) -> BadInputError:
+    return BadInputError(f"{what} {value!r} is not {expected}. Fix the {what} (it reaches srun and sbatch scripts).")
+
+
+# Each Slurm value of a SlurmJob and its grammar: the cluster file's (cluster/grammar.py), and TIME.
+_GRAMMARS = {
+    "partition": grammar.name,
+    "account": lambda text: grammar.name(text, "Slurm account name"),
+    "constraint": grammar.constraint,
+    "gres": grammar.gres,
+    "time": time_limit,
+}
+
+
+def validate(job: SlurmJob) -> None:
+    """Every value against its grammar. Raises BadInputError naming the value."""
+    for what, path in (("python", job.python), ("worker", job.worker), ("launcher", job.launcher)):
+        try:
+            absolute_path(path)
+        except ValueError as exc:
+            raise _refuse(what, path, str(exc).removeprefix("expected ")) from None
+    try:
+        absolute_path(job.out_dir)
+    except ValueError as exc:
+        raise _refuse("out_dir", job.out_dir, str(exc).removeprefix("expected ")) from None
+    for what, check in _GRAMMARS.items():
+        value = getattr(job, what)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except ValueError as exc:
+            raise _refuse(what, value, f"valid: {exc}") from None
+    for what, number, low, high in (("nodes", job.nodes, 1, 4096), ("gpus_per_node", job.gpus_per_node, 1, 64)):
+        if not low <= number <= high:
+            raise _refuse(what, number, f"a whole number from {low} to {high}")
+    if job.port is not None and not 1024 <= job.port <= 65535:
+        raise _refuse("port", job.port, "a port from 1024 to 65535")
+    check_options(job.options)
+
+
+def check_options(options: Options) -> None:
+    if options.backend not in ("nccl", "gloo") or options.iters < 1 or options.warmup < 0 or options.timeout <= 0:
+        raise BadInputError(
+            f"NCCL check options {options!r} are out of range. Pass --iters 1 or more and a positive timeout."
+        )
+    if not options.sizes or any(not 4 <= s <= nccl.MAX_SIZE for s in options.sizes):
+        raise BadInputError(f"--sizes {options.sizes!r} must be from 4 bytes to 16G. Fix --sizes.")
+    if options.inject_fault and not re.match(r"^\d{1,4}:(sum|nccl-version|nccl-library)$", options.inject_fault):
+        raise BadInputError(f"inject_fault {options.inject_fault!r} is not RANK:KIND. Fix the test.")
+
+
+def node_command(job: SlurmJob) -> list[str]:
+    """What srun starts on each node: the Slurm launcher, which finds the step's first host and runs torchrun,
+    which runs the worker under the env's python. Raises BadInputError."""
+    validate(job)
+    worker = [job.python, job.worker, *worker_args(job.options, job.out_dir)]
+    return slurm_launch.task_argv(job.python, job.gpus_per_node, worker, job.port, job.launcher)
+
+
+def _resources(job: SlurmJob) -> list[str]:
+    options = [f"--partition={job.partition}"] if job.partition else []
+    options += [f"--account={job.account}"] if job.account else []
+    options += [f"--constraint={job.constraint}"] if job.constraint else []
+    options += [f"--gres={job.gres}"] if job.gres else [f"--gpus-per-node={job.gpus_per_node}"]
+    options += [f"--time={job.time}"] if job.time else []
+    return options
+
+
+def srun_argv(job: SlurmJob) -> list[str]:
+    """`srun` with one task per node, from a login node (srun makes the allocation). Raises BadInputError."""
+    command = node_command(job)
+    return ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *_resources(job), *command]
+
+
+def sbatch_fragment(job: SlurmJob) -> str:
+    """#SBATCH lines for the allocation (they belong at the top of the job script), then the srun line that runs
+    the check on every node of it (inside a batch job srun takes the allocation's nodes). Every word is
+    shell-quoted; nothing in it is expanded. Raises BadInputError."""
+    command = node_command(job)
+    directives = [f"--nodes={job.nodes}", "--ntasks-per-node=1", *_resources(job)]
+    lines = ["# envsolver: the NCCL check on every node (rendezvous on the allocation's first host)"]
+    lines += [f"#SBATCH {d}" for d in directives]
+    lines.append(shlex.join(["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *command]))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Check the knowledge base against channel records, or derive the row keys the records determine.
+
+    python scripts/kb_audit.py                                   # against the bundled snapshot (partial data)
+    python scripts/kb_audit.py --repodata conda-forge=DIR        # DIR/<subdir>/repodata.json, e.g. a download
+    python scripts/kb_audit.py --repodata conda-forge=linux-64/repodata.json --repodata pytorch=pt/linux-64
+    python scripts/kb_audit.py ... --partial                     # the data holds a subset of the channel
+    python scripts/kb_audit.py ... --derive                      # print the rows the records determine, as YAML
+
+Prints the diff ('-' what the KB says, '+' what the records say) and exits 0 when the KB agrees with the data,
+1 when it contradicts it, 2 on bad input (unreadable repodata, an invalid KB) and 130 on Ctrl-C. --json prints
+one JSON document instead. What counts as a contradiction: envsolver/kb/audit.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from envsolver.errors import INTERRUPTED, INTERRUPTED_EXIT, INTERRUPTED_FIX, EnvsolverError, Kind, failure, split_fix
+from envsolver.kb import load_kb
+from envsolver.kb.audit import audit
+from envsolver.kb.derive import as_yaml, derive
+from envsolver.kb.findings import render, to_json
+from envsolver.kb.repodata import RepoData, combine, read_channel, snapshot_data
+
+FIX_USAGE = "Run `python scripts/kb_audit.py --help` to see the options."
+
+
+class UsageError(Exception):
+    """The command line itself is wrong (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}. {FIX_USAGE}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kb_audit.py", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--repodata",
+        action="append",
+        default=[],
+        metavar="CHANNEL=PATH",
+        help="a channel's records: a repodata.json (or .json.bz2), a subdir folder, or a channel folder with "
+        "<subdir>/repodata.json (repeatable); default: the bundled snapshot",
+    )
+    p.add_argument("--partial", action="store_true", help="the --repodata data holds only a subset of the channel")
+    p.add_argument("--kb", type=Path, metavar="DIR", help="a knowledge base data folder (default: envsolver's)")
+    p.add_argument("--derive", action="store_true", help="print the row keys the records determine, as YAML")
+    p.add_argument("--quiet", action="store_true", help="leave the notes out of the diff (they are still counted)")
+    p.add_argument("--json", dest="as_json", action="store_true", help="one JSON document on stdout")
+    return p
+
+
+def _data(specs: Sequence[str], partial: bool) -> RepoData:
+    if not specs:
+        return snapshot_data()
+    parts = []
+    for spec in specs:
+        channel, sep, path = spec.partition("=")
+        if not sep or not channel.strip() or not path:
+            raise UsageError(
+                f"--repodata {spec!r}: expected CHANNEL=PATH, e.g. conda-forge=linux-64/repodata.json. {FIX_USAGE}"
+            )
+        parts.append(read_channel(channel.strip(), Path(path), complete=not partial))
+    return combine(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    kb = load_kb(args.kb) if args.kb is not None else load_kb()
+    data = _data(args.repodata, args.partial)
+    if args.derive:
+        rows = derive(kb, data)
+        if args.as_json:
+            doc = {
+                "ok": True,
+                "exit_code": 0,
+                "data": data.name,
+                "rows": [{"table": r.table, **r.as_dict()} for r in rows],
+            }
+            print(json.dumps(doc, indent=2))
+        else:
+            kind = "complete data" if data.complete == data.present else "partial data: only the builds it holds"
+            print("\n".join(as_yaml(rows, f"Derived from {data.name}, {kind}.\nPaste into envsolver/kb/data/.")))
+        return 0
+    report = audit(kb, data)
+    if args.as_json:
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        print("\n".join(render(report, notes=not args.quiet)))
+    return 0 if report.ok else 1
+
+
+def _fail(code: int, kind: Kind, text: str, as_json: bool) -> int:
+    print(f"error: {text}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in (words[: words.index("--")] if "--" in words else words)
+    try:
+        args = parser().parse_args(words)
+        return run(args)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageError as exc:
+        return _fail(2, "usage", str(exc), as_json)
+    except KeyboardInterrupt:
+        return _fail(INTERRUPTED_EXIT, "interrupted", f"{INTERRUPTED} {INTERRUPTED_FIX}", as_json)
+    except EnvsolverError as exc:
+        return _fail(exc.exit_code, exc.kind, str(exc), as_json)
+    except OSError as exc:
+        where = f" ({str(exc.filename)!r})" if exc.filename else ""
+        return _fail(2, "io", f"{exc.strerror or exc}{where}. Check that the path exists and is readable.", as_json)
+    except Exception as exc:
+        if os.environ.get("ENVSOLVER_DEBUG"):
+            raise
+        text = (
+            f"internal error ({type(exc).__name__}: {str(exc)[:500]}). This is a bug in envsolver, not in your input."
+        )
+        return _fail(2, "internal", text, as_json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The Slurm lab (tests/slurmlab.py) as a session fixture: started once, stopped by PID at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.slurmlab import LabError, SlurmLab, missing_binaries
+
+
+@pytest.fixture(scope="session")
+def slurm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(
+            f"Slurm is not installed here (missing {', '.join(missing)}); as root, scripts/install_system_deps.sh "
+            "installs it"
+        )
+    lab = SlurmLab(tmp_path_factory.mktemp("slurmlab"))
+    try:
+        lab.start()
+    except LabError:  # a port taken between choosing it and binding it: once more, on fresh ports
+        lab = SlurmLab(tmp_path_factory.mktemp("slurmlab"))
+        lab.start()
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+@pytest.fixture
+def lab(slurm_lab: SlurmLab, monkeypatch: pytest.MonkeyPatch) -> SlurmLab:
+    """The lab, with SLURM_CONF pointing at it for this test (so envsolver's own sinfo/srun reach it)."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_lab.conf))
+    return slurm_lab

@@ -1,0 +1,399 @@
+"""`envsolver cluster sbatch` (envsolver/cluster/sbatch.py, cli_cluster.py) without Slurm: the golden script for one
+partition, the GPU request per node, hostile values refused or quoted (the script is run by bash with a stand-in
+srun that records its argv: every value arrives as one word, nothing is expanded, no canary file appears), the
+GPUs per node read from sinfo's output, and the command's refusals and --json. The script submitted to the real
+Slurm lab is in test_sbatch_lab.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from envsolver.cli import main
+from envsolver.cluster import file as cluster_file
+from envsolver.cluster import parse, sbatch
+from envsolver.cluster.model import Partition, SlurmOptions
+from envsolver.errors import BadInputError
+from envsolver.kb import KnowledgeBase
+from envsolver.writers import files
+from tests.conftest import DATA
+
+CLUSTER = """\
+format: 1
+cluster: hpc
+partitions:
+  - name: v100
+    gpus: [v100]
+    driver: '535.104.05'
+    platform: linux-64
+    glibc: '2.28'
+    slurm: {gres: 'gpu:v100:1', account: ml-team}
+  - name: a100
+    gpus: [a100]
+    driver: '550.54.15'
+    platform: linux-64
+    glibc: '2.28'
+    slurm: {partition: gpu, constraint: 'a100&ib', gpus: 'a100:1'}
+  - name: h100
+    gpus: [h100]
+    driver: '570.133.20'
+    platform: linux-64
+    glibc: null
+  - name: gh200
+    gpus: [gh200]
+    driver: '570.133.20'
+    platform: linux-aarch64
+    glibc: '2.34'
+"""
+
+GOLDEN_A100 = """\
+#!/bin/bash
+# envsolver cluster sbatch: partition a100 of cluster hpc, 2 node(s) x 4 GPU(s).
+# The environment: /shared/envs/train. Submit this script with sbatch; it runs the command on every node under
+# torchrun (one process per GPU), meeting at the first host of the step (envsolver's Slurm launcher).
+#SBATCH --job-name=train
+#SBATCH --partition=gpu
+#SBATCH --constraint=a100&ib
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=a100:4
+#SBATCH --time=04:00:00
+set -euo pipefail
+
+# The environment, as activating it sets it (no conda needed on the nodes); srun passes it to every step.
+export CONDA_PREFIX=/shared/envs/train
+export PATH=/shared/envs/train/bin:"${PATH}"
+export PYTHONUNBUFFERED=1
+set +eu
+for envsolver_script in /shared/envs/train/etc/conda/activate.d/*.sh; do
+  if [ -r "$envsolver_script" ]; then . "$envsolver_script"; fi
+done
+set -eu
+
+# Verify the environment on every node before the command: a node that fails ends the job here.
+echo "envsolver: verifying the environment on every node of job ${SLURM_JOB_ID:-} (${SLURM_JOB_NODELIST:-})" >&2
+if ! srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=0 --label --time=15 /shared/envsolver/.venv/bin/python \
+-m envsolver verify -p /shared/envs/train; then
+  echo 'envsolver: the environment failed verify on a node of this job (srun names the node above); the command \
+was not run. Fix what the failing checks say (each names its fix), then submit the job again.' >&2
+  exit 1
+fi
+
+# The command: torchrun on every node, rendezvous on the step's first host (the launcher finds it).
+echo 'envsolver: starting the command on 2 node(s) x 4 GPU(s)' >&2
+srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 /shared/envs/train/bin/python \
+/shared/envsolver/envsolver/cluster/slurm_launch.py --nproc-per-node=4 -- python train.py --lr 3e-4
+""".replace("\\\n", "")
+
+
+@pytest.fixture
+def cluster(kb: KnowledgeBase) -> Any:
+    return cluster_file.parse(CLUSTER, kb, "cluster.yaml")
+
+
+def job_for(partition: Partition, **changes: Any) -> sbatch.Job:
+    base: dict[str, Any] = {
+        "cluster": "hpc",
+        "partition": partition,
+        "prefix": "/shared/envs/train",
+        "envsolver": "/shared/envsolver/.venv/bin/python",
+        "command": ("python", "train.py", "--lr", "3e-4"),
+        "nodes": 2,
+        "gpus_per_node": 4,
+        "launcher": "/shared/envsolver/envsolver/cluster/slurm_launch.py",
+    }
+    return sbatch.Job(**{**base, **changes})
+
+
+def test_golden_script_for_a_partition(cluster: Any) -> None:
+    job = job_for(cluster.partition("a100"), time="04:00:00", job_name="train")
+    assert sbatch.render(job) == GOLDEN_A100
+
+
+def test_the_script_is_valid_bash(cluster: Any, tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(sbatch.render(job_for(cluster.partition("v100"), checks=("driver", "gpus"))))
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+REQUESTS = [
+    (SlurmOptions(gres="gpu:a100:1"), ["--gres=gpu:a100:4"]),
+    (SlurmOptions(gres="gpu:1"), ["--gres=gpu:4"]),
+    (SlurmOptions(gres="gpu"), ["--gres=gpu:4"]),
+    (SlurmOptions(gres="gpu:nvidia_h100_80gb_hbm3:2,nvme:1"), ["--gres=gpu:nvidia_h100_80gb_hbm3:4,nvme:1"]),
+    (SlurmOptions(gres="nvme:1"), ["--gres=nvme:1", "--gpus-per-node=4"]),
+    (SlurmOptions(gpus="a100:1"), ["--gpus-per-node=a100:4"]),
+    (SlurmOptions(gpus="2"), ["--gpus-per-node=4"]),
+    (SlurmOptions(), ["--gpus-per-node=4"]),
+]
+
+
+@pytest.mark.parametrize(("options", "words"), REQUESTS, ids=[repr(o) for o, _ in REQUESTS])
+def test_the_gpu_request_asks_for_every_gpu_of_a_node_of_the_partitions_type(
+    options: SlurmOptions, words: list[str]
+) -> None:
+    """init writes the probe's one-GPU request (gpu:a100:1); a job asks for G per node of the same type. sbatch's
+    --gpus counts the whole job, so the file's `gpus` becomes --gpus-per-node."""
+    assert sbatch.gpu_request(options, 4) == words
+
+
+def test_the_directives_keep_the_partitions_account_and_constraint(cluster: Any) -> None:
+    words = sbatch.directives(job_for(cluster.partition("v100"), cpus_per_task=16))
+    assert words == [
+        "--partition=v100",
+        "--account=ml-team",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=16",
+        "--gres=gpu:v100:4",
+    ]
+
+
+HOSTILE = [
+    ("time", "10; touch CANARY"),
+    ("time", "1-"),
+    ("job_name", "x$(touch CANARY)"),
+    ("job_name", "a b"),
+    ("prefix", "relative/env"),
+    ("prefix", "/shared/env\n#SBATCH --uid=0"),
+    ("envsolver", "python3"),
+    ("command", ("python", "train.py\n#SBATCH --uid=0")),
+    ("command", ("python", "")),
+    ("command", ()),
+    ("nodes", 0),
+    ("gpus_per_node", 65),
+    ("cpus_per_task", 0),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), HOSTILE, ids=[f"{k}={v!r}" for k, v in HOSTILE])
+def test_hostile_values_are_refused_with_a_fix(cluster: Any, key: str, value: Any) -> None:
+    with pytest.raises(BadInputError) as info:
+        sbatch.render(job_for(cluster.partition("a100"), **{key: value}))
+    assert ". " in str(info.value)  # a message, then the fix
+
+
+def test_a_hand_built_partition_with_a_hostile_slurm_value_is_refused(cluster: Any) -> None:
+    """The cluster file's loader checks these; a Partition built another way is checked again before rendering."""
+    a100 = cluster.partition("a100")
+    for options in (SlurmOptions(account="x;touch CANARY"), SlurmOptions(gres="gpu:1 --uid=0")):
+        bad = Partition(a100.name, a100.gpu_names, a100.gpus, a100.driver, a100.platform, a100.glibc, options)
+        with pytest.raises(BadInputError, match="Fix it in the cluster file"):
+            sbatch.render(job_for(bad))
+
+
+def stand_in_slurm(tmp_path: Path, verify_exit: int = 0) -> tuple[Path, Path]:
+    """srun that appends its argv (as JSON) to calls.jsonl and exits with `verify_exit` for the verify step."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.jsonl"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"sys.exit({verify_exit} if 'verify' in sys.argv else 0)\n"
+    )
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    return bin_dir, calls
+
+
+def run_script(script: str, tmp_path: Path, bin_dir: Path) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    return subprocess.run(["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_hostile_paths_and_words_reach_srun_as_single_words(cluster: Any, tmp_path: Path) -> None:
+    """A prefix with $(...), backticks, quotes and spaces, and command words with ; and $(...): the script runs
+    (bash, stand-in srun), each arrives as one word exactly, and nothing ran (no canary file)."""
+    canary = tmp_path / "CANARY"
+    prefix = f"/shared/it's $(touch {canary}) `touch {canary}`/env"
+    command = ("python", "train.py", f"--note=x; touch {canary}", f"$(touch {canary})", "'", '"', "*")
+    bin_dir, calls = stand_in_slurm(tmp_path)
+    job = job_for(cluster.partition("v100"), prefix=prefix, command=command, job_name="j")
+    done = run_script(sbatch.render(job), tmp_path, bin_dir)
+    assert done.returncode == 0, done.stderr
+    verify, launch = (json.loads(line) for line in calls.read_text().splitlines())
+    assert verify[verify.index("-p") + 1] == prefix
+    assert launch[launch.index("--") + 1 :] == list(command)
+    assert launch[3] == f"{prefix}/bin/python"
+    assert not canary.exists()
+
+
+def test_the_prefix_is_named_the_same_everywhere(cluster: Any) -> None:
+    """A trailing or doubled slash (found by the fuzz test): CONDA_PREFIX, the activate.d loop, verify -p and the
+    launcher's python all name /shared/envs/train."""
+    script = sbatch.render(job_for(cluster.partition("v100"), prefix="/shared//envs/train/"))
+    assert "/shared/envs/train/" not in script.replace("/shared/envs/train/bin", "").replace(
+        "/shared/envs/train/etc", ""
+    )
+    assert "//" not in script and "export CONDA_PREFIX=/shared/envs/train\n" in script
+    assert " verify -p /shared/envs/train;" in script
+
+
+def test_the_activation_reaches_the_steps(cluster: Any, tmp_path: Path) -> None:
+    """CONDA_PREFIX and PATH as environ_for sets them, then the prefix's activate.d scripts, in every step."""
+    prefix = tmp_path / "env dir"
+    (prefix / "etc" / "conda" / "activate.d").mkdir(parents=True)
+    (prefix / "etc" / "conda" / "activate.d" / "envsolver.sh").write_text('export TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX"\n')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "seen"
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv >> {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    done = run_script(sbatch.render(job_for(cluster.partition("v100"), prefix=str(prefix))), tmp_path, bin_dir)
+    assert done.returncode == 0, done.stderr
+    env = seen.read_text().splitlines()
+    assert f"CONDA_PREFIX={prefix}" in env and "TORCH_CUDA_ARCH_LIST=8.0;9.0+PTX" in env
+    assert f"PATH={prefix}/bin:{bin_dir}:{os.environ['PATH']}" in env
+
+
+def test_a_failing_verify_ends_the_job_before_the_command(cluster: Any, tmp_path: Path) -> None:
+    bin_dir, calls = stand_in_slurm(tmp_path, verify_exit=1)
+    done = run_script(sbatch.render(job_for(cluster.partition("v100"))), tmp_path, bin_dir)
+    assert done.returncode == 1
+    assert len(calls.read_text().splitlines()) == 1  # the verify step only
+    assert "failed verify on a node of this job" in done.stderr and "the command was not run" in done.stderr
+
+
+def test_no_verify_runs_only_the_command(cluster: Any, tmp_path: Path) -> None:
+    bin_dir, calls = stand_in_slurm(tmp_path, verify_exit=1)
+    done = run_script(sbatch.render(job_for(cluster.partition("v100"), verify=False)), tmp_path, bin_dir)
+    assert done.returncode == 0
+    [launch] = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert "--nproc-per-node=4" in launch and "verify" not in launch
+
+
+# --- GPUs per node, from sinfo --------------------------------------------------------------------------------
+
+SINFO = """\
+a100|gpu02|up|idle|gpu:a100:2(S:0)
+mixed|gpu02|up|idle|gpu:a100:2(S:0)
+mixed|gpu03|up|idle|gpu:h100:2
+big|n1|up|idle|gpu:a100:8(S:0-1)
+big|n2|up|mixed|gpu:a100:4(S:0),gpu:h100:2
+cpu|cpu01|up|idle|(null)
+"""
+
+
+def test_gpus_per_node_are_the_fewest_on_the_partitions_nodes() -> None:
+    rows, _ = parse.parse_sinfo(SINFO)
+    a100 = sbatch.gpus_from_sinfo(rows, "a100", "a100")
+    assert a100 == sbatch.NodeGpus(2, "sinfo GRES gpu:a100:2(S:0) on gpu02", ("gpu02",))
+    big = sbatch.gpus_from_sinfo(rows, "big", "a100")
+    assert big is not None and big.count == 4 and big.origin.startswith("sinfo GRES gpu:a100:4(S:0),gpu:h100:2 on n2")
+    untyped = sbatch.gpus_from_sinfo(rows, "big", None)
+    assert untyped is not None and untyped.count == 6
+    assert sbatch.gpus_from_sinfo(rows, "mixed", None) == sbatch.NodeGpus(
+        2, "sinfo GRES gpu:a100:2(S:0) on gpu02 (the fewest of 2 nodes)", ("gpu02", "gpu03")
+    )
+    assert sbatch.gpus_from_sinfo(rows, "cpu", None) is None
+    assert sbatch.gpus_from_sinfo(rows, "a100", "h100") is None
+
+
+def test_gpus_per_node_from_a_real_sinfo_capture() -> None:
+    rows, _ = parse.parse_sinfo((DATA / "slurm" / "sinfo-node.txt").read_text())
+    found = sbatch.gpus_from_sinfo(rows, "a100", "a100")
+    assert found is not None and found.count == 2 and "gpu02" in found.origin
+
+
+# --- the command ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def files_here(tmp_path: Path) -> tuple[Path, Path]:
+    """cluster.yaml, and an environment prefix (bin/python) in tmp_path."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER)
+    prefix = tmp_path / "env"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "python").chmod(0o755)
+    return path, prefix
+
+
+def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(main, ["cluster", "sbatch", *args], env=env)
+
+
+def test_cli_prints_the_script_and_json(files_here: tuple[Path, Path]) -> None:
+    path, prefix = files_here
+    args = ["-c", str(path), "--partition", "h100", "-p", str(prefix), "--gpus-per-node", "8", "--nodes", "2"]
+    result = invoke([*args, "python", "train.py", "--lr", "3e-4"])  # the command without --: after the options
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("#!/bin/bash\n")
+    assert "#SBATCH --partition=h100\n" in result.stdout and "#SBATCH --gpus-per-node=8\n" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith("--nproc-per-node=8 -- python train.py --lr 3e-4")
+    assert f"{shlex.quote(sys.executable)} -m envsolver verify -p {shlex.quote(str(prefix))}" in result.stdout
+    doc = json.loads(invoke([*args, "--json", "--", "python", "train.py"]).stdout)
+    assert doc["ok"] is True and doc["partition"] == "h100" and doc["gpus_per_node"] == 8
+    assert doc["gpus_per_node_from"] == "--gpus-per-node" and doc["command"] == ["python", "train.py"]
+    assert doc["script"].startswith("#!/bin/bash\n") and doc["out"] is None
+
+
+def test_cli_writes_the_file_and_keeps_hand_edits(files_here: tuple[Path, Path], tmp_path: Path) -> None:
+    path, prefix = files_here
+    out = tmp_path / "train.sh"
+    args = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "2", "--out", str(out)]
+    result = invoke([*args, "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert f"submit it with: sbatch {out}" in result.stdout
+    assert not files.edited_by_hand(out.read_text())
+    out.write_text(out.read_text() + "echo mine\n")
+    again = invoke([*args, "--json", "--", "python", "train.py"])
+    assert again.exit_code == 2 and "edited by hand" in json.loads(again.stdout)["error"]["message"]
+    assert "--force" in json.loads(again.stdout)["error"]["fix"]
+    assert invoke([*args, "--force", "--", "python", "train.py"]).exit_code == 0
+
+
+def refused(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = invoke(["--json", *args], env)
+    assert result.exit_code == 2, result.output
+    error: dict[str, Any] = json.loads(result.stdout)["error"]
+    assert error["fix"], error
+    return error
+
+
+def test_cli_refusals_end_with_the_fix(files_here: tuple[Path, Path], tmp_path: Path) -> None:
+    path, prefix = files_here
+    base = ["-c", str(path), "-p", str(prefix), "--gpus-per-node", "1"]
+    unknown = refused([*base, "--partition", "a10", "--", "python", "t.py"])
+    assert "no partition 'a10'" in unknown["message"] and "v100, a100, h100, gh200" in unknown["fix"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = refused(["-c", str(path), "-p", str(empty), "--partition", "v100", "--", "python", "t.py"])
+    assert "no bin/python" in missing["message"] and "envsolver install" in missing["fix"]
+    both = refused([*base, "--partition", "v100", "--no-verify", "--check", "driver", "--", "python", "t.py"])
+    assert "--no-verify" in both["message"]
+    time = refused([*base, "--partition", "v100", "--time", "10;id", "--", "python", "t.py"])
+    assert "--time" in time["message"]
+    hostile = refused([*base, "--partition", "$(id)", "--", "python", "t.py"])
+    assert "no partition '$(id)'" in hostile["message"]
+
+
+def test_cli_refuses_an_environment_of_another_platform(files_here: tuple[Path, Path]) -> None:
+    from envsolver import prefixmeta
+
+    path, prefix = files_here
+    prefixmeta.save(prefix, "linux-64", {"envsolver_cluster_partitions": "v100;a100;h100"})
+    error = refused(["-c", str(path), "-p", str(prefix), "--partition", "gh200", "--gpus-per-node", "1", "--", "x"])
+    assert "installed for linux-64" in error["message"] and "linux-aarch64/conda-lock.yml" in error["fix"]
+    ok = invoke(["-c", str(path), "-p", str(prefix), "--partition", "h100", "--gpus-per-node", "1", "--json", "x"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["notes"] == []
+
+
+def test_cli_without_slurm_asks_for_gpus_per_node(files_here: tuple[Path, Path], tmp_path: Path) -> None:
+    """No --gpus-per-node: sinfo is asked; where Slurm cannot answer, the fix names the option."""
+    path, prefix = files_here
+    env = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}
+    error = refused(["-c", str(path), "-p", str(prefix), "--partition", "v100", "--", "python", "t.py"], env)
+    assert "SLURM_CONF" in error["message"] and "--gpus-per-node N" in error["fix"]

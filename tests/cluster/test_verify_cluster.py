@@ -1,0 +1,316 @@
+"""`envsolver verify --cluster` against the real Slurm lab, from `cluster init` through `make --cluster` to one
+report: one srun step per partition running the node's own `envsolver verify --json`, the checks across
+partitions, a node whose driver is below the lock's floor (exit 1, naming partition and node), steps that cannot
+start or nodes that cannot run envsolver (exit 2, naming the partition, with the fix), --json.
+
+The prefix is the lab's stand-in environment (tests/slurmlab.write_env): verify's real probe on the node, torch's
+facts from the lock. The node's verify is asked for the checks that stand-in answers (--check), as a user would
+for a subset."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from envsolver.cli import main
+from envsolver.cluster import verify as cluster_verify
+from envsolver.cluster import verify_report
+from envsolver.kb import default_kb
+from tests.slurmlab import V100, Gpu, SlurmLab, write_env
+
+ONLY = (
+    "driver",
+    "gpus",
+    "torch_import",
+    "torch_cuda_build",
+    "driver_supports_torch_cuda",
+    "cuda_available",
+    "arch_coverage",
+    "host_vs_lock",
+)
+CHECKS = [word for check_id in ONLY for word in ("--check", check_id)]
+PARTITIONS = ["a100", "h100", "mixed", "tesla", "v100"]  # cluster init writes them by name
+NODES = {"a100": "gpu02", "h100": "gpu03", "tesla": "gpu04", "v100": "gpu01"}  # mixed: gpu02 or gpu03
+
+
+@dataclass(frozen=True)
+class Setup:
+    lab: SlurmLab
+    root: Path
+
+    @property
+    def file(self) -> Path:
+        return self.root / "cluster.yaml"
+
+    @property
+    def prefix(self) -> Path:
+        return self.root / "env"
+
+    def invoke(self, *args: str) -> Result:
+        return CliRunner(env={"SLURM_CONF": str(self.lab.conf)}).invoke(main, list(args), catch_exceptions=False)
+
+    def verify(self, *args: str, file: Path | None = None) -> Result:
+        return self.invoke("verify", "--cluster", str(file or self.file), "-p", str(self.prefix), *CHECKS, *args)
+
+    def edited(self, name: str, change: dict[str, object]) -> Path:
+        """A copy of the drafted file with partitions changed (None removes one), as a user would edit it."""
+        doc = yaml.safe_load(self.file.read_text())
+        parts = {p["name"]: p for p in doc["partitions"]}
+        for key, value in change.items():
+            if value is None:
+                parts.pop(key, None)
+            else:
+                parts[key] = value  # type: ignore[assignment]
+        doc["partitions"] = list(parts.values())
+        path = self.root / name
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+
+@pytest.fixture(scope="module")
+def setup(slurm_lab: SlurmLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    """The lab drafted with `cluster init`, locked with `make --cluster --offline`, and a prefix installed from
+    that lock (its metadata, as `envsolver install` keeps it; the stand-in python)."""
+    made = Setup(slurm_lab, tmp_path_factory.mktemp("verify-cluster"))
+    drafted = made.invoke("cluster", "init", "--out", str(made.file))
+    assert drafted.exit_code == 0, drafted.output
+    env = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None, "SLURM_CONF": str(slurm_lab.conf)}
+    locked = CliRunner(env=env).invoke(
+        main, ["make", "--cluster", str(made.file), "--offline", "--out", str(made.root / "envs")]
+    )
+    assert locked.exit_code == 0, locked.output
+    lock = yaml.safe_load((made.root / "envs" / "linux-64" / "conda-lock.yml").read_text())
+    write_env(made.prefix, "linux-64", lock["metadata"]["custom_metadata"], sys.executable)
+    yield made
+
+
+def table_rows(stdout: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            words = line.split()
+            label = " ".join(words[:3]) if words[1:3] == ["(login", "node)"] else words[0]
+            rows[label.split(" (")[0]] = words[3:] if label != words[0] else words[1:]
+    return rows
+
+
+def test_every_partition_is_verified_on_a_node_and_reported_in_one_table(setup: Setup) -> None:
+    result = setup.verify()
+    assert result.exit_code == 0, result.output
+    rows = table_rows(result.stdout)
+    assert rows["check"] == PARTITIONS
+    nodes = dict(zip(PARTITIONS, rows["node"], strict=True))
+    assert {k: v for k, v in nodes.items() if k != "mixed"} == NODES and nodes["mixed"] in ("gpu02", "gpu03")
+    for check_id in (*ONLY, "lock_partition", "lock_driver", "lock_glibc", "lock_arch", "cluster_file"):
+        assert check_id in rows and len(rows[check_id]) == 5, check_id
+    assert set(rows["lock_driver"]) == {"pass"} and set(rows["lock_arch"]) == {"pass"}
+    # Every partition runs the lock's CUDA 12.9 through minor-version compatibility only (drivers 535-570).
+    assert set(rows["driver_supports_torch_cuda"]) == {"warn"} and set(rows["result"]) == {"warn"}
+    assert "upgrade the driver to 575.51.03 or newer" in result.stdout
+    assert result.stdout.rstrip().endswith("5 partition(s): 0 pass, 5 warn, 0 fail, 0 could not run")
+    for name in PARTITIONS:  # progress, per partition, on stderr
+        assert f"verifying {name}: srun --partition={name}" in result.stderr
+        assert f"  {name}: gpu0" in result.stderr
+
+
+def test_json_holds_every_partitions_own_verify_document(setup: Setup) -> None:
+    result = setup.verify("--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is True and doc["exit_code"] == 0 and doc["cluster"] == "lab"
+    assert doc["lock"]["platform"] == "linux-64" and doc["lock"]["partitions"] == sorted(PARTITIONS)
+    assert [p["name"] for p in doc["partitions"]] == PARTITIONS
+    for part in doc["partitions"]:
+        assert part["status"] == "warn" and part["error"] is None
+        assert part["verify"]["ok"] is True  # the node's own document, whole
+        assert [c["id"] for c in part["verify"]["checks"]] == list(ONLY)
+        assert {c["on"] for c in part["checks"]} == {"node", "login"}
+        assert part["argv"][:2] == ["srun", f"--partition={part['name']}"] and part["probe"]["gpus"]
+    assert "error" not in doc
+
+
+def test_a_node_below_the_locks_driver_floor_fails_its_partition(setup: Setup) -> None:
+    old = Gpu(V100.name, "450.80.02", V100.compute_cap, V100.memory)
+    with setup.lab.node_gpus("gpu01", (old, old)):
+        result = setup.verify()
+    assert result.exit_code == 1, result.output
+    rows = table_rows(result.stdout)
+    v100 = PARTITIONS.index("v100")
+    assert rows["result"][v100] == "FAIL" and rows["node"][v100] == "gpu01"
+    assert [r for i, r in enumerate(rows["result"]) if i != v100] == ["warn"] * 4
+    for check_id in ("driver_supports_torch_cuda", "host_vs_lock", "lock_driver"):
+        assert rows[check_id][v100] == "FAIL", check_id
+    assert rows["cluster_file"][v100] == "warn"
+    assert "v100 on gpu01: FAIL" in result.stdout
+    assert "lock_driver: gpu01: driver 450.80.02 is older than the lock's floor 525.60.13" in result.stdout
+    assert "fix: upgrade the driver on gpu01 (driver >= 525.60.13)" in result.stdout
+    assert "1 fail" in result.stdout.splitlines()[-1]
+
+
+def test_a_partition_slurm_does_not_know_is_exit_2_naming_it_with_the_fix(setup: Setup) -> None:
+    file = setup.edited("unknown.yaml", {"ghost": {**_partition(setup, "h100"), "name": "ghost"}})
+    result = setup.verify("--json", file=file)
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == 2
+    statuses = {p["name"]: p["status"] for p in doc["partitions"]}
+    assert statuses == {**dict.fromkeys(PARTITIONS, "warn"), "ghost": "error"}
+    ghost = next(p for p in doc["partitions"] if p["name"] == "ghost")
+    assert "Invalid partition name specified" in ghost["error"]["message"]
+    assert "srun --partition=ghost --gres=gpu:h100:1 --nodes=1 --time=10 hostname" in ghost["error"]["fix"]
+    assert "partition ghost" in doc["error"]["message"] and doc["error"]["fix"].startswith(
+        "do what each partition's line says"
+    )
+    assert "error: the verify step could not run on 1 partition(s)" in result.stderr
+    text = setup.verify(file=file)
+    assert text.exit_code == 2 and "ghost: ERROR, the step could not run" in text.stdout
+
+
+def _partition(setup: Setup, name: str) -> dict[str, object]:
+    doc = yaml.safe_load(setup.file.read_text())
+    found: dict[str, object] = next(p for p in doc["partitions"] if p["name"] == name)
+    return found
+
+
+def test_a_down_node_is_exit_2_naming_the_partition(setup: Setup) -> None:
+    """Through the library, with a 2 s wait for a free node (the command's is 30 s)."""
+    lab = setup.lab
+    down = lab.run(["scontrol", "update", "NodeName=gpu03", "State=DOWN", "Reason=envsolver-test"])
+    assert down.returncode == 0, down.stderr
+    try:
+        request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, wait_s=2)
+        seen: list[str] = []
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SLURM_CONF", str(lab.conf))
+            report = cluster_verify.verify(request, default_kb(), seen.append)
+    finally:
+        lab.run(["scontrol", "update", "NodeName=gpu03", "State=RESUME"])
+    assert report.exit_code == 2
+    by_name = {o.partition.name: o for o in report.outcomes}
+    assert by_name["h100"].status == "error"
+    assert "Required node not available (down, drained or reserved)" in str(by_name["h100"].error)
+    assert "srun --partition=h100 --gres=gpu:h100:1 --nodes=1 --time=10 hostname" in str(by_name["h100"].error)
+    assert {n: o.status for n, o in by_name.items() if n not in ("h100", "mixed")} == dict.fromkeys(
+        ("a100", "tesla", "v100"), "warn"
+    )
+    assert "  h100: could not run" in "\n".join(seen)
+    text = verify_report.error_text(report)
+    assert text is not None and "partition h100:" in text
+
+
+def test_a_node_that_cannot_run_envsolver_is_exit_2_with_the_fix(setup: Setup) -> None:
+    """The interpreter the nodes are told to use has no envsolver (a python outside the shared filesystem's
+    install)."""
+    bare = subprocess.run(["sh", "-c", "command -v python3"], capture_output=True, text=True, check=False)
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else bare.stdout.strip()
+    request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, python=python)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", str(setup.lab.conf))
+        report = cluster_verify.verify(request, default_kb())
+    assert report.exit_code == 2
+    for outcome in report.outcomes:
+        assert outcome.status == "error"
+        # The step runs in this directory, where `python -m envsolver` finds envsolver's source but not click.
+        assert f"{python} on {outcome.node} cannot import envsolver or a package it needs" in str(outcome.error)
+        assert "No module named" in str(outcome.error)
+        assert "Install envsolver into a Python that the compute nodes can run" in str(outcome.error)
+
+
+def test_a_controller_that_does_not_answer_is_one_error_before_any_step(setup: Setup) -> None:
+    dead = setup.lab.dead_conf()
+    result = CliRunner(env={"SLURM_CONF": str(dead)}).invoke(
+        main, ["verify", "--cluster", str(setup.file), "-p", str(setup.prefix), "--json"]
+    )
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"ok", "exit_code", "error"}
+    assert doc["error"]["message"].startswith("the Slurm controller does not answer")
+    assert "scontrol ping" in doc["error"]["fix"]
+    assert "verifying" not in result.stderr  # no step was started
+
+
+def test_partitions_of_another_platform_are_not_checked(setup: Setup) -> None:
+    gh200 = {"name": "gh200", "gpus": ["gh200"], "driver": "570.133.20", "platform": "linux-aarch64", "glibc": None}
+    file = setup.edited("aarch64.yaml", {"gh200": gh200, "mixed": None, "tesla": None, "h100": None})
+    result = setup.verify(file=file)
+    assert result.exit_code == 0, result.output
+    assert table_rows(result.stdout)["check"] == ["a100", "v100"]
+    assert "gh200: not checked: the prefix is for linux-64, gh200 is linux-aarch64" in result.stdout
+    assert result.stdout.rstrip().endswith("(1 not checked)")
+    assert "lock was made for partitions" not in result.stdout  # v100 and a100 were among the lock's
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["--python", sys.executable], "no --python"),
+        ([], "pass -p PREFIX"),
+    ],
+)
+def test_cluster_needs_a_prefix_and_no_python(setup: Setup, args: list[str], phrase: str) -> None:
+    words = ["verify", "--cluster", str(setup.file), *args]
+    if "--python" in args:
+        words += ["-p", str(setup.prefix)]
+    result = setup.invoke(*words)
+    assert result.exit_code == 2 and phrase in result.stderr
+
+
+def test_a_prefix_for_no_partition_of_the_cluster_is_refused(setup: Setup, tmp_path: Path) -> None:
+    lock = yaml.safe_load((setup.root / "envs" / "linux-64" / "conda-lock.yml").read_text())
+    meta = lock["metadata"]["custom_metadata"]
+    write_env(tmp_path / "arm", "linux-aarch64", meta, sys.executable)
+    result = setup.invoke("verify", "--cluster", str(setup.file), "-p", str(tmp_path / "arm"), "--json")
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert "is for linux-aarch64" in error["message"] and "no linux-aarch64 partition" in error["message"]
+
+
+def test_ctrl_c_ends_every_step_and_exits_130(setup: Setup, tmp_path: Path) -> None:
+    """Ctrl-C in a terminal (SIGINT to the foreground process group: envsolver and its sruns) while every node's
+    verify hangs: exit 130 with the interrupted document, and no step is left running in Slurm."""
+    started = tmp_path / "started"
+    started.mkdir()
+    hanging = tmp_path / "hanging"
+    (hanging / "bin").mkdir(parents=True)
+    (hanging / "bin" / "python").write_text(f'#!/bin/sh\ntouch "{started}/$SLURMD_NODENAME"\nexec sleep 120\n')
+    (hanging / "bin" / "python").chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envsolver", "verify", "--cluster", str(setup.file), "-p", str(hanging), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SLURM_CONF": str(setup.lab.conf)},
+        cwd=tmp_path,
+        start_new_session=True,  # its own process group, as a shell gives a foreground job
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(started.iterdir())) < 4 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(list(started.iterdir())) >= 4, proc.communicate(timeout=30)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert json.loads(stdout)["error"]["kind"] == "interrupted"
+    left = ["?"]
+    for _ in range(50):
+        left = setup.lab.run(["squeue", "--noheader", "--name=envsolver-verify"]).stdout.split()
+        if not left:
+            break
+        time.sleep(0.2)
+    assert left == []

@@ -1,0 +1,164 @@
+"""How `verify --cluster` renders its report (envsolver/cluster/verify_report.py): the table of checks x
+partitions, the failing and warning checks with node and fix, the partitions that could not run or were not
+checked, and the JSON document. Built from real step outputs captured in the lab (tests/data/cluster-verify/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envsolver.cluster import compare, step, verify_report
+from envsolver.cluster.file import parse
+from envsolver.cluster.model import Cluster
+from envsolver.cluster.verify import Outcome, Report, status_of
+from envsolver.errors import split_fix
+from envsolver.kb import KnowledgeBase, default_kb
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "cluster-verify"
+FILE = """\
+cluster: lab
+partitions:
+  - {name: tesla, gpus: [v100], driver: '535.104.05', platform: linux-64, glibc: '2.36', slurm: {gres: 'gpu:tesla:1'}}
+  - {name: v100, gpus: [v100], driver: '535.104.05', platform: linux-64, glibc: '2.36', slurm: {gres: 'gpu:v100:1'}}
+  - {name: h100, gpus: [h100], driver: '570.133.20', platform: linux-64, glibc: '2.36', slurm: {gres: 'gpu:h100:1'}}
+  - {name: gh200, gpus: [gh200], driver: '570.133.20', platform: linux-aarch64, glibc: null}
+"""
+# The lab lock's custom_metadata (make --cluster on the lab's drafted file, --offline), less the per-partition lines.
+META = {
+    "envsolver_cluster": "lab",
+    "envsolver_cluster_partitions": "a100;h100;mixed;tesla;v100",
+    "envsolver_compute_capabilities": "8.0;9.0;7.0",
+    "envsolver_cuda_version": "12.9",
+    "envsolver_driver_min_full": "575.51.03",
+    "envsolver_driver_min_minor_compat": "525.60.13",
+    "envsolver_gpus": "NVIDIA A100 (8.0); NVIDIA H100 (9.0); NVIDIA V100 (7.0)",
+    "envsolver_torch_cuda_arch_list": "7.0;8.0;9.0+PTX",
+    "envsolver_virtual_linux-64_cuda": "12.2",
+    "envsolver_virtual_linux-64_glibc": "2.36",
+}
+PREFIX = "/shared/envs/lab"
+H100_ERROR = (
+    "partition h100: `srun` refused the verify step of partition h100 (exit 1: srun: Required node not available "
+    "(down, drained or reserved) / srun: error: Unable to allocate resources: Requested nodes are busy). Check that "
+    "`srun --partition=h100 --gres=gpu:h100:1 --nodes=1 --time=10 hostname` runs (a partition whose time limit is "
+    "under 10 minutes refuses the step), or correct partition h100's slurm: options in cluster.yaml; then run the same "
+    "command again."
+)
+
+
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return default_kb()
+
+
+def checked(kb: KnowledgeBase, cluster: Cluster, name: str, capture: str) -> Outcome:
+    partition = cluster.partition(name)
+    assert partition is not None
+    reply = step.read((DATA / f"step-{capture}.txt").read_text())
+    cross = compare.compare(kb, compare.Scope(cluster, "cluster.yaml", PREFIX, META), partition, reply.probe)
+    argv = step.argv(step.options(partition), ("python", "-m", "envsolver"))
+    return Outcome(
+        partition, status_of((*reply.checks, *cross)), argv, reply.probe.node, reply.checks, cross, reply, None, 3.5
+    )
+
+
+@pytest.fixture(scope="module")
+def report(kb: KnowledgeBase) -> Report:
+    cluster = parse(FILE, kb, "cluster.yaml")
+    h100, gh200 = cluster.partitions[2:]
+    outcomes = (
+        checked(kb, cluster, "tesla", "tesla-gpu04-pass"),
+        checked(kb, cluster, "v100", "v100-gpu01-old-driver"),
+        Outcome(h100, "error", ("srun",), error=H100_ERROR, seconds=2.1),
+        Outcome(gh200, "skipped", error="not checked: the prefix is for linux-64, gh200 is linux-aarch64"),
+    )
+    source = f"{PREFIX}/etc/envsolver/lock-metadata.json"
+    return Report(cluster, "cluster.yaml", PREFIX, "/shared/envsolver/bin/python", "linux-64", source, META, outcomes)
+
+
+def test_the_table_has_a_row_per_check_and_a_column_per_partition(report: Report) -> None:
+    assert verify_report.table(report) == [
+        "  check                        tesla  v100   h100",
+        "  node                         gpu04  gpu01  ?",
+        "  driver                       pass   pass   -",
+        "  gpus                         pass   pass   -",
+        "  torch_import                 pass   pass   -",
+        "  torch_cuda_build             pass   pass   -",
+        "  driver_supports_torch_cuda   warn   FAIL   -",
+        "  cuda_available               pass   pass   -",
+        "  arch_coverage                pass   pass   -",
+        "  host_vs_lock                 pass   FAIL   -",
+        "  lock_partition (login node)  pass   pass   -",
+        "  lock_driver (login node)     pass   FAIL   -",
+        "  lock_glibc (login node)      pass   pass   -",
+        "  lock_arch (login node)       pass   pass   -",
+        "  cluster_file (login node)    pass   warn   -",
+        "  result                       warn   FAIL   ERROR",
+    ]
+
+
+def test_the_lines_name_each_failing_node_and_every_fix(report: Report) -> None:
+    lines = verify_report.lines(report)
+    assert lines[0] == (
+        f"cluster lab (cluster.yaml), prefix {PREFIX}: linux-64 lock metadata from {PREFIX}/etc/envsolver/"
+        "lock-metadata.json"
+    )
+    after = lines[1 + len(verify_report.table(report)) :]
+    headers = [line for line in after if not line.startswith(" ")]
+    assert headers == [
+        "tesla on gpu04: warn",
+        "v100 on gpu01: FAIL",
+        f"h100: ERROR, the step could not run: {H100_ERROR.removeprefix('partition h100: ')}",
+        "gh200: not checked: the prefix is for linux-64, gh200 is linux-aarch64",
+        "3 partition(s): 0 pass, 1 warn, 1 fail, 1 could not run (1 not checked)",
+    ]
+    v100 = after[after.index("v100 on gpu01: FAIL") + 1 : after.index(headers[2])]
+    assert [line.split(":")[0].strip() for line in v100 if not line.startswith("       fix")] == [
+        "FAIL driver_supports_torch_cuda",
+        "FAIL host_vs_lock",
+        "FAIL lock_driver",
+        "warn cluster_file",
+    ]
+    fixes = [line for line in v100 if line.startswith("       fix: ")]
+    assert len(fixes) == 4 and "upgrade the driver on gpu01 (driver >= 525.60.13)" in fixes[2]
+
+
+def test_the_document_holds_each_nodes_document_and_the_error(report: Report) -> None:
+    doc = json.loads(json.dumps(verify_report.document(report)))
+    assert doc["ok"] is False and doc["exit_code"] == 2 == report.exit_code
+    assert doc["lock"] == {
+        "source": f"{PREFIX}/etc/envsolver/lock-metadata.json",
+        "platform": "linux-64",
+        "cluster": "lab",
+        "partitions": ["a100", "h100", "mixed", "tesla", "v100"],
+    }
+    parts = {p["name"]: p for p in doc["partitions"]}
+    assert {n: p["status"] for n, p in parts.items()} == {
+        "tesla": "warn",
+        "v100": "fail",
+        "h100": "error",
+        "gh200": "skipped",
+    }
+    v100 = parts["v100"]
+    assert v100["verify"] == step.read((DATA / "step-v100-gpu01-old-driver.txt").read_text()).document
+    assert v100["probe"] == {
+        "gpus": [{"name": "Tesla V100-SXM2-16GB", "driver": "450.80.02", "compute_cap": "7.0"}] * 2,
+        "glibc": "2.36",
+        "machine": "x86_64",
+    }
+    assert [c["on"] for c in v100["checks"]] == ["node"] * 8 + ["login"] * 5
+    assert parts["h100"]["error"] == dict(zip(("message", "fix"), split_fix(H100_ERROR), strict=True))
+    assert parts["h100"]["error"]["fix"].startswith("Check that `srun --partition=h100")
+    assert parts["gh200"]["reason"].startswith("not checked") and parts["gh200"]["error"] is None
+    assert doc["error"]["kind"] == "failed" and "partition h100:" in doc["error"]["message"]
+    assert doc["error"]["fix"] == "do what each partition's line says, then run the same command again."
+
+
+def test_exit_codes(report: Report) -> None:
+    without_error = Report(**{**vars(report), "outcomes": report.outcomes[:2]})
+    assert without_error.exit_code == 1 and verify_report.error_text(without_error) is None
+    assert "error" not in verify_report.document(without_error)
+    warned = Report(**{**vars(report), "outcomes": report.outcomes[:1]})
+    assert warned.exit_code == 0 and verify_report.document(warned)["ok"] is True

@@ -1,0 +1,424 @@
+"""A real Slurm cluster on this one host, for the tests: munged, slurmctld and one slurmd per node (Debian's
+slurmd is built with multiple-slurmd support, so `slurmd -N NODE` runs several nodes on one host), all in a
+private directory, on free ports, stopped by PID at the end.
+
+The nodes have typed GPU GRES backed by plain files (gres.conf `File=`), so Slurm schedules and reports them
+as it would real GPUs. The GPU facts on a node come from a stand-in `nvidia-smi` (the one stand-in: there is
+no GPU here) that a TaskProlog puts on the PATH of the steps on GPU nodes only; it answers the query envsolver
+makes, `--query-gpu=name,driver_version,compute_cap --format=csv,noheader`, with the rows written for that
+node, in nvidia-smi's own format (a real capture: tests/data/slurm/nvidia-smi-h200-query.txt), and the query
+`envsolver verify`'s probe makes, `--query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader`;
+where a node has no rows it prints nvidia-smi's message for a driver that does not answer and exits 9 (NVML's
+ERROR_DRIVER_NOT_LOADED). `SlurmLab.node_gpus` changes what a node's nvidia-smi says while the lab runs.
+
+`write_env` writes a stand-in environment prefix for `envsolver verify` on the lab's nodes (there is no CUDA
+torch here): its python runs verify's real probe and answers torch's part from the prefix's lock metadata.
+
+Run it by hand: `python -m tests.slurmlab` starts a lab, prints the SLURM_CONF to export, and stops it on Enter.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "scontrol", "srun")
+START_TIMEOUT_S = 90.0  # a loaded 2-core machine took up to about 10 s
+COMMAND_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One row of the node's nvidia-smi answer."""
+
+    name: str
+    driver: str
+    compute_cap: str
+    memory: str = "[N/A]"  # memory.total, as nvidia-smi prints it ("81920 MiB"); [N/A] where it has none
+
+    def csv(self) -> str:
+        """The row for envsolver's cluster probe: name,driver_version,compute_cap."""
+        return f"{self.name}, {self.driver}, {self.compute_cap}"
+
+    def verify_csv(self) -> str:
+        """The row for verify's probe: name,compute_cap,memory.total,driver_version."""
+        return f"{self.name}, {self.compute_cap}, {self.memory}, {self.driver}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A lab node: its GPU GRES as (type or None for an untyped one, count) pairs, what its nvidia-smi says
+    (() = no answer), and gres.conf's Cores= (which makes sinfo print `(S:...)` after the count)."""
+
+    name: str
+    gres: tuple[tuple[str | None, int], ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    cores: str | None = None
+
+    @property
+    def gres_text(self) -> str | None:
+        items = [f"gpu:{kind}:{count}" if kind else f"gpu:{count}" for kind, count in self.gres]
+        return ",".join(items) or None
+
+
+# memory.total as real cards report it: 16384 MiB for a V100-SXM2-16GB (nvidia-smi table in 1CatAI/1Cat-vLLM
+# issue #85), 32768 MiB for a V100-SXM2 32GB (Wan-Video/Wan2.1 issue #5), 81920 MiB for an A100 80GB and 81559 MiB
+# for an H100 (the list in modal-labs/modal-client pull request #2797).
+V100 = Gpu("Tesla V100-SXM2-16GB", "535.104.05", "7.0", "16384 MiB")
+A100 = Gpu("NVIDIA A100-SXM4-80GB", "550.54.15", "8.0", "81920 MiB")
+H100 = Gpu("NVIDIA H100 80GB HBM3", "570.133.20", "9.0", "81559 MiB")
+V100_32 = Gpu("Tesla V100-SXM2-32GB", "535.104.05", "7.0", "32768 MiB")
+
+# gpu04's GRES type is a site's own word ('tesla'), which names no GPU: `cluster init --no-probe` must ask for
+# --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports).
+NODES = (
+    Node("gpu01", (("v100", 2),), (V100, V100)),
+    Node("gpu02", (("a100", 2),), (A100, A100), cores="0-1"),
+    Node("gpu03", (("h100", 2),), (H100, H100)),
+    Node("gpu04", (("tesla", 2),), (V100_32, V100_32)),
+    Node("cpu01"),
+)
+PARTITIONS = {
+    "v100": ("gpu01",),
+    "a100": ("gpu02",),
+    "h100": ("gpu03",),
+    "tesla": ("gpu04",),
+    "mixed": ("gpu02", "gpu03"),
+    "cpu": ("cpu01",),
+}
+DEFAULT_PARTITION = "cpu"
+
+FAKE_SMI = """#!/bin/sh
+# A stand-in for nvidia-smi on the Slurm lab's nodes (there is no GPU here). It answers the two queries envsolver
+# makes (the cluster probe's and verify's) with the rows the lab wrote for this node, as nvidia-smi prints them;
+# without rows, it fails as nvidia-smi does when the driver does not answer.
+rows=""
+if [ "$#" -eq 2 ] && [ "$2" = "--format=csv,noheader" ]; then
+  case "$1" in
+    --query-gpu=name,driver_version,compute_cap) rows="{rows}/$SLURMD_NODENAME.csv" ;;
+    --query-gpu=name,compute_cap,memory.total,driver_version) rows="{rows}/$SLURMD_NODENAME.verify.csv" ;;
+  esac
+fi
+if [ -n "$rows" ]; then
+  if [ -s "$rows" ]; then
+    cat "$rows"
+    exit 0
+  fi
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest \
+NVIDIA driver is installed and running."
+  exit 9
+fi
+echo "the lab's nvidia-smi answers only --query-gpu=name,driver_version,compute_cap and \
+--query-gpu=name,compute_cap,memory.total,driver_version, with --format=csv,noheader" >&2
+exit 2
+"""
+
+# TaskProlog: lines `export NAME=value` on its stdout set the task's environment. GPU nodes get the stand-in.
+TASK_PROLOG = """#!/bin/sh
+case "$SLURMD_NODENAME" in
+  {gpu_nodes}) echo "export PATH={bin}:$PATH" ;;
+esac
+"""
+
+
+# The stand-in python of `write_env`'s prefix: verify runs it as `python PROBE ARGS...`; it runs the real probe
+# with the real interpreter (so the driver and GPUs come from the node's nvidia-smi, glibc from the node), then
+# answers torch's facts as the torch the lock pins would: its version and CUDA, the lock's arch list (standing
+# for torch's), the node's GPUs as its devices. Anything else it runs with the real interpreter.
+STAND_IN = """#!{python}
+import json
+import subprocess
+import sys
+
+TORCH = json.loads({torch})
+PREFIX = {prefix}
+done = subprocess.run([sys.executable, *sys.argv[1:]], stdout=subprocess.PIPE, text=True, timeout=900)
+if "--stream" not in sys.argv:
+    sys.stdout.write(done.stdout)
+    sys.exit(done.returncode)
+docs = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+for doc in docs:
+    facts = doc.get("partial", doc)
+    facts["python"] = dict(facts.get("python") or {{}}, prefix=PREFIX, executable=PREFIX + "/bin/python")
+    if "partial" not in doc:
+        gpus = (facts.get("driver") or {{}}).get("gpus") or []
+        devices = [{{"name": g["name"], "capability": g["compute_capability"]}} for g in gpus]
+        facts["torch"] = dict(TORCH, available=bool(devices), device_count=len(devices), devices=devices)
+    print(json.dumps(doc, sort_keys=True), flush=True)
+sys.exit(done.returncode)
+"""
+
+
+def torch_facts(meta: Mapping[str, str], prefix: Path) -> dict[str, object]:
+    """What verify's probe would report of the torch a lock pins (from its metadata), before the devices."""
+    from envsolver.archlist import parse_arch_list
+
+    archs = parse_arch_list(meta["envsolver_torch_cuda_arch_list"])
+    arch_list = [f"sm_{a.cc.sm}{a.suffix}" for a in archs] + [f"compute_{a.cc.sm}" for a in archs if a.ptx]
+    return {
+        "version": meta["envsolver_torch"].split()[0],
+        "cuda": meta["envsolver_cuda_version"],
+        "arch_list": arch_list,
+        "file": str(prefix / "lib" / "python3" / "site-packages" / "torch" / "__init__.py"),
+    }
+
+
+def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str) -> None:
+    """A stand-in environment at `prefix` for `envsolver verify -p PREFIX` on the lab's nodes: the lock metadata
+    `envsolver install` keeps (etc/envsolver/lock-metadata.json), and bin/python (STAND_IN) run by `python`."""
+    import json
+
+    from envsolver import prefixmeta
+
+    prefixmeta.save(prefix, platform, meta)
+    stand_in = prefix / "bin" / "python"
+    stand_in.parent.mkdir(parents=True, exist_ok=True)
+    stand_in.write_text(
+        STAND_IN.format(python=python, torch=repr(json.dumps(torch_facts(meta, prefix))), prefix=repr(str(prefix)))
+    )
+    stand_in.chmod(0o755)
+
+
+def missing_binaries() -> list[str]:
+    return [b for b in BINARIES if shutil.which(b) is None]
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out for port 0, held open together so they differ."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class LabError(RuntimeError):
+    """The lab did not start; the message holds the tail of every log."""
+
+
+@dataclass
+class SlurmLab:
+    root: Path
+    nodes: tuple[Node, ...] = NODES
+    partitions: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(PARTITIONS))
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+    user: str = field(default_factory=lambda: pwd.getpwuid(os.getuid()).pw_name)
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a Slurm command needs to reach this lab."""
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def start(self) -> None:
+        try:
+            self._write()
+            self._spawn("munged", self._munged_argv())
+            self._wait_for(lambda: (self.root / "munge" / "munge.sock").exists(), "munged's socket")
+            self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+            for node in self.nodes:
+                self._spawn(f"slurmd-{node.name}", ["slurmd", "-D", "-f", str(self.conf), "-N", node.name])
+            self._wait_for(self._all_idle, "every node idle in sinfo")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """SIGTERM every daemon by PID, SIGKILL what is left after 10 s, reap them all."""
+        for proc in reversed(self.processes.values()):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.processes.clear()
+
+    def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        """A Slurm command against the lab."""
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.env, check=False)
+
+    def dead_conf(self) -> Path:
+        """A copy of slurm.conf whose controller port nobody listens on (a controller that is down), with a
+        2 s MessageTimeout so the commands give up in about a second instead of nine."""
+        port = free_ports(1)[0]
+        lines = [
+            f"SlurmctldPort={port}" if line.startswith("SlurmctldPort=") else line
+            for line in self.conf.read_text().splitlines()
+            if not line.startswith("MessageTimeout=")
+        ]
+        path = self.root / "dead.conf"
+        path.write_text("\n".join([*lines, "MessageTimeout=2"]) + "\n")
+        return path
+
+    @contextmanager
+    def node_gpus(self, node: str, gpus: tuple[Gpu, ...]) -> Iterator[None]:
+        """While inside, the node's nvidia-smi answers with `gpus` (() : it fails as without a driver); then with
+        the node's own rows again."""
+        own = next(n.gpus for n in self.nodes if n.name == node)
+        self._write_gpus(node, gpus)
+        try:
+            yield
+        finally:
+            self._write_gpus(node, own)
+
+    def logs_tail(self, lines: int = 15) -> str:
+        parts = []
+        for log in sorted((self.root / "log").glob("*")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {log.name}\n" + "\n".join(text))
+        return "\n".join(parts)
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _write(self) -> None:
+        root = self.root
+        for sub in ("state", "spool", "log", "bin", "gpus"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        munge = root / "munge"
+        munge.mkdir(mode=0o700, exist_ok=True)
+        key = root / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        fake = root / "bin" / "nvidia-smi"
+        fake.write_text(FAKE_SMI.replace("{rows}", str(root / "gpus")))
+        fake.chmod(0o755)
+        gpu_nodes = [n.name for n in self.nodes if n.gres]
+        prolog = root / "task-prolog.sh"
+        prolog.write_text(TASK_PROLOG.format(gpu_nodes="|".join(gpu_nodes) or "none", bin=root / "bin"))
+        prolog.chmod(0o755)
+        for node in self.nodes:
+            self._write_gpus(node.name, node.gpus)
+        ctld_port, *node_ports = free_ports(1 + len(self.nodes))
+        conf = [
+            "ClusterName=lab",
+            f"SlurmctldHost={self.host}",
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={munge / 'munge.sock'}",
+            "CredType=cred/munge",
+            f"SlurmUser={self.user}",
+            f"SlurmdUser={self.user}",
+            f"SlurmctldPort={ctld_port}",
+            f"StateSaveLocation={root / 'state'}",
+            f"SlurmdSpoolDir={root / 'spool'}/%n",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={root / 'spool'}/slurmd-%n.pid",
+            f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={root / 'log'}/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            f"TaskProlog={prolog}",
+            "MpiDefault=none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "GresTypes=gpu",
+            "ReturnToService=2",
+            "SlurmctldTimeout=30",
+            "SlurmdTimeout=60",
+            "InactiveLimit=0",
+            "KillWait=2",
+        ]
+        gres_conf = []
+        files = 0
+        for node, port in zip(self.nodes, node_ports, strict=True):
+            gres = f" Gres={node.gres_text}" if node.gres else ""
+            conf.append(f"NodeName={node.name} NodeHostname={self.host} Port={port} CPUs=2 RealMemory=500{gres}")
+            for kind, count in node.gres:
+                last = files + count - 1
+                for i in range(files, last + 1):
+                    (root / f"fakegpu{i}").touch()
+                typed = f" Type={kind}" if kind else ""
+                cores = f" Cores={node.cores}" if node.cores else ""
+                gres_conf.append(f"NodeName={node.name} Name=gpu{typed} File={root}/fakegpu[{files}-{last}]{cores}")
+                files = last + 1
+        for name, members in self.partitions.items():
+            default = " Default=YES" if name == DEFAULT_PARTITION else ""
+            conf.append(f"PartitionName={name} Nodes={','.join(members)} State=UP MaxTime=10{default}")
+        self.conf.write_text("\n".join(conf) + "\n")
+        (root / "gres.conf").write_text("\n".join(gres_conf) + "\n")
+
+    def _write_gpus(self, node: str, gpus: tuple[Gpu, ...]) -> None:
+        """The rows the node's nvidia-smi answers each query with (written whole, then renamed into place)."""
+        for suffix, rows in ((".csv", [g.csv() for g in gpus]), (".verify.csv", [g.verify_csv() for g in gpus])):
+            path = self.root / "gpus" / f"{node}{suffix}"
+            part = path.with_name(path.name + ".part")
+            part.write_text("".join(row + "\n" for row in rows))
+            part.replace(path)
+
+    def _munged_argv(self) -> list[str]:
+        munge = self.root / "munge"
+        return [
+            "munged",
+            "-F",
+            "-f",
+            f"--key-file={self.root / 'munge.key'}",
+            f"--socket={munge / 'munge.sock'}",
+            f"--pid-file={munge / 'munged.pid'}",
+            f"--log-file={self.root / 'log' / 'munged.log'}",
+            f"--seed-file={munge / 'munged.seed'}",
+        ]
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        out = (self.root / "log" / f"{name}.out").open("wb")
+        with out:
+            self.processes[name] = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=self.root
+            )
+
+    def _all_idle(self) -> bool:
+        try:
+            done = self.run(["sinfo", "--noheader", "--Node", "--format=%N %T"], timeout=10)
+        except subprocess.TimeoutExpired:
+            return False
+        states = dict(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2)
+        return done.returncode == 0 and all(states.get(n.name) == "idle" for n in self.nodes)
+
+    def _wait_for(self, ready: object, what: str) -> None:
+        check = ready if callable(ready) else (lambda: False)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            dead = [name for name, proc in self.processes.items() if proc.poll() is not None]
+            if dead:
+                raise LabError(f"{', '.join(dead)} exited while waiting for {what}:\n{self.logs_tail()}")
+            if check():
+                return
+            time.sleep(0.2)
+        raise LabError(f"no {what} after {START_TIMEOUT_S:.0f} s:\n{self.logs_tail()}")
+
+
+def main() -> None:  # pragma: no cover - a tool for people
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="slurmlab-") as tmp:
+        lab = SlurmLab(Path(tmp))
+        lab.start()
+        try:
+            print(f"export SLURM_CONF={lab.conf}")
+            input("Slurm lab running; press Enter to stop it. ")
+        finally:
+            lab.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

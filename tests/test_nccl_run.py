@@ -1,0 +1,456 @@
+"""The NCCL check's launcher (envsolver/verify/nccl_run.py) and `envsolver verify --nccl`.
+
+Without a GPU: the torchrun and srun command lines (golden argv; hostile values refused by the cluster file's
+grammars), the per-node command srun and sbatch run (the Slurm launcher, envsolver/cluster/slurm_launch.py,
+executed here with a stand-in scontrol, so the rendezvous host and node rank are the ones it computes), and the
+worker end to end in gloo mode through the real torchrun with 2 processes: it passes, and a fault injected into one
+rank fails the right check. A rank that cannot join ends within its timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from envsolver.cli import main
+from envsolver.cluster import grammar, slurm_launch
+from envsolver.errors import BadInputError
+from envsolver.verify import nccl, nccl_run
+
+WORKER = str(nccl_run.WORKER)
+LAUNCHER = str(nccl_run.LAUNCHER)
+PACKAGE = Path(nccl_run.__file__).resolve().parents[1]
+FAST = nccl_run.Options(backend="gloo", sizes=(4096, 65536), iters=2, warmup=1, timeout=60.0, check_count=4099)
+
+
+def has_torch() -> bool:
+    done = subprocess.run([sys.executable, "-c", "import torch.distributed"], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+needs_torch = pytest.mark.skipif(
+    not has_torch(), reason="torch is not installed in this python: `pip install torch` (the CPU wheel) runs these"
+)
+
+
+def test_local_argv_is_torchrun_standalone_one_process_per_gpu() -> None:
+    argv = nccl_run.local_argv(Path("/envs/train/bin/python"), 4, nccl_run.Options(), Path("/tmp/out"))
+    assert argv == [
+        "/envs/train/bin/python",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        "--nproc-per-node=4",
+        "--max-restarts=0",
+        WORKER,
+        "--out-dir",
+        "/tmp/out",
+        "--backend",
+        "nccl",
+        "--sizes",
+        "1048576,4194304,16777216,67108864,268435456,1073741824",
+        "--iters",
+        "20",
+        "--warmup",
+        "5",
+        "--timeout",
+        "120",
+    ]
+
+
+def test_the_prefix_environment_keeps_the_sites_nccl_settings() -> None:
+    env = nccl_run.environ_for(Path("/envs/train"), {"PATH": "/usr/bin", "NCCL_NVLS_ENABLE": "0", "HOME": "/h"})
+    assert env["CONDA_PREFIX"] == "/envs/train"
+    assert env["PATH"] == "/envs/train/bin:/usr/bin"
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert nccl_run.environ_for(None, {"PATH": "/usr/bin"})["PATH"] == "/usr/bin"
+
+
+def job(**changes: Any) -> nccl_run.SlurmJob:
+    base: dict[str, Any] = {
+        "python": "/shared/envs/train/bin/python",
+        "nodes": 2,
+        "gpus_per_node": 4,
+        "out_dir": "/shared/scratch/nccl-check",
+        "worker": "/shared/envsolver/envsolver/verify/nccl_worker.py",
+        "launcher": "/shared/envsolver/envsolver/cluster/slurm_launch.py",
+        "partition": "h100",
+        "account": "proj-42",
+        "options": nccl_run.Options(sizes=(1 << 20, 1 << 30)),
+    }
+    base.update(changes)
+    return nccl_run.SlurmJob(**base)
+
+
+def test_srun_argv_golden() -> None:
+    """No shell anywhere: srun starts the Slurm launcher on each node (it finds the first host and runs torchrun),
+    and the launcher runs the worker under the env's python."""
+    assert nccl_run.srun_argv(job()) == [
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "--partition=h100",
+        "--account=proj-42",
+        "--gpus-per-node=4",
+        "/shared/envs/train/bin/python",
+        "/shared/envsolver/envsolver/cluster/slurm_launch.py",
+        "--nproc-per-node=4",
+        "--",
+        "/shared/envs/train/bin/python",
+        "/shared/envsolver/envsolver/verify/nccl_worker.py",
+        "--out-dir",
+        "/shared/scratch/nccl-check",
+        "--backend",
+        "nccl",
+        "--sizes",
+        "1048576,1073741824",
+        "--iters",
+        "20",
+        "--warmup",
+        "5",
+        "--timeout",
+        "120",
+    ]
+
+
+def test_srun_argv_with_gres_constraint_time_and_a_port() -> None:
+    argv = nccl_run.srun_argv(job(gres="gpu:h100:4", constraint="ib&h100", time="00:10:00", port=29533))
+    assert "--gres=gpu:h100:4" in argv and "--constraint=ib&h100" in argv and "--time=00:10:00" in argv
+    assert not any(a.startswith("--gpus-per-node") for a in argv)
+    launcher = argv.index("/shared/envsolver/envsolver/cluster/slurm_launch.py")
+    assert argv[launcher + 1 : argv.index("--")] == ["--nproc-per-node=4", "--port=29533"]
+
+
+def test_the_launch_rule_is_the_launchers() -> None:
+    """One launch rule: the command srun runs per node is the launcher's own task_argv around the worker, and no
+    other module of envsolver writes a torchrun rendezvous."""
+    one = job(port=29533)
+    worker = [one.python, one.worker, *nccl_run.worker_args(one.options, one.out_dir)]
+    assert nccl_run.node_command(one) == slurm_launch.task_argv(one.python, 4, worker, 29533, one.launcher)
+    writers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "--rdzv-endpoint" in path.read_text() or "--rdzv-backend" in path.read_text()
+    )
+    assert writers == ["cluster/slurm_launch.py"]
+
+
+# What the cluster file accepts, srun_argv accepts, and the other way round: one grammar (cluster/grammar.py).
+GRAMMAR = [
+    ("partition", "gpu-h100.v2", True),
+    ("partition", "a100,h100", False),
+    ("partition", "a+b", False),
+    ("constraint", "a100&[ib1|ib2]", True),
+    ("constraint", "[rack1*2&rack2*4]", True),
+    ("constraint", "(a100|h100)*2", False),
+    ("constraint", "a100)", False),
+    ("constraint", "a100&&ib", False),
+    ("gres", "gpu:nvidia_h100_80gb_hbm3:4", True),
+    ("gres", "gpu:4,nvme:1", True),
+    ("gres", "gpu:1g.10gb:1", True),
+    ("account", "ml-team", True),
+    ("account", "-x", False),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "accepted"), GRAMMAR, ids=[f"{k}={v}" for k, v, _ in GRAMMAR])
+def test_slurm_values_follow_the_cluster_files_grammar(key: str, value: str, accepted: bool) -> None:
+    check = {"partition": grammar.name, "constraint": grammar.constraint, "gres": grammar.gres}
+    check["account"] = grammar.name
+    try:
+        check[key](value)
+        valid = True
+    except grammar.GrammarError:
+        valid = False
+    assert valid is accepted
+    if accepted:
+        assert f"--{key}={value}" in nccl_run.srun_argv(job(**{key: value}))
+    else:
+        with pytest.raises(BadInputError, match=key):
+            nccl_run.srun_argv(job(**{key: value}))
+
+
+HOSTILE = [
+    ("partition", "h100;rm -rf ~"),
+    ("partition", "$(id)"),
+    ("partition", "-p"),
+    ("partition", "a b"),
+    ("account", "proj\n#SBATCH --uid=0"),
+    ("constraint", "x'y"),
+    ("constraint", "a`id`"),
+    ("gres", "gpu:a100:4 --uid=0"),
+    ("gres", "gpu:a100:x"),
+    ("time", "10; id"),
+    ("python", "relative/bin/python"),
+    ("python", "/shared/env\n/bin/python"),
+    ("out_dir", ""),
+    ("worker", "/a/\x00b"),
+    ("launcher", "slurm_launch.py"),
+    ("time", "1-"),
+    ("port", 80),
+    ("port", 70000),
+    ("nodes", 0),
+    ("gpus_per_node", 0),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), HOSTILE, ids=[f"{k}={v!r}" for k, v in HOSTILE])
+def test_hostile_values_are_refused(key: str, value: Any) -> None:
+    with pytest.raises(BadInputError, match=key.replace("_", "[-_ ]")):
+        nccl_run.srun_argv(job(**{key: value}))
+    with pytest.raises(BadInputError):
+        nccl_run.sbatch_fragment(job(**{key: value}))
+
+
+def test_the_sbatch_fragment_quotes_paths_with_spaces_and_quotes() -> None:
+    """Paths are free text (only control characters are refused); the batch shell must see each as one word."""
+    odd = job(python="/shared/my envs/it's/bin/python", out_dir="/shared/o $HOME")
+    srun = nccl_run.sbatch_fragment(odd).splitlines()[-1]
+    assert shlex.split(srun) == ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *nccl_run.srun_argv(odd)[7:]]
+    assert "/shared/my envs/it's/bin/python" in shlex.split(srun)
+    assert "/shared/o $HOME" in shlex.split(srun)
+
+
+def slurm_bin(tmp_path: Path) -> Path:
+    """Stand-ins for the two Slurm commands the path uses: scontrol (the allocation's hosts: this machine first,
+    then a host that does not exist, so a rendezvous on any host but the first cannot work) and srun (drops its
+    options and runs the command, as one task)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {
+        "scontrol": '#!/bin/sh\ncase "$1 $2 $3" in\n'
+        "  'show hostnames gpu-a[07-08]') printf '127.0.0.1\\nno-such-host.invalid\\n' ;;\n"
+        "  'show hostnames gpu-a07') printf '127.0.0.1\\n' ;;\n  *) exit 1 ;;\nesac\n",
+        "srun": '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n',
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    return bin_dir
+
+
+def slurm_env(bin_dir: Path, nnodes: int, nodeid: int) -> dict[str, str]:
+    nodelist = "gpu-a[07-08]" if nnodes == 2 else "gpu-a07"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": nodelist}
+    env.update(SLURM_NNODES=str(nnodes), SLURM_NODEID=str(nodeid), SLURM_JOB_ID="4242")
+    return env
+
+
+def judged(out: Path, world: int) -> dict[str, Any]:
+    checks = nccl.judge(nccl.Collected(world, (out / "report.json").read_text()))
+    return {c.id: c.status for c in checks}
+
+
+@needs_torch
+def test_two_nodes_through_the_srun_argv_meet_on_the_first_host(tmp_path: Path) -> None:
+    """Two 'nodes' (two processes with SLURM_NODEID 0 and 1, one rank each) run the srun argv's command: each asks
+    scontrol for the hosts and meets the other at the first one; gloo, so it runs here."""
+    bin_dir, out = slurm_bin(tmp_path), tmp_path / "out"
+    two = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), gpus_per_node=1)
+    two = nccl_run.SlurmJob(**{**two.__dict__, "port": free_port(), "options": FAST})
+    command = nccl_run.srun_argv(two)[7:]
+    nodes = [subprocess.Popen(command, env=slurm_env(bin_dir, 2, n), stdout=subprocess.PIPE) for n in (0, 1)]
+    outputs = [node.communicate(timeout=240)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0]
+    assert nccl.MARKER.encode() in outputs[0] + outputs[1]
+    assert judged(out, 2)["nccl-ranks"] == "pass"
+    assert judged(out, 2)["nccl-sum"] == "pass"
+
+
+@needs_torch
+def test_the_sbatch_fragment_runs_as_a_batch_script(tmp_path: Path) -> None:
+    """The fragment as a job script under /bin/sh, with the stand-in srun and scontrol: one node, two ranks."""
+    bin_dir, out = slurm_bin(tmp_path), tmp_path / "out dir"
+    one = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), nodes=1, gpus_per_node=2)
+    one = nccl_run.SlurmJob(**{**one.__dict__, "port": free_port()})
+    fragment = nccl_run.sbatch_fragment(nccl_run.SlurmJob(**{**one.__dict__, "options": FAST}))
+    lines = fragment.splitlines()
+    assert "#SBATCH --partition=h100" in lines and "#SBATCH --nodes=1" in lines
+    assert "#SBATCH --ntasks-per-node=1" in lines and "#SBATCH --gpus-per-node=2" in lines
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n" + fragment)
+    done = subprocess.run(["/bin/sh", str(script)], env=slurm_env(bin_dir, 1, 0), capture_output=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert judged(out, 2)["nccl-ranks"] == "pass"
+
+
+def test_the_node_command_outside_slurm_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    command = nccl_run.node_command(job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(tmp_path)))
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "SLURM_JOB_NODELIST" in done.stderr and "srun" in done.stderr
+
+
+@needs_torch
+def test_the_worker_passes_in_gloo_mode_through_torchrun(tmp_path: Path) -> None:
+    seen: list[str] = []
+    run = nccl_run.run_local(Path(sys.executable), None, 2, FAST, dict(os.environ), seen.append)
+    status = {c.id: c.status for c in run.checks}
+    assert status == {
+        "nccl-report": "pass",
+        "nccl-ranks": "pass",
+        "nccl-backend": "warn",
+        "nccl-sum": "pass",
+        "nccl-version": "skip",
+        "nccl-library": "skip",
+        "nccl-bandwidth": "skip",
+    }, run.checks
+    assert nccl.passed(run.checks) and not nccl.tested(run.checks)
+    assert any("checking sums" in line for line in seen)
+    doc = nccl.parse_document(run.collected.document or "")
+    assert [r.rank for r in doc.ranks] == [0, 1] and doc.backend == "gloo"
+    assert [t.nbytes for t in doc.ranks[1].times] == [4096, 65536]
+
+
+INJECTED = [("1:sum", "nccl-sum", "rank 1"), ("0:nccl-version", "nccl-version", "0.0.0-injected (torch) on rank 0")]
+
+
+@needs_torch
+@pytest.mark.parametrize(("fault", "check_id", "words"), INJECTED, ids=[f[0] for f in INJECTED])
+def test_an_injected_fault_fails_the_right_check(fault: str, check_id: str, words: str) -> None:
+    options = nccl_run.Options(**{**FAST.__dict__, "inject_fault": fault, "sizes": (4096,)})
+    run = nccl_run.run_local(Path(sys.executable), None, 2, options, dict(os.environ))
+    failed = {c.id: c for c in run.checks if c.status == "fail"}
+    assert list(failed) == [check_id]
+    assert words in failed[check_id].detail and "injected" in failed[check_id].detail
+    assert failed[check_id].fix
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@needs_torch
+def test_a_rank_that_cannot_join_ends_within_its_timeout(tmp_path: Path) -> None:
+    """Rank 0 of 2 started alone: its join times out, its file says so, the judge names the missing rank."""
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+    env["MASTER_PORT"] = str(free_port())
+    argv = [sys.executable, WORKER, "--out-dir", str(tmp_path), "--backend", "gloo", "--timeout", "3"]
+    started = time.monotonic()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0 and time.monotonic() - started < 100
+    ranks = {0: (tmp_path / "rank-0.json").read_text()}
+    checks = {c.id: c for c in nccl.judge(nccl.Collected(2, None, ranks, "exit 3", "envsolver verify --nccl"))}
+    assert checks["nccl-ranks"].status == "fail"
+    assert "rank 1 did not report" in checks["nccl-ranks"].detail
+    assert "stage 'failed': join" in checks["nccl-ranks"].detail
+
+
+def test_a_launch_that_hangs_is_killed_and_reported(tmp_path: Path) -> None:
+    sleeper = tmp_path / "python"
+    sleeper.write_text("#!/bin/sh\nexec sleep 600\n")
+    sleeper.chmod(stat.S_IRWXU)
+    started = time.monotonic()
+    run = nccl_run.run_local(sleeper, None, 2, FAST, dict(os.environ), limit=3.0)
+    assert time.monotonic() - started < 30
+    checks = {c.id: c for c in run.checks}
+    assert checks["nccl-report"].status == "fail"
+    assert "did not finish in 3 s" in checks["nccl-report"].detail
+
+
+@needs_torch
+def test_cli_verify_nccl_gloo_json(tmp_path: Path) -> None:
+    args = ["verify", "--nccl", "--python", sys.executable, "--backend", "gloo", "--gpus", "2"]
+    args += ["--sizes", "4K", "--iters", "2", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is True and doc["nccl_tested"] is False
+    assert doc["backend"] == "gloo" and doc["world_size"] == 2
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert {c["id"] for c in doc["checks"]} == set(nccl.CHECK_IDS)
+    assert doc["command"].startswith(shlex.quote(sys.executable) + " -m torch.distributed.run --standalone")
+
+
+REFUSED = [
+    (["--nccl", "--lock", "LOCK"], "--lock"),
+    (["--nccl", "--gpu-test"], "--gpu-test"),
+    (["--nccl", "--check", "nccl"], "--check"),
+    (["--gpus", "2"], "--nccl"),
+    (["--nccl", "--gpus", "0"], "--gpus"),
+    (["--nccl", "--sizes", "1X"], "--sizes"),
+    (["--nccl", "--iters", "0"], "--iters"),
+]
+
+
+@pytest.mark.parametrize(("args", "word"), REFUSED, ids=[" ".join(a) for a, _ in REFUSED])
+def test_cli_refuses_options_that_do_not_fit(tmp_path: Path, args: list[str], word: str) -> None:
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text("version: 1\n")
+    args = [str(lock) if a == "LOCK" else a for a in args]
+    result = CliRunner().invoke(main, ["verify", "--python", sys.executable, *args, "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert word in error["message"] + (error["fix"] or "")
+    assert error["fix"]
+
+
+@needs_torch
+def test_cli_without_gpus_says_how_to_run(tmp_path: Path) -> None:
+    """This machine's torch sees no GPU: the refusal names the CPU plumbing run, and that run works."""
+    result = CliRunner().invoke(main, ["verify", "--nccl", "--python", sys.executable, "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "no GPU" in error["message"] and "--backend gloo" in error["fix"]
+
+
+FAKE_NCCL = "int ncclGetVersion(int *version) { *version = 29901; return 0; }\n"
+
+
+def fake_libnccl(tmp_path: Path) -> Path:
+    """A stand-in libnccl.so.2 that only answers ncclGetVersion with 2.99.1 (NCCL's code 29901)."""
+    compiler = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    if compiler is None:
+        pytest.skip("no C compiler to build the stand-in libnccl")
+    source = tmp_path / "nccl.c"
+    source.write_text(FAKE_NCCL)
+    lib = tmp_path / "fake" / "libnccl.so.2"
+    lib.parent.mkdir()
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(lib), str(source)], check=True, timeout=120)
+    return lib
+
+
+@needs_torch
+def test_a_rank_that_preloads_another_libnccl_is_named_with_its_version(tmp_path: Path) -> None:
+    """The case seen on the 2-H200 machine (tests/data/nccl/h200x2/mixed-preload.json), here on CPU: rank 1
+    started with LD_PRELOAD of another libnccl. The worker reads each mapped file's own version (ncclGetVersion),
+    so the judge names the file, its version and the variable to unset."""
+    lib = fake_libnccl(tmp_path)
+    out = tmp_path / "out"
+    base = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    argv = [sys.executable, WORKER, "--out-dir", str(out), "--backend", "gloo", "--timeout", "60"]
+    argv += ["--sizes", "4096", "--iters", "1", "--warmup", "0", "--check-count", "64"]
+    procs = [
+        subprocess.Popen(
+            argv,
+            env={**base, "RANK": str(r), "LOCAL_RANK": str(r), **({"LD_PRELOAD": str(lib)} if r == 1 else {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for r in range(2)
+    ]
+    assert [p.wait(timeout=180) for p in procs] == [0, 0]
+    report = json.loads((out / "report.json").read_text())
+    assert report["ranks"][1]["nccl_file_versions"] == {str(lib): "2.99.1"}
+    checks = {c.id: c for c in nccl.judge(nccl.Collected(2, (out / "report.json").read_text()))}
+    assert checks["nccl-library"].status == "fail"
+    assert f"{lib} (2.99.1, the system's NCCL) on rank 1" in checks["nccl-library"].detail
+    assert f"LD_PRELOAD={lib}" in checks["nccl-library"].fix and "unset LD_PRELOAD" in checks["nccl-library"].fix
+    assert checks["nccl-version"].status == "fail" and "2.99.1 on rank 1" in checks["nccl-version"].detail
