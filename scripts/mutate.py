@@ -398,6 +398,7 @@ class GroupResult:
     exclusions: dict[str, str] = field(default_factory=dict)
     stale_exclusions: list[str] = field(default_factory=list)
     partial: bool = False
+    wall_s: float = 0.0  # from the baseline's start to the last mutant's end
 
     @property
     def killed(self) -> int:
@@ -699,6 +700,7 @@ def run_group(
 ) -> GroupResult:
     """Run every mutant of the group (those whose key or file:line contains one of `only`, when given) against
     the group's tests. Raises BaselineError when the tests fail on the unmutated code."""
+    started = time.monotonic()
     files = group_files(root, group)
     sources = {path: (root / path).read_text("utf-8") for path in files}
     every = [m for path in files for m in mutants(sources[path], path)]
@@ -743,6 +745,8 @@ def run_group(
                 outcome = "killed" if status == "failed" else "timeout"
                 result = Result(mutant, outcome, seconds, excluded, selected)
             done.append(result)
+            if progress and result.outcome == "survived":
+                progress(f"{group.name}: survived {mutant.where} {mutant.qualname}: {mutant.text}")
             if progress and (len(done) % 10 == 0 or len(done) == len(chosen)):
                 progress(f"{group.name}: {len(done)}/{len(chosen)} mutants run")
             return result
@@ -759,7 +763,8 @@ def run_group(
         for space in made:
             space.remove()
     limit = limits(())
-    return GroupResult(group, files, baseline_s, limit, results, mine, stale, partial=len(chosen) < len(every))
+    partial = len(chosen) < len(every)
+    return GroupResult(group, files, baseline_s, limit, results, mine, stale, partial, time.monotonic() - started)
 
 
 # --- reports ------------------------------------------------------------------------------------------------
@@ -802,6 +807,7 @@ def report_json(results: Sequence[GroupResult], min_score: float) -> dict[str, A
                 "baseline_s": round(r.baseline_s, 1),
                 "timeout_s": round(r.timeout_s, 1),
                 "seconds": round(sum(x.seconds for x in r.results), 1),
+                "wall_s": round(r.wall_s, 1),
             }
         )
     return {"min_score": min_score, "ok": ok(results, min_score), "groups": groups}
@@ -815,7 +821,8 @@ def report_text(results: Sequence[GroupResult], min_score: float) -> str:
         lines.append(
             f"{r.group.name}: {data['score']:.1f}%{partial}  killed {r.killed} of {r.considered} "
             f"({data['timeouts']} by timeout), {len(data['equivalent'])} equivalent left out; "
-            f"{len(r.files)} files, tests {' '.join(r.group.tests)} (baseline {r.baseline_s:.1f} s)"
+            f"{len(r.files)} files, tests {' '.join(r.group.tests)} "
+            f"(baseline {r.baseline_s:.1f} s, wall {r.wall_s:.0f} s)"
         )
         for x in r.survivors:
             flag = "  [public return None]" if x.mutant.public_return_none else ""

@@ -226,3 +226,16 @@ def test_list_prints_the_mutants_of_a_group_as_json(capsys: pytest.CaptureFixtur
     listed = json.loads(capsys.readouterr().out)
     assert listed and all(m["key"].startswith("envsolver/versions.py::") for m in listed)
     assert {"where", "function", "mutation", "key", "kind"} <= set(listed[0])
+
+
+def test_progress_names_each_survivor_as_it_is_found_and_the_report_has_the_wall_time(tmp_path: Path) -> None:
+    root = tmp_path / "tiny"
+    shutil.copytree(TINY, root)
+    group = mutate.Group("tiny", files=("tiny.py",), tests=("tiny_checks.py",))
+    said: list[str] = []
+    result = mutate.run_group(root, group, {}, jobs=1, timeout_s=4.0, only=("tiny.py:8",), progress=said.append)
+    assert [s for s in said if "survived" in s] == ["tiny: survived tiny.py:8 is_adult: `>=` -> `>` in `age >= LIMIT`"]
+    assert said[-1] == "tiny: 3/3 mutants run"
+    report = mutate.report_json([result], min_score=90.0)["groups"][0]
+    assert report["wall_s"] > 0 and report["wall_s"] >= report["baseline_s"]
+    assert f"wall {result.wall_s:.0f} s)" in mutate.report_text([result], min_score=90.0)
