@@ -1,4 +1,6 @@
-"""The `envsolver` command: parse options, call the library, print, exit. Nothing else lives here.
+"""The `envsolver` command: the `main` group, the plan commands (explain, make, gpus), and the assembly of the
+others (cli_env's install, hook, verify; cli_cluster's `cluster` group), which are defined without importing
+`main`. Parse options, call the library, print, exit. Nothing else lives here.
 
 Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input; 130 interrupted (Ctrl-C). Results go to
 stdout, diagnostics (warnings, progress, errors) to stderr; with --json, stdout is one JSON document whatever
@@ -12,29 +14,24 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from envsolver import __version__, detect, lock, names, outputs, profile, render, render_cluster
+from envsolver.cli_base import INTERNAL, Group
+from envsolver.cli_cluster import cluster
+from envsolver.cli_env import hook_command, install_command, verify_command
 from envsolver.cluster import file as cluster_files
 from envsolver.cluster import make as cluster_make
-from envsolver.errors import (
-    INTERRUPTED,
-    INTERRUPTED_EXIT,
-    INTERRUPTED_FIX,
-    BadInputError,
-    EnvsolverError,
-    Kind,
-    failure,
-    split_fix,
-)
+from envsolver.errors import BadInputError
 from envsolver.inputs import Inputs, Options, build_target, make_command
 from envsolver.kb import default_kb
 from envsolver.outputs import cache_dir
 from envsolver.plan import Plan
-from envsolver.redact import redact_text
 from envsolver.resolve import resolve
+
+__all__ = ["INTERNAL", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,89 +58,6 @@ Examples:
 
 Exit codes: 0 ok, 1 no consistent stack for the target, 2 bad input.
 """
-
-
-INTERNAL = "internal error"
-_JSON = "envsolver.json"  # ctx.meta: whether the command runs with --json (parent and child contexts share meta)
-_ARGV = "envsolver.argv"
-
-
-def _wants_json(ctx: click.Context) -> bool:
-    """--json as the command parsed it; before (or where) parsing failed, --json among the command's words."""
-    if _JSON in ctx.meta:
-        return bool(ctx.meta[_JSON])
-    argv: tuple[str, ...] = ctx.meta.get(_ARGV, ())
-    return "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
-
-
-def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
-    """`error: TEXT` on stderr; with --json also the failure document on stdout. Exits with `code`."""
-    click.echo(f"error: {text}", err=True)
-    if _wants_json(ctx):
-        click.echo(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
-    ctx.exit(code)
-
-
-class _Command(click.Command):
-    """Records whether this command runs with --json, once its options are parsed, for the handler in _Group."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        ctx.meta[_JSON] = bool(ctx.params.get("as_json"))
-        return super().invoke(ctx)
-
-
-class _Group(click.Group):
-    """Maps every outcome to a message on stderr and exit 0, 1, 2 or 130, in one place: EnvsolverError to its
-    message and exit code; an OSError that no command turned into an error to exit 2 naming the file; Ctrl-C to
-    exit 130; anything else (a bug) to exit 2 with an `internal error` line instead of a traceback
-    (ENVSOLVER_DEBUG=1 shows the traceback instead, for a bug report). With --json, each of these and click's
-    usage errors also print `{"ok": false, "exit_code", "error": {"kind", "message", "fix"}}` on stdout. Every
-    message is passed through redact_text, so no credential reaches the terminal or a log."""
-
-    command_class = _Command
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        ctx.meta[_ARGV] = tuple(args)
-        return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except click.exceptions.UsageError as exc:
-            if not _wants_json(ctx):
-                raise
-            exc.show()
-            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
-            fix = f"Run `{where} --help` to see the options."
-            click.echo(json.dumps(failure(exc.exit_code, "usage", exc.format_message(), fix), indent=2))
-            ctx.exit(exc.exit_code)
-        except (click.exceptions.ClickException, click.exceptions.Exit):
-            raise
-        except (KeyboardInterrupt, click.exceptions.Abort):
-            if sys.stderr.isatty():
-                click.echo(err=True)  # past the terminal's ^C
-            _fail(ctx, INTERRUPTED_EXIT, "interrupted", f"{INTERRUPTED} {INTERRUPTED_FIX}")
-        except EnvsolverError as exc:
-            _fail(ctx, exc.exit_code, exc.kind, redact_text(str(exc)))
-        except OSError as exc:
-            where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
-            _fail(
-                ctx,
-                2,
-                "io",
-                f"{redact_text(exc.strerror or str(exc))}{where}. Check that the path exists and that you can read "
-                "and write it, then run the same command again.",
-            )
-        except Exception as exc:
-            if os.environ.get("ENVSOLVER_DEBUG"):
-                raise
-            _fail(
-                ctx,
-                2,
-                "internal",
-                f"{INTERNAL} ({type(exc).__name__}: {redact_text(str(exc))[:500]}). This is a bug in envsolver, not "
-                "in your input. Report it with the command you ran.",
-            )
 
 
 def target_options(func: F) -> F:
@@ -221,7 +135,7 @@ def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
     return inputs, resolve(inputs.target, kb)
 
 
-@click.group(cls=_Group)
+@click.group(cls=Group)
 @click.version_option(__version__, prog_name="envsolver")
 def main() -> None:
     """Resolve GPU models and a driver into a consistent conda GPU training stack
@@ -382,11 +296,8 @@ def gpus(as_json: bool) -> None:
     render.gpu_table(render.console(), kb.gpus)
 
 
-# The environment commands (install, hook, verify) register themselves on `main`.
-from envsolver import cli_env  # noqa: E402, F401
-from envsolver.cli_cluster import cluster  # noqa: E402
-
-main.add_command(cluster)
+for command in (install_command, hook_command, verify_command, cluster):
+    main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

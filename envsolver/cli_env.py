@@ -1,4 +1,5 @@
 """The environment commands of `envsolver`: install, hook, verify. Parse options, call, print, exit.
+Defined on their own; cli.py adds them to `main`.
 
 Exit codes: 0 ok; 1 a check, a pre-flight or an op build failed; 2 bad input, or the command could not run;
 130 interrupted (Ctrl-C).
@@ -15,7 +16,7 @@ import click
 
 from envsolver import install as installer
 from envsolver import prefixmeta, render
-from envsolver.cli import main
+from envsolver.cli_base import Command
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
@@ -34,7 +35,7 @@ from envsolver.verify import render as verify_render
 from envsolver.verify import run as verify_run
 
 
-@main.command(name="install")
+@click.command(name="install", cls=Command)
 @click.argument(
     "lock_path", metavar="[LOCK]", default="conda-lock.yml", type=click.Path(dir_okay=False, path_type=Path)
 )
@@ -129,7 +130,7 @@ def install_command(
         sys.exit(1)
 
 
-@main.command(name="hook")
+@click.command(name="hook", cls=Command)
 @click.option(
     "-p", "--prefix", required=True, type=click.Path(file_okay=False, path_type=Path), help="The environment to set up."
 )
@@ -173,8 +174,9 @@ def hook_command(
     python: Path | None,
     as_json: bool,
 ) -> None:
-    """Write activation scripts (CUDA_HOME, CPATH, TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR),
-    check the toolchain before any compiler runs, then build DeepSpeed's ops for the target GPUs and prove them.
+    """Write activation scripts (TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and CUDA_HOME and
+    CPATH when the prefix holds the CUDA toolkit), check the toolchain before any compiler runs (verify's build
+    checks), then build DeepSpeed's ops for the target GPUs and prove them.
 
     \b
     Examples:
@@ -188,7 +190,8 @@ def hook_command(
     kb = default_kb()
     if print_env:
         where = hook_run.arch_list_and_platform(prefix, lock_path, arch_list, kb)
-        exports = hook_activation.exports(prefix, where.arch_list, where.target)
+        toolkit = hook_run.toolkit_in(prefix, python, where, kb, os.environ)
+        exports = hook_activation.exports(prefix, where.arch_list, where.target, toolkit)
         if as_json:
             click.echo(json.dumps(hook_render.env_json(prefix, where.arch_list, exports), indent=2))
         else:
@@ -210,7 +213,7 @@ def hook_command(
         sys.exit(1)
 
 
-@main.command(name="verify")
+@click.command(name="verify", cls=Command)
 @click.option("-p", "--prefix", type=click.Path(file_okay=False, path_type=Path), help="The environment to check.")
 @click.option(
     "--python",

@@ -174,3 +174,37 @@ def test_the_fix_names_a_prefix_with_spaces_so_that_it_runs(tmp_path: Path) -> N
     command = result.output.split("or delete ", 1)[1].split(" and pass", 1)[0]
     subprocess.run(["bash", "-c", f"rm {command}"], check=True)
     assert not meta.exists() and prefix.is_dir()
+
+
+@pytest.mark.parametrize("toolkit", [True, False], ids=["toolkit-in-prefix", "no-nvcc-in-prefix"])
+def test_activation_follows_the_probe(tmp_path: Path, toolkit: bool) -> None:
+    """CUDA_HOME and CPATH point into the prefix only when the probe found nvcc and the headers there; otherwise
+    activation leaves them as they were, deactivation restores everything, and the report says what to install."""
+    from tests.test_hook import fake_prefix
+
+    prefix = fake_prefix(tmp_path, nvcc="13.0" if toolkit else None)
+    result = CliRunner().invoke(
+        main, ["hook", "-p", str(prefix), "--arch-list", "9.0", "--no-build", "--json"], env={"CUDA_HOME": None}
+    )
+    doc = json.loads(result.stdout)
+    finding = next(c for c in doc["checks"] if c["id"] == "prefix_toolkit")
+    before = {"CUDA_HOME": "/opt/cuda", "CPATH": "/opt/include"}
+    on = shlex.quote(str(prefix / "etc/conda/activate.d/envsolver.sh"))
+    off = shlex.quote(str(prefix / "etc/conda/deactivate.d/envsolver.sh"))
+    exported = "".join(f"export {k}={v}\n" for k, v in before.items())
+    active = _source(f"{exported}. {on}", prefix)
+    restored = _source(f"{exported}. {on}; . {off}", prefix)
+    printed = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--arch-list", "9.0", "--print-env"])
+    if toolkit:
+        assert finding["status"] == "pass"
+        assert active["CUDA_HOME"] == str(prefix)
+        assert active["CPATH"] == f"{prefix}/targets/x86_64-linux/include:/opt/include"
+        assert f"export CUDA_HOME={shlex.quote(str(prefix))}\n" in printed.stdout
+    else:
+        assert finding["status"] == "warn" and "no nvcc in" in finding["detail"]
+        fix = f"conda install -p {prefix} -c conda-forge cuda-nvcc cuda-version=13.0, then envsolver hook -p {prefix}"
+        assert finding["fix"] == fix  # the pin is torch's CUDA: the fake prefix has no cuda-version package
+        assert (active["CUDA_HOME"], active["CPATH"]) == ("/opt/cuda", "/opt/include")
+        assert "CUDA_HOME" not in printed.stdout and "CPATH" not in printed.stdout
+    assert active["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX" and active["DS_ACCELERATOR"] == "cuda"
+    assert {k: restored.get(k) for k in (*before, "TORCH_CUDA_ARCH_LIST")} == {**before, "TORCH_CUDA_ARCH_LIST": None}

@@ -851,11 +851,28 @@ def test_driver_and_host_compiler_details_word_for_word(kb: KnowledgeBase) -> No
     assert result(kb, "driver", edit("driver.cuda", None)(healthy())).detail == (
         "driver 580.159.04 (from nvidia-smi) supports CUDA <= 13.0"
     )
-    for change in (edit("nvcc.version", None), edit("compiler.major", None)):
+    check = result(kb, "host_compiler", edit("nvcc.version", None)(healthy()))
+    assert (check.status, check.detail) == (
+        "skip",
+        "/opt/gcc/bin/g++: g++-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 (no nvcc to compare with)",
+    )
+    # A compiler that gives no GCC version is no compiler for the build (main's be95b95): a fail with the
+    # packages below nvcc 13.0's GCC limit (15), for this machine's conda arch.
+    where = "(CXX, the env's conda c++, c++ or g++ on PATH)"
+    for change, found, arch in (
+        (edit("compiler.major", None), "/opt/gcc/bin/g++ gives no GCC version", "64"),
+        (edit("compiler.path", None), "no C++ compiler found", "64"),
+        (
+            lambda d: edit("python.machine", "aarch64")(edit("compiler.path", None)(d)),
+            "no C++ compiler found",
+            "aarch64",
+        ),
+    ):
         check = result(kb, "host_compiler", change(healthy()))
-        assert (check.status, check.detail) == (
-            "skip",
-            "/opt/gcc/bin/g++: g++-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 (no nvcc range to compare)",
+        assert (check.status, check.detail, check.fix) == (
+            "fail",
+            f"{found} {where}",
+            f"conda install -p /opt/torch/.venv -c conda-forge 'gxx<16' 'gxx_linux-{arch}<16'",
         )
 
 
@@ -863,7 +880,8 @@ def test_driver_and_host_compiler_details_word_for_word(kb: KnowledgeBase) -> No
     ("value", "fix"),
     [
         ("7.0;9.0", "export TORCH_CUDA_ARCH_LIST='9.0+PTX' (envsolver hook sets it from the lock)"),
-        ("7.0", "export TORCH_CUDA_ARCH_LIST='<your GPUs' CCs>' (envsolver hook sets it from the lock)"),
+        # nothing in it is buildable: another toolkit, not an export (main's be95b95)
+        ("7.0", "use a toolkit that builds these GPUs: regenerate the env with envsolver make --gpu <your GPUs>"),
     ],
 )
 def test_a_bad_arch_list_is_fixed_with_what_nvcc_can_build(kb: KnowledgeBase, value: str, fix: str) -> None:
@@ -983,3 +1001,18 @@ def test_deepspeed_ops_pass_without_prebuilt_ops_or_a_load_time(kb: KnowledgeBas
     doc["deepspeed"]["installed_ops"] = {"fused_adam": False}
     doc["deepspeed"].pop("fused_adam_load_seconds")
     assert result(kb, "deepspeed_ops", doc).detail == "DeepSpeed 0.19.5: FusedAdam loads in 0.000 s"
+
+
+def test_verify_gains_the_hooks_prefix_toolkit_rule(tmp_path: Path) -> None:
+    """The rule the hook's activation follows is a verify check too: a conda prefix without nvcc is named, with
+    the packages to install (from the KB) and the hook to run again."""
+    from tests.test_hook import fake_prefix
+
+    prefix = fake_prefix(tmp_path, nvcc=None, headers=("cuda_runtime_api.h",))
+    result = CliRunner().invoke(main, ["verify", "-p", str(prefix), "--check", "prefix_toolkit", "--json"])
+    check = json.loads(result.stdout)["checks"][0]
+    assert check["id"] == "prefix_toolkit" and check["status"] == "warn"
+    assert "no nvcc in" in check["detail"] and "cusparse.h" in check["detail"]
+    packages = "cuda-nvcc cuda-cudart-dev cuda-profiler-api libcublas-dev libcurand-dev libcusolver-dev libcusparse-dev"
+    assert check["fix"].startswith(f"conda install -p {prefix} -c conda-forge {packages} ")  # verify also wants cuda.h
+    assert check["fix"].endswith(f"cuda-version=13.0, then envsolver hook -p {prefix}")

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsolver.hook.facts import Runner, run
+from envsolver.procrun import Runner, run
 
 RUNNER = Path(__file__).with_name("op_runner.py")
 DEFAULT_OPS = ("fused_adam", "cpu_adam", "fused_lamb")
@@ -44,6 +44,7 @@ class OpResult:
     missing_sass: tuple[int, ...] = ()
     load_seconds: float | None = None
     prebuilt: bool = False  # shipped built with DeepSpeed (e.g. conda-forge's), proven rather than rebuilt
+    source: str = "built"  # built | cache (the shared op cache) | unchanged (a re-run) | prebuilt
 
 
 def parse_elf_list(text: str) -> tuple[int, ...]:

@@ -4,14 +4,28 @@ Standard library plus torch and deepspeed only; prints one JSON line. Usage:
     python op_runner.py build OP        # JIT-build OP for TORCH_CUDA_ARCH_LIST into TORCH_EXTENSIONS_DIR
                                         # (an op DeepSpeed was installed with, e.g. conda-forge's, is loaded)
     python op_runner.py jit OP          # JIT-build OP even when DeepSpeed has it prebuilt
+    python op_runner.py install OP      # build OP as DeepSpeed's own DS_BUILD_OPS install would (the library
+                                        # named after DeepSpeed's module for it, fused_adam_op...), without -g,
+                                        # for `envsolver hook` to register; prints the facts the registry needs
     python op_runner.py load OP         # time OP's load() after `import torch` (a prebuilt op loads at once)
+    python op_runner.py registered OP.. # load each OP through DeepSpeed's own load() (registered ops import at
+                                        # once): the library it loaded and the time, in one process
+    python op_runner.py key             # what decides the ops' binaries, read from files without importing
+                                        # torch or DeepSpeed (fast: the hook decides a no-op from it)
     python op_runner.py adam-check      # 5 FusedAdam steps against torch.optim.AdamW on the GPU
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
+import os
+import platform
+import shutil
+import subprocess
 import sys
+import sysconfig
 import time
 import traceback
 from typing import Any
@@ -50,6 +64,151 @@ def build(op: str, jit: bool = False) -> dict[str, Any]:
     }
 
 
+def _package_dir(name: str) -> str | None:
+    """Where a package is installed, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return locations[0] if locations else None
+
+
+def _tree_sha256(base: str, parts: tuple[str, ...]) -> str:
+    """SHA-256 over the relative paths and contents of every file under base/part (sorted)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        top = os.path.join(base, part)
+        found = []
+        for root, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            found += [os.path.join(root, n) for n in names if not n.endswith(".pyc")]
+        for path in sorted(found):
+            digest.update(os.path.relpath(path, base).encode() + b"\0")
+            with open(path, "rb") as handle:
+                digest.update(hashlib.sha256(handle.read()).digest())
+    return digest.hexdigest()
+
+
+def _stdout(argv: list[str]) -> str | None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _cpu() -> dict[str, str]:
+    """The build host's CPU as -march=native sees it (DeepSpeed's CPU ops are built with it)."""
+    wanted = ("vendor_id", "cpu family", "model", "flags")
+    found: dict[str, str] = {"machine": platform.machine()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name in wanted and name not in found:
+                    found[name] = value.strip()
+                if not line.strip() and len(found) > 1:
+                    break
+    except OSError:
+        pass
+    return found
+
+
+def _installed_ops(info: str | None) -> list[str]:
+    """The ops DeepSpeed was installed with (built at install: conda-forge's, DS_BUILD_OPS=1), from the text of
+    its git_version_info_installed.py, read as data (ast.literal_eval), never run."""
+    import ast
+
+    try:
+        tree = ast.parse(info or "")
+    except SyntaxError:
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "installed_ops" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return []
+            if isinstance(value, dict):
+                return sorted(str(k) for k, v in value.items() if v is True)
+    return []
+
+
+def key_facts() -> dict[str, Any]:
+    """What the ops' binaries depend on, besides the arch list and the op: python's ABI, torch's and DeepSpeed's
+    exact builds (torch/version.py; DeepSpeed's op sources and builders), nvcc and the C++ compiler as torch's
+    cpp_extension finds them (CUDA_HOME or nvcc on PATH; CXX or c++), and the CPU (-march=native)."""
+    torch_dir, ds_dir = _package_dir("torch"), _package_dir("deepspeed")
+    torch_version_file = os.path.join(torch_dir, "version.py") if torch_dir else None
+    torch_text = None
+    if torch_version_file and os.path.isfile(torch_version_file):
+        with open(torch_version_file, encoding="utf-8") as handle:
+            torch_text = handle.read()
+    ds_version = None
+    if ds_dir:
+        for name in ("git_version_info_installed.py", "version.txt"):
+            path = os.path.join(ds_dir, name)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as handle:
+                    ds_version = handle.read().strip()
+                break
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if not home:
+        found = shutil.which("nvcc")
+        home = os.path.dirname(os.path.dirname(found)) if found else "/usr/local/cuda"
+    nvcc = os.path.join(home, "bin", "nvcc")
+    return {
+        "python": sys.version,
+        "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"),
+        "site": sysconfig.get_paths()["purelib"],
+        "torch_version_py": torch_text,
+        "deepspeed_info": ds_version,
+        "deepspeed_tree": _tree_sha256(ds_dir, ("ops/csrc", "ops/op_builder")) if ds_dir else None,
+        "nvcc": _stdout([nvcc, "--version"]) if os.path.isfile(nvcc) else None,
+        "cxx": _stdout([os.environ.get("CXX") or "c++", "--version"]),
+        "cpu": _cpu(),
+        "deepspeed_installed_ops": _installed_ops(ds_version),
+    }
+
+
+def _without_debug(args: list[str]) -> list[str]:
+    """DeepSpeed's flags less -g: debug information is a quarter of the compile time and changes no code."""
+    return [arg for arg in args if arg != "-g"]
+
+
+def build_installable(op: str) -> dict[str, Any]:
+    """Build OP under the name of DeepSpeed's module for it (deepspeed.ops.adam.fused_adam_op: the library's
+    init function is PyInit_fused_adam_op, as a DS_BUILD_OPS install makes it) with DeepSpeed's own flags less -g,
+    through DeepSpeed's own jit_load (its flags, arch list and CPU probing), into TORCH_EXTENSIONS_DIR."""
+    import deepspeed  # type: ignore[import-not-found,unused-ignore]
+    import torch  # type: ignore[import-not-found,unused-ignore]
+
+    op_builder = builder(op)
+    module_name = op_builder.absolute_name()
+    op_builder.name = module_name.rsplit(".", 1)[1]
+    cxx_args, nvcc_args = op_builder.cxx_args, op_builder.nvcc_args
+    op_builder.cxx_args = lambda: _without_debug(cxx_args())
+    op_builder.nvcc_args = lambda: _without_debug(nvcc_args())
+    started = time.perf_counter()
+    module = op_builder.jit_load(verbose=False)
+    seconds = time.perf_counter() - started
+    cuda = torch.version.cuda
+    return {
+        "op": op,
+        "seconds": seconds,
+        "file": getattr(module, "__file__", None),
+        "module": module_name,
+        "deepspeed": deepspeed.__version__,
+        "torch": torch.__version__,
+        "torch_info": {
+            "version": ".".join(torch.__version__.split(".")[:2]),
+            "bf16_support": False,
+            "cuda_version": ".".join(cuda.split(".")[:2]) if cuda else "0.0",
+            "nccl_version": "0.0",
+            "hip_version": "0.0",
+        },
+    }
+
+
 def load(op: str) -> dict[str, Any]:
     """Time only the load() call: torch and DeepSpeed's op_builder are imported before the clock starts."""
     import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
@@ -58,6 +217,25 @@ def load(op: str) -> dict[str, Any]:
     started = time.perf_counter()
     module = op_builder.load(verbose=False)
     return {"op": op, "load_seconds": time.perf_counter() - started, "file": getattr(module, "__file__", None)}
+
+
+def registered(ops: list[str]) -> dict[str, Any]:
+    """Each op through DeepSpeed's load() in this one process, after `import torch, deepspeed`: which library
+    DeepSpeed loaded (a registered op's, or one it JIT-built) and how long load() took."""
+    import deepspeed  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+
+    rows = []
+    for op in ops:
+        started = time.perf_counter()
+        try:
+            module = builder(op).load(verbose=False)
+        except Exception as exc:  # one op's failure is that op's result
+            rows.append({"op": op, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        seconds = time.perf_counter() - started
+        rows.append({"op": op, "ok": True, "file": getattr(module, "__file__", None), "load_seconds": seconds})
+    return {"ops": rows}
 
 
 def adam_check() -> dict[str, Any]:
@@ -94,6 +272,12 @@ def main(argv: list[str]) -> int:
             result = build(argv[1])
         elif argv[0] == "jit":
             result = build(argv[1], jit=True)
+        elif argv[0] == "install":
+            result = build_installable(argv[1])
+        elif argv[0] == "registered":
+            result = registered(argv[1:])
+        elif argv[0] == "key":
+            result = key_facts()
         elif argv[0] == "load":
             result = load(argv[1])
         elif argv[0] == "adam-check":

@@ -10,7 +10,13 @@ from rich.markup import escape
 
 from envsolver.hook.run import HookReport
 
-MARK = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+MARK = {
+    "ok": "[green]ok[/]  ",
+    "pass": "[green]pass[/]",
+    "warn": "[yellow]warn[/]",
+    "fail": "[red]FAIL[/]",
+    "skip": "[dim]skip[/]",
+}
 
 
 def show(console: Console, report: HookReport) -> None:
@@ -19,7 +25,7 @@ def show(console: Console, report: HookReport) -> None:
     console.print(f"TORCH_CUDA_ARCH_LIST={report.arch_list}", markup=False, highlight=False)
     for f in report.findings:
         console.print(f"{MARK[f.status]} {escape(f.id)}: {escape(f.detail)}", highlight=False)
-        if f.fix and f.status != "ok":
+        if f.fix and f.status in ("warn", "fail"):
             console.print(f"       fix: {escape(f.fix)}", highlight=False)
     for op in report.ops:
         if not op.ok:

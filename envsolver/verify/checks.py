@@ -1,7 +1,8 @@
 """Checks: small pure functions over the probe's facts (and the KB, and the lock when given).
 
 Each returns a Check with a stable id, a status (pass, fail, warn, skip), a detail and, for fail and warn,
-the exact fix. A failed prerequisite makes its dependents skip.
+the exact fix. A failed prerequisite makes its dependents skip. The hook's pre-flight is the subset BUILD, run
+over the same probe's facts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from envsolver.verify.checks_host import (
     check_host_compiler,
     check_nvcc,
     check_pip_conda_mix,
+    check_prefix_toolkit,
     check_shm,
     check_torch_cuda_arch_list,
 )
@@ -35,7 +37,7 @@ from envsolver.verify.checks_torch import (
     check_torch_import,
 )
 
-__all__ = ["CHECKS", "HOST_ONLY", "IDS", "Check", "Context", "run"]
+__all__ = ["BUILD", "CHECKS", "HOST_ONLY", "IDS", "Check", "Context", "run"]
 
 # id, function, prerequisites (ids that must pass or warn)
 CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
@@ -46,6 +48,7 @@ CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
     ("driver_supports_torch_cuda", check_driver_supports_torch_cuda, ("driver", "torch_cuda_build")),
     ("cuda_available", check_cuda_available, ("driver", "torch_cuda_build")),
     ("arch_coverage", check_arch_coverage, ("cuda_available",)),
+    ("prefix_toolkit", check_prefix_toolkit, ()),
     ("nvcc", check_nvcc, ()),
     ("cuda_version_match", check_cuda_version_match, ("nvcc", "torch_cuda_build")),
     ("headers", check_headers, ()),
@@ -67,6 +70,7 @@ IDS = tuple(c[0] for c in CHECKS)
 HOST_ONLY = (
     "driver",
     "gpus",
+    "prefix_toolkit",
     "nvcc",
     "headers",
     "host_compiler",
@@ -75,6 +79,19 @@ HOST_ONLY = (
     "lock_drift",
     "host_vs_lock",
     "shm",
+)
+
+# The checks an op build depends on: the hook's pre-flight, before any compiler runs.
+BUILD = (
+    "torch_import",
+    "torch_cuda_build",
+    "prefix_toolkit",
+    "nvcc",
+    "cuda_version_match",
+    "headers",
+    "op_libraries",
+    "host_compiler",
+    "torch_cuda_arch_list",
 )
 
 

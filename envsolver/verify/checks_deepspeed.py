@@ -7,6 +7,7 @@ from packaging.version import InvalidVersion, Version
 
 from envsolver.kb.model import DeepSpeedDefaultCcs
 from envsolver.resolve import deepspeed as ds_rules
+from envsolver.verify import archplan
 from envsolver.verify.checks_base import Check, Context, prefix_of
 from envsolver.versions import MajorMinor, leading_major_minor
 
@@ -41,14 +42,6 @@ def _defaults(ctx: Context, nvcc: MajorMinor) -> DeepSpeedDefaultCcs | None:
     return max(rows, key=lambda r: r.since) if rows else None
 
 
-def _buildable(ctx: Context, nvcc: MajorMinor) -> set[int] | None:
-    able = (ctx.facts.get("nvcc") or {}).get("archs")
-    if able:
-        return {int(a) for a in able}
-    toolkit = ctx.kb.toolkit(nvcc)
-    return set(toolkit.sm) if toolkit and toolkit.sm is not None else None
-
-
 def _arch_list_to_set(ctx: Context, able: set[int]) -> tuple[str, str]:
     """(arch list, where it comes from) for an export that builds: the lock's, else this node's GPUs'."""
     locked = ctx.lock_meta.get("envsolver_torch_cuda_arch_list")
@@ -72,7 +65,7 @@ def unset_arch_list(ctx: Context) -> Check:
     visible) target its default CCs, which nvcc 13 cannot build."""
     nvcc = leading_major_minor((ctx.facts.get("nvcc") or {}).get("version"))
     row = _defaults(ctx, nvcc) if nvcc is not None and not _deepspeed_absent(ctx) else None
-    able = _buildable(ctx, nvcc) if nvcc is not None else None
+    able = archplan.buildable(ctx.facts, ctx.kb) if nvcc is not None else None
     bad = [a for a in row.ccs if a.cc.sm not in able] if row is not None and able else []
     if nvcc is None or row is None or not able or not bad:
         return Check("torch_cuda_arch_list", "skip", "TORCH_CUDA_ARCH_LIST is not set")

@@ -1,11 +1,15 @@
-"""Checks of the host and its toolchain: driver, GPUs, nvcc, headers, host compiler, arch list, shm."""
+"""Checks of the host and its toolchain: driver, GPUs, the prefix's CUDA toolkit, nvcc, headers, host compiler,
+arch list, shm. The build-relevant ones are also the hook's pre-flight (checks.BUILD)."""
 
 from __future__ import annotations
 
+import shlex
+
 from envsolver import toolchain
-from envsolver.archlist import parse_arch_list
+from envsolver.archlist import canonical, parse_arch_list
 from envsolver.kb.gpus import lookup
 from envsolver.resolve import driver as driver_rules
+from envsolver.verify import archplan
 from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
 from envsolver.verify.checks_deepspeed import unset_arch_list
 from envsolver.versions import leading_major_minor
@@ -60,8 +64,9 @@ def check_nvcc(ctx: Context) -> Check:
             "fail",
             f"no nvcc where torch's extension builder looks (CUDA_HOME resolved to "
             f"{home.get('path')} via {home.get('how')})",
-            f"conda install -p {prefix_of(ctx)} -c conda-forge cuda-nvcc cuda-version="
-            f"{torch_facts(ctx).get('cuda') or '<torch CUDA>'}, then set CUDA_HOME=$CONDA_PREFIX",
+            f"conda install -p {prefix_of(ctx)} -c conda-forge {ctx.kb.nvcc_package.value} cuda-version="
+            f"{torch_facts(ctx).get('cuda') or '<torch CUDA>'}, then envsolver hook -p {prefix_of(ctx)} (its "
+            "activation sets CUDA_HOME once the prefix holds nvcc and the headers)",
         )
     return Check("nvcc", "pass", f"nvcc {n.get('version')} at {n.get('path')} (CUDA_HOME via {home.get('how')})")
 
@@ -80,31 +85,100 @@ def check_headers(ctx: Context) -> Check:
         return Check("headers", "skip", "no include directories to search")
     if not missing:
         return Check("headers", "pass", f"all {len(found)} headers found")
-    packages = {h.header: h.package for h in (*ctx.kb.op_headers, *ctx.kb.extra_headers)}
-    wanted = sorted({packages[h] for h in missing if h in packages})
     dirs = ", ".join(ctx.facts.get("include_dirs") or [])
     return Check(
         "headers",
         "fail",
         f"missing {', '.join(missing)} in {dirs}",
-        f"conda install -p {prefix_of(ctx)} -c conda-forge {' '.join(wanted)}, and add "
-        "$CONDA_PREFIX/targets/<arch>/include to CPATH (envsolver hook does both)",
+        f"conda install -p {prefix_of(ctx)} -c conda-forge {_header_packages(ctx, missing)}"
+        f"{_pin((ctx.facts.get('nvcc') or {}).get('version'))}, then envsolver hook -p {prefix_of(ctx)} "
+        "(its activation adds the prefix's include dir to CPATH)",
+    )
+
+
+def _header_packages(ctx: Context, missing: list[str]) -> str:
+    """The packages that hold these headers (the KB's op_headers and extra_headers), sorted."""
+    packages = {h.header: h.package for h in (*ctx.kb.op_headers, *ctx.kb.extra_headers)}
+    return " ".join(sorted({packages[h] for h in missing if h in packages}))
+
+
+def _pin(version: object) -> str:
+    """` cuda-version=X.Y` for a CUDA version (nvcc's, the env's), so the packages match that toolkit; else ''."""
+    mm = leading_major_minor(str(version)) if version else None
+    return f" cuda-version={mm}" if mm else ""
+
+
+def check_prefix_toolkit(ctx: Context) -> Check:
+    """Whether the environment's prefix holds the CUDA toolkit an op build needs (nvcc and the op headers): only
+    then does the hook's activation point CUDA_HOME and CPATH at it."""
+    t = ctx.facts.get("prefix_toolkit")
+    if not isinstance(t, dict) or not t.get("prefix"):
+        return Check("prefix_toolkit", "skip", "not probed")
+    if not t.get("conda"):
+        return Check("prefix_toolkit", "skip", f"{t['prefix']} is not a conda prefix (no conda-meta/)")
+    nvcc = t.get("nvcc") or {}
+    where = t.get("include_dir") or f"{t['prefix']}/targets/<target>/include"
+    if t.get("complete"):
+        return Check(
+            "prefix_toolkit",
+            "pass",
+            f"{t['prefix']} holds nvcc {nvcc.get('version')} and the op headers in {where}: the hook's activation "
+            "sets CUDA_HOME and CPATH to them",
+        )
+    missing = [str(h) for h in t.get("missing") or []]
+    parts = ([] if nvcc.get("exists") else [f"no nvcc in {t['prefix']}/bin"]) + (
+        [f"no {', '.join(missing)} in {where}"] if missing else []
+    )
+    packages = ([] if nvcc.get("exists") else [ctx.kb.nvcc_package.value]) + _header_packages(ctx, missing).split()
+    conda = {m.get("name"): m.get("version") for m in ctx.facts.get("conda_meta") or []}
+    home = ctx.facts.get("cuda_home") or {}
+    builds = (
+        f"op builds use CUDA_HOME={home['path']} (from {home.get('how')})"
+        if home.get("path")
+        else "op builds find no CUDA toolkit"
+    )
+    prefix = shlex.quote(str(t["prefix"]))
+    return Check(
+        "prefix_toolkit",
+        "warn",
+        f"{t['prefix']} holds no complete CUDA toolkit ({'; '.join(parts)}): the hook's activation leaves "
+        f"CUDA_HOME and CPATH as they are, so {builds}",
+        f"conda install -p {prefix} -c conda-forge {' '.join(dict.fromkeys(packages))}"
+        f"{_pin(conda.get('cuda-version') or torch_facts(ctx).get('cuda'))}, then envsolver hook -p {prefix}",
     )
 
 
 def check_host_compiler(ctx: Context) -> Check:
     c = ctx.facts.get("compiler") or {}
     nvcc = leading_major_minor((ctx.facts.get("nvcc") or {}).get("version"))
-    if not c.get("path"):
-        return Check(
-            "host_compiler", "fail", "no C++ compiler (CXX, c++, g++)", "conda install -c conda-forge gxx gxx_linux-64"
-        )
     limit = toolchain.gcc_limit(ctx.kb, nvcc)
-    major = c.get("major")
-    if limit is None or major is None:
-        return Check("host_compiler", "skip", f"{c.get('path')}: {c.get('version')} (no nvcc range to compare)")
+    if not c.get("path") or c.get("major") is None:
+        machine = (ctx.facts.get("python") or {}).get("machine") or "x86_64"
+        below = f"<{limit + 1}" if limit else ""
+        names = " ".join(shlex.quote(f"{n}{below}") for n in ("gxx", f"gxx_linux-{_conda_arch(machine)}"))
+        found = f"{c['path']} gives no GCC version" if c.get("path") else "no C++ compiler found"
+        return Check(
+            "host_compiler",
+            "fail",
+            f"{found} (CXX, the env's conda c++, c++ or g++ on PATH)",
+            f"conda install -p {prefix_of(ctx)} -c conda-forge {names}",
+        )
+    major = int(c["major"])
+    if nvcc is None:
+        return Check("host_compiler", "skip", f"{c.get('path')}: {c.get('version')} (no nvcc to compare with)")
+    if limit is None:
+        return Check(
+            "host_compiler",
+            "warn",
+            f"{c['path']} is GCC {major}; the newest GCC nvcc {nvcc} accepts is not in the knowledge base",
+            "check nvcc's host compiler range in NVIDIA's installation guide for this CUDA release",
+        )
     verdict, detail, fix = toolchain.gcc_vs_nvcc(c["path"], major, nvcc, limit)
     return Check("host_compiler", "pass" if verdict == "ok" else verdict, detail, fix)
+
+
+def _conda_arch(machine: str) -> str:
+    return "aarch64" if machine in ("aarch64", "arm64") else "64"
 
 
 def check_torch_cuda_arch_list(ctx: Context) -> Check:
@@ -120,7 +194,7 @@ def check_torch_cuda_arch_list(ctx: Context) -> Check:
             f"TORCH_CUDA_ARCH_LIST={value!r} is malformed",
             "export TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX' (your GPUs' compute capabilities)",
         )
-    able = (ctx.facts.get("nvcc") or {}).get("archs")
+    able = archplan.buildable(ctx.facts, ctx.kb)
     problems = []
     if able:
         bad = [str(a.cc) for a in archs if a.cc.sm not in able]
@@ -134,6 +208,14 @@ def check_torch_cuda_arch_list(ctx: Context) -> Check:
     suffixed = [str(a) for a in archs if a.suffix]
     if problems:
         keep = sorted({a.cc for a in archs if not able or a.cc.sm in able})
+        if not keep and able:
+            return Check(
+                "torch_cuda_arch_list",
+                "fail",
+                f"TORCH_CUDA_ARCH_LIST={value}: " + "; ".join(problems) + f" (it builds sm_{min(able)} to "
+                f"sm_{max(able)})",
+                "use a toolkit that builds these GPUs: regenerate the env with envsolver make --gpu <your GPUs>",
+            )
         suggestion = ";".join(str(c) for c in keep) + "+PTX" if keep else "<your GPUs' CCs>"
         return Check(
             "torch_cuda_arch_list",
@@ -141,6 +223,9 @@ def check_torch_cuda_arch_list(ctx: Context) -> Check:
             f"TORCH_CUDA_ARCH_LIST={value}: " + "; ".join(problems),
             f"export TORCH_CUDA_ARCH_LIST='{suggestion}' (envsolver hook sets it from the lock)",
         )
+    adjusted = _adjusted(ctx, value, able)
+    if adjusted is not None:
+        return adjusted
     if suffixed:
         plain = ";".join(str(c) for c in sorted({a.cc for a in archs})) + "+PTX"
         fact = ctx.kb.deepspeed_arch_suffixes
@@ -153,6 +238,31 @@ def check_torch_cuda_arch_list(ctx: Context) -> Check:
             f"export TORCH_CUDA_ARCH_LIST='{plain}' before building DeepSpeed ops",
         )
     return Check("torch_cuda_arch_list", "pass", f"TORCH_CUDA_ARCH_LIST={value} is buildable and covers the GPUs")
+
+
+def _adjusted(ctx: Context, value: str, able: set[int] | None) -> Check | None:
+    """A warning when TORCH_CUDA_ARCH_LIST is the lock's list made buildable (archs nvcc cannot build, or arch
+    suffixes, dropped: what the hook builds and activates); None otherwise."""
+    requested = ctx.lock_meta.get("envsolver_torch_cuda_arch_list")
+    made = archplan.plan(requested, able) if requested else None
+    if made is None or made.value != canonical(value) or not (made.dropped or made.suffixed):
+        return None
+    if made.dropped:
+        nvcc = (ctx.facts.get("nvcc") or {}).get("version")
+        return Check(
+            "torch_cuda_arch_list",
+            "warn",
+            f"TORCH_CUDA_ARCH_LIST={value}: the lock's {requested} without {', '.join(made.dropped)}, which nvcc "
+            f"{nvcc} cannot build (it would stop with 'nvcc fatal : Unsupported gpu architecture')",
+            "leave those GPUs out of the target list (envsolver make --gpu ...), or use an older toolkit for them",
+        )
+    return Check(
+        "torch_cuda_arch_list",
+        "warn",
+        f"TORCH_CUDA_ARCH_LIST={value}: the lock's {requested} built as plain archs: DeepSpeed's op builder "
+        f"cannot parse arch suffixes (seen with DeepSpeed {ctx.kb.deepspeed_arch_suffixes.value})",
+        "use plain major.minor entries in the target list",
+    )
 
 
 def check_pip_conda_mix(ctx: Context) -> Check:

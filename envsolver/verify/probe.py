@@ -1,10 +1,18 @@
-"""Runs inside the TARGET python (standard library only) and prints one JSON document of facts.
+"""Runs inside the TARGET python (standard library only) and prints one JSON document of facts: the one source
+of facts for `envsolver verify` and for the hook's pre-flight.
 
 One `try` per fact: a fact that cannot be had is null, with the error text beside it. torch is imported in
 a child process with a timeout, so a hung CUDA initialisation cannot hang the probe.
 Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--deepspeed] [--gpu-test] [--stream]
+                       [--prefix DIR] [--target TARGET] [--activate] [--no-devices] [--toolkit-only]
 With --stream, a first line {"partial": facts} carries the host facts (everything but torch and DeepSpeed) as
 soon as they are known; the last line is always the complete document.
+--prefix is the environment (default: sys.prefix) and --target its CUDA include target (x86_64-linux,
+sbsa-linux; default: every targets/*/include): `prefix_toolkit` says whether the prefix holds nvcc and the
+headers. With --activate, when it holds them, the probe first sets what the hook's activation scripts set for
+them (CUDA_HOME=PREFIX, CPATH=PREFIX/targets/TARGET/include[:$CPATH], as envsolver/hook/activation.py writes),
+so the facts are those of the activated environment. --no-devices skips torch's GPU queries (the hook's
+pre-flight needs torch's version and CUDA build only); --toolkit-only prints `prefix_toolkit` alone.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ ENV_KEYS = [
 TORCH_CHILD = r"""
 import json, os, sys
 out = {}
+devices = "--no-devices" not in sys.argv
 try:
     import torch
     out["version"] = torch.__version__
@@ -56,6 +65,9 @@ try:
         out["arch_list"] = torch.cuda.get_arch_list()
     except Exception as exc:
         out["arch_list"] = None; out["arch_list_error"] = str(exc)
+    if not devices:
+        print(json.dumps(out))
+        sys.exit(0)
     try:
         out["cudnn"] = torch.backends.cudnn.version()
     except Exception as exc:
@@ -138,9 +150,11 @@ def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = No
         return 127, str(exc)
 
 
-def _start(code: str) -> subprocess.Popen[str]:
+def _start(code: str, *args: str) -> subprocess.Popen[str]:
     """Start a child python now (torch imports take seconds); collect it later with _finish."""
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _finish(child: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
@@ -240,14 +254,55 @@ def headers(dirs: list[str], names: list[str]) -> dict[str, str | None]:
     return {h: next((os.path.join(d, h) for d in dirs if os.path.exists(os.path.join(d, h))), None) for h in names}
 
 
-def compiler() -> dict[str, Any]:
-    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+def find_compiler(prefix: str) -> tuple[str | None, str | None]:
+    """(path, how): CXX, else the prefix's conda compiler (<machine>-conda-linux-gnu-c++), else c++ or g++."""
+    if os.environ.get("CXX"):
+        return os.environ["CXX"], "CXX"
+    conda_cxx = os.path.join(prefix, "bin", "%s-conda-linux-gnu-c++" % platform.machine())
+    if os.path.exists(conda_cxx):
+        return conda_cxx, "the prefix's conda compiler"
+    found = shutil.which("c++") or shutil.which("g++")
+    return found, ("PATH" if found else None)
+
+
+def compiler(prefix: str) -> dict[str, Any]:
+    cxx, how = find_compiler(prefix)
     if not cxx:
-        return {"path": None, "version": None}
-    _, text = _run([cxx, "--version"])
-    first = text.splitlines()[0] if text.strip() else ""
+        return {"path": None, "version": None, "major": None, "how": None}
+    rc, text = _run([cxx, "--version"])
+    first = text.splitlines()[0] if text.strip() and rc == 0 else ""
     match = re.search(r"(\d+)\.\d+(?:\.\d+)?\s*$", first)
-    return {"path": cxx, "version": first.strip(), "major": int(match.group(1)) if match else None}
+    return {"path": cxx, "version": first.strip(), "major": int(match.group(1)) if match else None, "how": how}
+
+
+def prefix_toolkit(prefix: str, target: str | None, names: list[str]) -> dict[str, Any]:
+    """Whether PREFIX holds the CUDA toolkit an op build needs: nvcc in PREFIX/bin and every header in
+    PREFIX/targets/TARGET/include (conda-forge's layout)."""
+    if target:
+        dirs = [os.path.join(prefix, "targets", target, "include")]
+    else:
+        dirs = sorted(glob.glob(os.path.join(prefix, "targets", "*", "include")))
+    tool = nvcc(prefix)
+    found = headers(dirs, names)
+    missing = [h for h in names if found.get(h) is None]
+    return {
+        "prefix": prefix,
+        "conda": os.path.isdir(os.path.join(prefix, "conda-meta")),
+        "nvcc": tool,
+        "include_dir": dirs[0] if dirs else None,
+        "headers": found,
+        "missing": missing,
+        "complete": bool(tool["exists"]) and bool(dirs) and not missing,
+        "activated": False,
+    }
+
+
+def activate(toolkit: dict[str, Any]) -> None:
+    """Set what the hook's activation scripts set for a prefix that holds the toolkit (CUDA_HOME, CPATH)."""
+    old = os.environ.get("CPATH")
+    os.environ["CUDA_HOME"] = toolkit["prefix"]
+    os.environ["CPATH"] = toolkit["include_dir"] + (":" + old if old else "")
+    toolkit["activated"] = True
 
 
 def libcudart_candidates() -> list[str]:
@@ -310,13 +365,25 @@ def _gpu_test(timeout: float) -> dict[str, Any]:
     return _parse(out, rc)
 
 
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else None
+
+
 def main(argv: list[str]) -> int:
-    timeout = 120.0
-    if "--timeout" in argv:
-        timeout = float(argv[argv.index("--timeout") + 1])
-    facts: dict[str, Any] = {"probe_version": 1}
-    # torch (and DeepSpeed) import in children started first, so the host facts below cost no extra time.
-    torch_child = _start(TORCH_CHILD)
+    timeout = float(_option(argv, "--timeout") or 120.0)
+    names = (_option(argv, "--headers") or ",".join(HEADERS)).split(",")
+    prefix = _option(argv, "--prefix") or sys.prefix
+    facts: dict[str, Any] = {"probe_version": 2}
+    # First, as the activation scripts would see it: they set CUDA_HOME and CPATH only for a prefix with the toolkit.
+    fact(facts, "prefix_toolkit", lambda: prefix_toolkit(prefix, _option(argv, "--target"), names))
+    toolkit = facts.get("prefix_toolkit")
+    if "--activate" in argv and toolkit and toolkit["complete"]:
+        activate(toolkit)
+    if "--toolkit-only" in argv:  # `envsolver hook --print-env`: whether activation sets CUDA_HOME, nothing else
+        print(json.dumps(facts, sort_keys=True))
+        return 0
+    # torch (and DeepSpeed) import in children started next, so the host facts below cost no extra time.
+    torch_child = _start(TORCH_CHILD, *(["--no-devices"] if "--no-devices" in argv else []))
     ds_child = _start(DS_CHILD) if "--deepspeed" in argv else None
     fact(
         facts,
@@ -335,9 +402,8 @@ def main(argv: list[str]) -> int:
     home = (facts.get("cuda_home") or {}).get("path")
     fact(facts, "nvcc", lambda: nvcc(home))
     fact(facts, "include_dirs", lambda: include_dirs(home))
-    names = argv[argv.index("--headers") + 1].split(",") if "--headers" in argv else HEADERS
     fact(facts, "headers", lambda: headers(facts.get("include_dirs") or [], names))
-    fact(facts, "compiler", compiler)
+    fact(facts, "compiler", lambda: compiler(prefix))
     fact(facts, "ld_library_path_cudart", libcudart_candidates)
     fact(facts, "torch_installer", torch_installer)
     fact(facts, "conda_meta", conda_meta)

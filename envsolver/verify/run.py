@@ -26,6 +26,24 @@ class VerifyError(EnvsolverError):
 
 
 @dataclass(frozen=True)
+class ToolkitQuery:
+    """The probe's prefix options: the prefix, its CUDA include target, whether to see it as activated (the
+    hook's activation sets CUDA_HOME and CPATH when the prefix holds the toolkit), whether to skip GPU queries."""
+
+    prefix: Path
+    target: str
+    activate: bool = True
+    devices: bool = False
+    only: bool = False  # the prefix's toolkit alone, no torch
+
+    def argv(self) -> list[str]:
+        out = ["--prefix", str(self.prefix), "--target", self.target]
+        out += ["--activate"] if self.activate else []
+        out += [] if self.devices else ["--no-devices"]
+        return out + (["--toolkit-only"] if self.only else [])
+
+
+@dataclass(frozen=True)
 class Target:
     python: Path
     prefix: Path | None
@@ -59,11 +77,14 @@ def probe(
     environ: Mapping[str, str],
     headers: tuple[str, ...] = (),
     on_partial: Callable[[dict[str, Any]], None] | None = None,
+    toolkit: ToolkitQuery | None = None,
 ) -> dict[str, Any]:
     """Run the probe in `python`. `on_partial` gets the host facts as soon as the probe has them (before
-    torch has finished importing in its child). Raises VerifyError when the probe cannot run or crashes."""
+    torch has finished importing in its child). `toolkit` asks about a prefix's own CUDA toolkit (the hook's
+    question). Raises VerifyError when the probe cannot run or crashes."""
     argv = [str(python), str(PROBE), "--timeout", str(timeout), "--stream"]
     argv += ["--headers", ",".join(headers)] if headers else []
+    argv += toolkit.argv() if toolkit is not None else []
     argv += ["--deepspeed"] if deepspeed else []
     argv += ["--gpu-test"] if gpu_test else []
     try:

@@ -1,0 +1,108 @@
+"""The machinery every `envsolver` command shares: the `Group` class whose handler maps every outcome to a message
+and an exit code (0, 1, 2, 130), and the `Command` class that tells it whether the command runs with --json.
+
+Command modules (cli.py's plan commands, cli_env.py) define their commands with `cls=Command`; cli.py builds
+the `main` group from `Group` and adds them. Nothing here imports a command module, so there is no circle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from envsolver.errors import (
+    INTERRUPTED,
+    INTERRUPTED_EXIT,
+    INTERRUPTED_FIX,
+    EnvsolverError,
+    Kind,
+    failure,
+    split_fix,
+)
+from envsolver.redact import redact_text
+
+INTERNAL = "internal error"
+_JSON = "envsolver.json"  # ctx.meta: whether the command runs with --json (parent and child contexts share meta)
+_ARGV = "envsolver.argv"
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    """--json as the command parsed it; before (or where) parsing failed, --json among the command's words."""
+    if _JSON in ctx.meta:
+        return bool(ctx.meta[_JSON])
+    argv: tuple[str, ...] = ctx.meta.get(_ARGV, ())
+    return "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+
+
+def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
+    """`error: TEXT` on stderr; with --json also the failure document on stdout. Exits with `code`."""
+    click.echo(f"error: {text}", err=True)
+    if _wants_json(ctx):
+        click.echo(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
+    ctx.exit(code)
+
+
+class Command(click.Command):
+    """Records whether this command runs with --json, once its options are parsed, for the handler in _Group."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.meta[_JSON] = bool(ctx.params.get("as_json"))
+        return super().invoke(ctx)
+
+
+class Group(click.Group):
+    """Maps every outcome to a message on stderr and exit 0, 1, 2 or 130, in one place: EnvsolverError to its
+    message and exit code; an OSError that no command turned into an error to exit 2 naming the file; Ctrl-C to
+    exit 130; anything else (a bug) to exit 2 with an `internal error` line instead of a traceback
+    (ENVSOLVER_DEBUG=1 shows the traceback instead, for a bug report). With --json, each of these and click's
+    usage errors also print `{"ok": false, "exit_code", "error": {"kind", "message", "fix"}}` on stdout. Every
+    message is passed through redact_text, so no credential reaches the terminal or a log."""
+
+    command_class = Command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = tuple(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.UsageError as exc:
+            if not _wants_json(ctx):
+                raise
+            exc.show()
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            fix = f"Run `{where} --help` to see the options."
+            click.echo(json.dumps(failure(exc.exit_code, "usage", exc.format_message(), fix), indent=2))
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.ClickException, click.exceptions.Exit):
+            raise
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            if sys.stderr.isatty():
+                click.echo(err=True)  # past the terminal's ^C
+            _fail(ctx, INTERRUPTED_EXIT, "interrupted", f"{INTERRUPTED} {INTERRUPTED_FIX}")
+        except EnvsolverError as exc:
+            _fail(ctx, exc.exit_code, exc.kind, redact_text(str(exc)))
+        except OSError as exc:
+            where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
+            _fail(
+                ctx,
+                2,
+                "io",
+                f"{redact_text(exc.strerror or str(exc))}{where}. Check that the path exists and that you can read "
+                "and write it, then run the same command again.",
+            )
+        except Exception as exc:
+            if os.environ.get("ENVSOLVER_DEBUG"):
+                raise
+            _fail(
+                ctx,
+                2,
+                "internal",
+                f"{INTERNAL} ({type(exc).__name__}: {redact_text(str(exc))[:500]}). This is a bug in envsolver, not "
+                "in your input. Report it with the command you ran.",
+            )

@@ -1,0 +1,138 @@
+"""DeepSpeed ops built by `envsolver hook`, registered so that DeepSpeed's own `OpBuilder.load()` imports them.
+
+This file is copied, unchanged, into the environment's site-packages as `envsolver_ds_ops.py`, with a one-line
+`envsolver_ds_ops.pth` (`import envsolver_ds_ops`) beside it and the registry `envsolver_ds_ops.json` that the
+hook writes. Standard library only; it runs at the start of every Python of that environment, so it does nothing
+there but put a finder on sys.meta_path. It edits no DeepSpeed file.
+
+DeepSpeed loads an op without compiling when `deepspeed.git_version_info_installed.installed_ops[NAME]` is true
+(what `DS_BUILD_OPS=1 pip install deepspeed` writes): it then imports the op's module
+(`deepspeed.ops.adam.fused_adam_op`, ...) at once instead of deriving compile flags, probing the CPU and asking
+ninja. The finder serves exactly those names:
+- `deepspeed.git_version_info_installed`: DeepSpeed's own module (when it has one), then the registered ops marked
+  installed, with the torch and CUDA versions they were built against;
+- each registered op's module: the op's shared library, from the registry's absolute path.
+It registers nothing when the registry is unreadable, or was written for another DeepSpeed or torch than the one
+being imported (an update since the hook ran): DeepSpeed then JIT-builds as it would without envsolver, and one
+line on stderr says how to register again.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+REGISTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "envsolver_ds_ops.json")
+INFO = "deepspeed.git_version_info_installed"
+
+
+def read_registry(path: str = REGISTRY) -> dict[str, Any] | None:
+    """The registry, or None when it is missing or not what the hook writes."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != 1 or not isinstance(doc.get("ops"), dict):
+        return None
+    for key in ("deepspeed", "torch"):
+        if not isinstance(doc.get(key), str):
+            return None
+    ops = doc["ops"]
+    if not all(
+        isinstance(k, str)
+        and isinstance(v, dict)
+        and isinstance(v.get("module"), str)
+        and isinstance(v.get("file"), str)
+        and os.path.isabs(v["file"])
+        for k, v in ops.items()
+    ):
+        return None
+    if not isinstance(doc.get("torch_info"), dict):
+        return None
+    return doc
+
+
+def matches(doc: dict[str, Any], deepspeed_version: str, torch_version: str | None) -> bool:
+    """The registry was written for this DeepSpeed and this torch (the full version strings)."""
+    return bool(doc["deepspeed"] == deepspeed_version and doc["torch"] == torch_version)
+
+
+class _Info(importlib.abc.Loader):
+    """deepspeed.git_version_info_installed: DeepSpeed's own (if any), then the registered ops."""
+
+    def __init__(self, original: importlib.machinery.ModuleSpec | None, doc: dict[str, Any]) -> None:
+        self.original = original
+        self.doc = doc
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        if self.original is not None and self.original.loader is not None:
+            self.original.loader.exec_module(module)
+        version = getattr(module, "version", None)
+        if version is None:
+            version = _deepspeed_version()
+        torch = sys.modules.get("torch")
+        torch_version = getattr(torch, "__version__", None)
+        if not matches(self.doc, str(version), None if torch_version is None else str(torch_version)):
+            sys.stderr.write(
+                f"envsolver: the DeepSpeed ops registered by `envsolver hook` were built for DeepSpeed "
+                f"{self.doc['deepspeed']} and torch {self.doc['torch']}, not DeepSpeed {version} and torch "
+                f'{torch_version}: DeepSpeed will JIT-build them. Run `envsolver hook -p "$CONDA_PREFIX"` '
+                "to build and register them again.\n"
+            )
+            _REGISTERED.clear()
+            return
+        ours = module.__dict__
+        if self.original is None:
+            ours.update(version=version, git_hash="[none]", git_branch="[none]", compatible_ops={})
+        installed = dict(ours.get("installed_ops") or {})
+        installed.update(dict.fromkeys(self.doc["ops"], True))
+        ours.update(installed_ops=installed, accelerator_name="cuda", torch_info=dict(self.doc["torch_info"]))
+
+
+def _deepspeed_version() -> str:
+    package = sys.modules.get("deepspeed")
+    base = os.path.dirname(getattr(package, "__file__", "") or "")
+    try:
+        with open(os.path.join(base, "version.txt"), encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "unknown"
+
+
+_REGISTERED: dict[str, str] = {}  # module name -> shared library, while the registry holds
+
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any = None, target: ModuleType | None = None) -> Any:
+        if fullname == INFO:
+            doc = read_registry()
+            if doc is None:
+                return None
+            _REGISTERED.clear()
+            _REGISTERED.update({op["module"]: op["file"] for op in doc["ops"].values() if os.path.isfile(op["file"])})
+            original = importlib.machinery.PathFinder.find_spec(fullname, path)
+            return importlib.util.spec_from_loader(fullname, _Info(original, doc), origin=REGISTRY)
+        library = _REGISTERED.get(fullname)
+        if library is None:
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(fullname, library)
+        return importlib.util.spec_from_file_location(fullname, library, loader=loader)
+
+
+def install() -> None:
+    if not any(isinstance(f, Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, Finder())
+
+
+if __name__ == "envsolver_ds_ops":  # the copy in site-packages; envsolver itself only reads the registry
+    install()

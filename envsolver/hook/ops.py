@@ -1,0 +1,319 @@
+"""The hook's ops: keyed, taken from the shared op cache or built, copied into the prefix, registered with
+DeepSpeed, proven, and recorded, so that a re-run with nothing changed is decided without starting torch.
+
+In the prefix: lib/envsolver-ops/<key>/<module>.so (one directory per op key) and lib/envsolver-ops/state.json
+(the requested and built arch lists, each op's key, library and SHA-256). The registry that DeepSpeed's load()
+reads is in site-packages (register.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envsolver.hook import opcache, opkey, register
+from envsolver.hook.build import RUNNER, OpResult, _json_line, compiler_line, parse_elf_list
+
+Runner = Callable[[list[str], Mapping[str, str]], tuple[int, str]]
+OPS_DIR = Path("lib") / "envsolver-ops"
+STATE = "state.json"
+CPU_OPS = opkey.CPU_OPS
+
+
+@dataclass(frozen=True)
+class Library:
+    op: str
+    key: str | None
+    module: str
+    file: Path  # in the prefix
+    sha256: str
+
+
+@dataclass(frozen=True)
+class State:
+    requested: str
+    arch_list: str
+    platform: str
+    libraries: tuple[Library, ...]
+    meta: Mapping[str, object] = field(default_factory=dict)  # deepspeed, torch, torch_info
+
+
+def read_key_facts(python: Path, env: Mapping[str, str], runner: Runner) -> opkey.KeyFacts | None:
+    """op_runner.py key in the env's python (no torch import), or None when it cannot run."""
+    code, out = runner([str(python), str(RUNNER), "key"], env)
+    doc = _json_line(out)
+    return opkey.KeyFacts(doc) if code == 0 and doc.get("ok") is not False else None
+
+
+def state_path(prefix: Path) -> Path:
+    return prefix / OPS_DIR / STATE
+
+
+def load_state(prefix: Path) -> State | None:
+    try:
+        doc = json.loads(state_path(prefix).read_text(encoding="utf-8"))
+        libraries = tuple(
+            Library(str(d["op"]), d.get("key"), str(d["module"]), Path(str(d["file"])), str(d["sha256"]))
+            for d in doc["libraries"]
+        )
+        return State(str(doc["requested"]), str(doc["arch_list"]), str(doc["platform"]), libraries, doc["meta"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_state(prefix: Path, state: State) -> None:
+    doc = {
+        "requested": state.requested,
+        "arch_list": state.arch_list,
+        "platform": state.platform,
+        "meta": dict(state.meta),
+        "libraries": [
+            {"op": lib.op, "key": lib.key, "module": lib.module, "file": str(lib.file), "sha256": lib.sha256}
+            for lib in sorted(state.libraries, key=lambda lib: lib.op)
+        ],
+    }
+    path = state_path(prefix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def site_in_prefix(prefix: Path, facts: opkey.KeyFacts) -> Path | None:
+    """The env's site-packages when it lies inside the prefix (nothing is written outside it), else None."""
+    site = facts.facts.get("site")
+    if not isinstance(site, str) or not site:
+        return None
+    resolved = Path(site).resolve()
+    return resolved if resolved.is_relative_to(prefix.resolve()) else None
+
+
+def unchanged(
+    prefix: Path, state: State | None, facts: opkey.KeyFacts | None, ops: Sequence[str], requested: str, platform: str
+) -> bool:
+    """Nothing to do: the same request, every op's key unchanged (so the same DeepSpeed, torch, nvcc, compiler and
+    arch list), every library in place with its SHA-256, and the registry as it was written."""
+    if state is None or facts is None or state.requested != requested or state.platform != platform:
+        return False
+    libraries = {lib.op: lib for lib in state.libraries}
+    if not set(ops) <= set(libraries):
+        return False
+    for op in ops:
+        lib = libraries[op]
+        key = opkey.op_key(facts, op, state.arch_list, platform)
+        if key is None or key != lib.key:
+            return False
+        try:
+            if opcache.sha256_file(lib.file) != lib.sha256:
+                return False
+        except OSError:
+            return False
+    site = site_in_prefix(prefix, facts)
+    if site is None:
+        return False
+    expected = register.registry(
+        [register.Registered(lib.op, lib.module, lib.file) for lib in state.libraries], _built(state.meta)
+    )
+    return register.read(site) == expected
+
+
+def _built(meta: Mapping[str, object]) -> register.Built:
+    info = meta.get("torch_info")
+    return register.Built(str(meta.get("deepspeed")), str(meta.get("torch")), info if isinstance(info, dict) else {})
+
+
+@dataclass
+class Provided:
+    results: list[OpResult]
+    state: State | None
+    registered: bool
+    notes: list[str]
+
+
+def _build(
+    python: Path, ops: Sequence[str], env: Mapping[str, str], jobs: int, progress: Callable[[str], None], runner: Runner
+) -> dict[str, dict[str, object]]:
+    """op_runner.py install for each op, side by side (MAX_JOBS shared out). Returns each op's document."""
+    per_op = max(1, jobs // max(1, len(ops)))
+    build_env = {**env, "MAX_JOBS": str(per_op)}
+
+    def one(op: str) -> tuple[str, dict[str, object]]:
+        progress(f"building {op}")
+        code, out = runner([str(python), str(RUNNER), "install", op], build_env)
+        doc = _json_line(out)
+        if code != 0 or not doc.get("ok"):
+            detail = str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out
+            doc = {"ok": False, "error": compiler_line(detail)}
+        progress(f"{op}: {'built' if doc.get('ok') else 'failed'}")
+        return op, doc
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(ops), jobs))) as pool:
+        return dict(pool.map(one, ops))
+
+
+def _sass(library: Path, cuda_home: Path, env: Mapping[str, str], runner: Runner) -> tuple[int, ...] | None:
+    tool = cuda_home / "bin" / "cuobjdump"
+    found = str(tool) if tool.exists() else shutil.which("cuobjdump")
+    if not found:
+        return None
+    code, out = runner([found, "--list-elf", str(library)], env)
+    return parse_elf_list(out) if code == 0 else None
+
+
+def provide(
+    prefix: Path,
+    python: Path,
+    ops: Sequence[str],
+    requested: str,
+    arch_list: str,
+    platform: str,
+    facts: opkey.KeyFacts | None,
+    env: Mapping[str, str],
+    jobs: int,
+    cache: Path | None,
+    cuda_home: Path,
+    archs: tuple[int, ...],
+    progress: Callable[[str], None],
+    runner: Runner,
+) -> Provided:
+    notes: list[str] = []
+    keys = {op: (opkey.op_key(facts, op, arch_list, platform) if facts else None) for op in ops}
+    if facts is None or facts.missing:
+        notes.append("no op key (the key facts are incomplete): built without the shared op cache")
+    # 1. the cache
+    hits: dict[str, opcache.Entry] = {}
+    if cache is not None:
+        for op in ops:
+            key = keys[op]
+            if key is not None:
+                entry = opcache.lookup(cache, key)
+                if entry is not None and entry.op == op:
+                    hits[op] = entry
+        if hits:
+            progress(f"from the op cache: {', '.join(sorted(hits))}")
+    # 2. the rest is built
+    todo = [op for op in ops if op not in hits]
+    built = _build(python, todo, env, jobs, progress, runner) if todo else {}
+    # 3. into the prefix
+    libraries: dict[str, Library] = {}
+    results: dict[str, OpResult] = {}
+    meta: dict[str, object] = {}
+    fresh: dict[str, opcache.Entry] = {}
+    for op in ops:
+        key = keys[op]
+        if op in hits:
+            entry, source = hits[op], "cache"
+        else:
+            doc = built[op]
+            if not doc.get("ok"):
+                results[op] = OpResult(op, False, None, None, str(doc.get("error") or "build failed"))
+                continue
+            source_file = Path(str(doc["file"]))
+            entry = opcache.Entry(
+                key or "",
+                op,
+                str(doc["module"]),
+                source_file,
+                opcache.sha256_file(source_file),
+                {k: doc[k] for k in ("deepspeed", "torch", "torch_info") if k in doc},
+            )
+            fresh[op], source = entry, "built"
+        meta = meta or dict(entry.meta)
+        name = entry.module.rsplit(".", 1)[1] + ".so"
+        destination = prefix / OPS_DIR / (key or f"unkeyed-{op}") / name
+        opcache.install(entry, destination)
+        libraries[op] = Library(op, key, entry.module, destination, entry.sha256)
+        seconds = built.get(op, {}).get("seconds")
+        results[op] = OpResult(
+            op,
+            True,
+            float(seconds) if isinstance(seconds, (int, float)) else None,
+            str(destination),
+            None,
+            source=source,
+        )
+    # 4. registered with DeepSpeed, then proven through DeepSpeed's own load()
+    site = site_in_prefix(prefix, facts) if facts else None
+    registered = bool(libraries) and site is not None
+    if site is None:
+        notes.append("the env's site-packages is not inside the prefix: ops are not registered with DeepSpeed")
+    if registered and site is not None:
+        register.write(
+            site, [register.Registered(lib.op, lib.module, lib.file) for lib in libraries.values()], _built(meta)
+        )
+        progress("proving the ops (cuobjdump, DeepSpeed's load() in a new process)")
+        results = _prove(results, libraries, python, cuda_home, archs, env, runner)
+        bad = [op for op, r in results.items() if op in libraries and not r.ok]
+        for op in bad:
+            del libraries[op]
+        if bad:
+            register.write(
+                site, [register.Registered(lib.op, lib.module, lib.file) for lib in libraries.values()], _built(meta)
+            )
+    # 5. proven fresh builds go to the cache
+    if cache is not None:
+        for op, entry in fresh.items():
+            if op in libraries and entry.key:
+                try:
+                    opcache.store(cache, entry.key, op, entry.module, entry.library, entry.meta)
+                except OSError as exc:
+                    notes.append(f"could not store {op} in the op cache {cache}: {exc.strerror or exc}")
+    kept = tuple(sorted(libraries.values(), key=lambda lib: lib.op))
+    state = State(requested, arch_list, platform, kept, meta) if registered else None
+    if state is not None:
+        save_state(prefix, state)
+        _remove_stale(prefix, {lib.file.parent for lib in libraries.values()})
+    return Provided([results[op] for op in ops], state, registered, notes)
+
+
+def _prove(
+    results: dict[str, OpResult],
+    libraries: Mapping[str, Library],
+    python: Path,
+    cuda_home: Path,
+    archs: tuple[int, ...],
+    env: Mapping[str, str],
+    runner: Runner,
+) -> dict[str, OpResult]:
+    """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library."""
+    _, out = runner([str(python), str(RUNNER), "registered", *libraries], env)
+    rows = _json_line(out).get("ops")
+    loaded = {str(row.get("op")): row for row in (rows if isinstance(rows, list) else []) if isinstance(row, dict)}
+    proven = dict(results)
+    for op, lib in libraries.items():
+        result = results[op]
+        sass = None if op in CPU_OPS else _sass(lib.file, cuda_home, env, runner)
+        missing = tuple(a for a in archs if sass is not None and a not in sass)
+        row = loaded.get(op, {})
+        error = None
+        if not row.get("ok"):
+            error = str(row.get("error") or f"DeepSpeed's load() did not run: {out.strip()[-300:]}")
+        elif Path(str(row.get("file"))).resolve() != lib.file.resolve():
+            error = f"DeepSpeed loaded {row.get('file')}, not the registered {lib.file}"
+        elif missing:
+            error = f"no SASS for sm_{', sm_'.join(map(str, missing))} in {lib.file}"
+        load = row.get("load_seconds")
+        proven[op] = OpResult(
+            op,
+            error is None,
+            result.seconds,
+            result.file,
+            error,
+            sass,
+            missing,
+            float(load) if isinstance(load, (int, float)) else None,
+            source=result.source,
+        )
+    return proven
+
+
+def _remove_stale(prefix: Path, keep: set[Path]) -> None:
+    base = prefix / OPS_DIR
+    for child in base.iterdir():
+        if child.is_dir() and child not in keep:
+            shutil.rmtree(child, ignore_errors=True)

@@ -1,0 +1,101 @@
+"""Register the hook's DeepSpeed ops in an environment, so that DeepSpeed's own `load()` imports them at once.
+
+Writes three files into the environment's site-packages (inside the prefix): `envsolver_ds_ops.py` (a copy of
+envsolver/hook/ds_ops_site.py, which says how DeepSpeed finds them), `envsolver_ds_ops.pth` (the one line that
+imports it at interpreter start) and `envsolver_ds_ops.json` (the registry: which ops, their libraries, and the
+DeepSpeed and torch they were built for). No DeepSpeed file is touched; removing the three files unregisters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from envsolver.writers import files
+
+MODULE = "envsolver_ds_ops"
+SOURCE = Path(__file__).with_name("ds_ops_site.py")
+PTH_LINE = f"import {MODULE}\n"
+# deepspeed.ops.adam.fused_adam_op: DeepSpeed's module names for its ops (absolute_name() in op_builder)
+_MODULE_NAME = re.compile(r"^deepspeed(\.[a-z][a-z0-9_]*)+$")
+_VERSION = re.compile(r"^[0-9A-Za-z.+_-]{1,64}$")
+_MAJOR_MINOR = re.compile(r"^\d{1,3}\.\d{1,3}$")
+
+
+@dataclass(frozen=True)
+class Registered:
+    op: str  # fused_adam
+    module: str  # deepspeed.ops.adam.fused_adam_op
+    file: Path  # the op's shared library, absolute
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the build reported about the versions the ops were built against."""
+
+    deepspeed: str
+    torch: str
+    torch_info: Mapping[str, object]
+
+
+def registry(ops: Sequence[Registered], built: Built) -> dict[str, object]:
+    """The registry document. Raises ValueError on a value outside its grammar (nothing unchecked is written)."""
+    if not _VERSION.match(built.deepspeed) or not _VERSION.match(built.torch):
+        raise ValueError(f"unexpected versions: DeepSpeed {built.deepspeed!r}, torch {built.torch!r}")
+    info = {
+        "version": str(built.torch_info.get("version", "")),
+        "bf16_support": bool(built.torch_info.get("bf16_support", False)),
+        "cuda_version": str(built.torch_info.get("cuda_version", "")),
+        "nccl_version": str(built.torch_info.get("nccl_version", "0.0")),
+        "hip_version": str(built.torch_info.get("hip_version", "0.0")),
+    }
+    for key in ("version", "cuda_version", "nccl_version", "hip_version"):
+        if not _MAJOR_MINOR.match(str(info[key])):
+            raise ValueError(f"unexpected torch_info {key}: {info[key]!r}")
+    entries: dict[str, object] = {}
+    for item in sorted(ops, key=lambda r: r.op):
+        if not _MODULE_NAME.match(item.module) or not item.file.is_absolute():
+            raise ValueError(f"unexpected op module {item.module!r} or library {str(item.file)!r}")
+        entries[item.op] = {"module": item.module, "file": str(item.file)}
+    return {"format": 1, "deepspeed": built.deepspeed, "torch": built.torch, "torch_info": info, "ops": entries}
+
+
+def _atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), 0o666 & ~files._umask())
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write(site_packages: Path, ops: Sequence[Registered], built: Built) -> list[Path]:
+    """Write the module, the registry, then the .pth (last: nothing imports the module before it is complete).
+    With no ops, remove all three (the environment is unregistered). Returns the paths written or removed."""
+    paths = [site_packages / f"{MODULE}.py", site_packages / f"{MODULE}.json", site_packages / f"{MODULE}.pth"]
+    if not ops:
+        for path in reversed(paths):
+            path.unlink(missing_ok=True)
+        return paths
+    doc = registry(ops, built)
+    _atomic(paths[0], SOURCE.read_bytes())
+    _atomic(paths[1], (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+    _atomic(paths[2], PTH_LINE.encode())
+    return paths
+
+
+def read(site_packages: Path) -> dict[str, object] | None:
+    """The registry as the site module reads it, or None."""
+    from envsolver.hook import ds_ops_site
+
+    return ds_ops_site.read_registry(str(site_packages / f"{MODULE}.json"))

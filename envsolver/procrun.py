@@ -1,0 +1,20 @@
+"""Run a subprocess and get (exit code, stdout + stderr): the one runner the hook's build and proof steps call.
+
+Injectable (the `Runner` type), so tests answer with fake tools instead of compilers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping
+
+Runner = Callable[[list[str], Mapping[str, str]], tuple[int, str]]
+
+
+def run(argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """(exit code, stdout + stderr); 127 with the error text when the program cannot start or runs past 120 s."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(env), check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return done.returncode, done.stdout + done.stderr

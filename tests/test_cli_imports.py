@@ -1,0 +1,55 @@
+"""No import circle among the CLI modules: each imports in a fresh interpreter whatever was imported before it,
+and no command module imports the module that assembles `main`."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import envsolver
+
+MODULES = ("envsolver.cli", "envsolver.cli_env", "envsolver.cli_base", "envsolver.cli_cluster")
+ROOT = Path(envsolver.__file__).parent
+
+
+def _imports(order: tuple[str, ...]) -> tuple[tuple[str, ...], int, str]:
+    code = "; ".join(f"import {m}" for m in order) + "; from envsolver.cli import main; assert main.commands"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    return order, done.returncode, done.stderr[-600:]
+
+
+def test_every_import_order_works_in_a_fresh_interpreter() -> None:
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(_imports, itertools.permutations(MODULES)))
+    assert len(results) == 24
+    failed = [(order, err) for order, code, err in results if code != 0]
+    assert failed == []
+
+
+def test_python_m_envsolver_lists_every_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "envsolver", "--help"], capture_output=True, text=True, timeout=120, check=True
+    )
+    listed = {line.split()[0] for line in done.stdout.split("Commands:")[1].splitlines() if line.strip()}
+    assert listed == {"cluster", "explain", "gpus", "hook", "install", "make", "verify"}
+
+
+def test_no_command_module_imports_the_assembler() -> None:
+    """cli.py imports the command modules; none of them (nor the shared machinery) imports cli.py back."""
+    for name in ("cli_env.py", "cli_base.py", "cli_cluster.py"):
+        tree = ast.parse((ROOT / name).read_text())
+        imported = {
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        }
+        assert "envsolver.cli" not in imported, name
+        assert not any(
+            isinstance(n, ast.ImportFrom) and n.module == "envsolver" and any(a.name == "cli" for a in n.names)
+            for n in ast.walk(tree)
+        ), name

@@ -1,0 +1,212 @@
+"""Registering the hook's ops (envsolver/hook/register.py, ds_ops_site.py) so that DeepSpeed's own load() imports
+them: the files written, and what a fresh Python of that environment then sees.
+
+No DeepSpeed here, and `python -S`, so the only site directory is the test's: it holds a stand-in `deepspeed`
+package with DeepSpeed's layout for the names the finder serves (git_version_info.py that imports
+git_version_info_installed, as DeepSpeed's does), a stand-in `torch` with a version, and a real C extension compiled
+here whose init function is named as DeepSpeed's module for the op (PyInit_fused_adam_op). The real DeepSpeed is
+exercised on the GPU machine (bench/gpu_ops_load.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envsolver.hook import ds_ops_site, register
+
+C_SOURCE = """
+#include <Python.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "fused_adam_op", "stand-in op", -1, NULL};
+PyMODINIT_FUNC PyInit_fused_adam_op(void) {
+    PyObject *m = PyModule_Create(&def);
+    if (m) PyModule_AddStringConstant(m, "built_by", "the test");
+    return m;
+}
+"""
+
+GIT_VERSION_INFO = """
+try:
+    from .git_version_info_installed import *  # noqa
+except ModuleNotFoundError:
+    version = "0.0.0"
+    installed_ops = {"fused_adam": False}
+    accelerator_name = ""
+    torch_info = {"version": "0.0", "cuda_version": "0.0", "nccl_version": "0.0", "hip_version": "0.0"}
+"""
+INSTALLED = (
+    "version='0.19.8'\ngit_hash='unknown'\ngit_branch='unknown'\n"
+    "installed_ops={'cpu_adam': False, 'fused_adam': False, 'async_io': False}\naccelerator_name='cpu'\n"
+    "torch_info={'version': '2.13', 'bf16_support': False, 'cuda_version': '0.0', 'nccl_version': '0.0', "
+    "'hip_version': '0.0'}\n"
+)
+BUILT = register.Built(
+    "0.19.8",
+    "2.11.0+cu130",
+    {"version": "2.11", "bf16_support": False, "cuda_version": "13.0", "nccl_version": "0.0", "hip_version": "0.0"},
+)
+
+SHOW = """
+import json, site, sys
+site.addsitedir(sys.argv[1])
+import torch, deepspeed
+from deepspeed.git_version_info import installed_ops, accelerator_name, torch_info, version
+out = {"installed": sorted(k for k, v in installed_ops.items() if v), "accelerator": accelerator_name,
+       "torch_info": torch_info, "version": version}
+try:
+    import deepspeed.ops.adam.fused_adam_op as op
+    out["op"] = [op.__name__, op.built_by, op.__file__]
+except ImportError as exc:
+    out["op"] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="session")
+def extension(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    work = tmp_path_factory.mktemp("ext")
+    (work / "op.c").write_text(C_SOURCE)
+    out = work / "fused_adam_op.so"
+    include = sysconfig.get_paths()["include"]
+    subprocess.run([compiler, "-shared", "-fPIC", f"-I{include}", str(work / "op.c"), "-o", str(out)], check=True)
+    return out
+
+
+def make_site(tmp_path: Path, torch_version: str = "2.11.0+cu130", installed: str | None = INSTALLED) -> Path:
+    site = tmp_path / "site-packages"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text(f"__version__ = {torch_version!r}\n")
+    ds = site / "deepspeed"
+    (ds / "ops" / "adam").mkdir(parents=True)
+    (ds / "__init__.py").write_text("import torch\nfrom .git_version_info import version as __version__\n")
+    (ds / "ops" / "__init__.py").write_text("")
+    (ds / "ops" / "adam" / "__init__.py").write_text("")
+    (ds / "git_version_info.py").write_text(GIT_VERSION_INFO)
+    (ds / "version.txt").write_text("0.19.8\n")
+    if installed is not None:
+        (ds / "git_version_info_installed.py").write_text(installed)
+    return site
+
+
+def show(site: Path) -> tuple[dict[str, object], str]:
+    done = subprocess.run([sys.executable, "-S", "-c", SHOW, str(site)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout), done.stderr
+
+
+def registered_op(extension: Path, tmp_path: Path) -> register.Registered:
+    lib = tmp_path / "prefix" / "lib" / "envsolver-ops" / "fused_adam_op.so"
+    lib.parent.mkdir(parents=True)
+    shutil.copyfile(extension, lib)
+    return register.Registered("fused_adam", "deepspeed.ops.adam.fused_adam_op", lib)
+
+
+def test_without_registration_deepspeed_sees_its_own_install(tmp_path: Path, extension: Path) -> None:
+    seen, _ = show(make_site(tmp_path))
+    assert seen["installed"] == [] and seen["accelerator"] == "cpu" and seen["op"] == "ModuleNotFoundError"
+
+
+def test_registered_ops_are_installed_ops_and_import_from_the_prefix(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    op = registered_op(extension, tmp_path)
+    written = register.write(site, [op], BUILT)
+    assert [p.name for p in written] == ["envsolver_ds_ops.py", "envsolver_ds_ops.json", "envsolver_ds_ops.pth"]
+    assert (site / "envsolver_ds_ops.pth").read_text() == "import envsolver_ds_ops\n"
+    assert (site / "envsolver_ds_ops.py").read_bytes() == Path(ds_ops_site.__file__).read_bytes()
+    seen, err = show(site)
+    assert seen == {
+        "installed": ["fused_adam"],
+        "accelerator": "cuda",
+        "torch_info": dict(BUILT.torch_info),
+        "version": "0.19.8",
+        "op": ["deepspeed.ops.adam.fused_adam_op", "the test", str(op.file)],
+    }
+    assert err == ""
+    # DeepSpeed's own files are untouched
+    assert (site / "deepspeed" / "git_version_info_installed.py").read_text() == INSTALLED
+
+
+def test_a_deepspeed_without_an_installed_info_module_is_registered_too(tmp_path: Path, extension: Path) -> None:
+    """A source checkout of DeepSpeed has no git_version_info_installed: the registry supplies one."""
+    site = make_site(tmp_path, installed=None)
+    register.write(site, [registered_op(extension, tmp_path)], BUILT)
+    seen, _ = show(site)
+    assert seen["installed"] == ["fused_adam"] and seen["version"] == "0.19.8"
+    assert isinstance(seen["op"], list)
+
+
+def test_another_torch_registers_nothing_and_says_how_to_register_again(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path, torch_version="2.12.0+cu130")
+    register.write(site, [registered_op(extension, tmp_path)], BUILT)
+    seen, err = show(site)
+    assert seen["installed"] == [] and seen["accelerator"] == "cpu" and seen["op"] == "ModuleNotFoundError"
+    assert "built for DeepSpeed 0.19.8 and torch 2.11.0+cu130, not DeepSpeed 0.19.8 and torch 2.12.0+cu130" in err
+    assert 'Run `envsolver hook -p "$CONDA_PREFIX"`' in err
+
+
+def test_a_missing_library_is_not_served(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    op = registered_op(extension, tmp_path)
+    register.write(site, [op], BUILT)
+    op.file.unlink()
+    seen, _ = show(site)
+    assert seen["op"] == "ModuleNotFoundError"
+
+
+def test_a_damaged_registry_registers_nothing(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    register.write(site, [registered_op(extension, tmp_path)], BUILT)
+    (site / "envsolver_ds_ops.json").write_text("{broken")
+    seen, err = show(site)
+    assert seen["installed"] == [] and seen["op"] == "ModuleNotFoundError" and err == ""
+
+
+def test_writing_no_ops_unregisters(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    register.write(site, [registered_op(extension, tmp_path)], BUILT)
+    register.write(site, [], BUILT)
+    assert sorted(p.name for p in site.iterdir()) == ["deepspeed", "torch"]
+    seen, _ = show(site)
+    assert seen["installed"] == []
+
+
+def test_the_registry_reads_back_as_written(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    op = registered_op(extension, tmp_path)
+    register.write(site, [op], BUILT)
+    assert register.read(site) == register.registry([op], BUILT)
+
+
+@pytest.mark.parametrize(
+    ("module", "file", "built"),
+    [
+        ("os.path", "/p/x.so", BUILT),
+        ("deepspeed.ops.adam.fused_adam_op; import os", "/p/x.so", BUILT),
+        ("deepspeed.ops.adam.fused_adam_op", "relative/x.so", BUILT),
+        ("deepspeed.ops.adam.fused_adam_op", "/p/x.so", register.Built("0.19.8'\nimport os", "2.11.0", {})),
+        ("deepspeed.ops.adam.fused_adam_op", "/p/x.so", register.Built("0.19.8", "2.11.0", {"version": "2.11';"})),
+    ],
+)
+def test_values_outside_their_grammar_are_never_written(tmp_path: Path, module: str, file: str, built: object) -> None:
+    with pytest.raises(ValueError):
+        register.write(tmp_path, [register.Registered("fused_adam", module, Path(file))], built)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(st.text(max_size=80), st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=4)))
+def test_read_registry_of_anything_is_none_or_a_registry(tmp_path_factory: pytest.TempPathFactory, doc: object) -> None:
+    path = tmp_path_factory.mktemp("reg") / "r.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    got = ds_ops_site.read_registry(str(path))
+    assert got is None or (got["format"] == 1 and isinstance(got["ops"], dict))

@@ -1,0 +1,238 @@
+"""The hook's ops stage (envsolver/hook/ops.py): keys, the shared op cache, the prefix's libraries, registration,
+the proof through DeepSpeed's load(), and the no-op decision from recorded state.
+
+The env's python is answered by a stand-in runner that speaks op_runner.py's protocol (key, install, registered)
+and writes real library files; what DeepSpeed's load() would import is read back from the real registry that
+register.write put in the prefix's site-packages. The real DeepSpeed runs on the GPU machine
+(bench/gpu_hook_ops.sh).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from envsolver.hook import ops, register
+
+MODULES = {
+    "fused_adam": "deepspeed.ops.adam.fused_adam_op",
+    "cpu_adam": "deepspeed.ops.adam.cpu_adam_op",
+    "fused_lamb": "deepspeed.ops.lamb.fused_lamb_op",
+}
+META = {
+    "deepspeed": "0.19.8",
+    "torch": "2.11.0+cu130",
+    "torch_info": {
+        "version": "2.11",
+        "bf16_support": False,
+        "cuda_version": "13.0",
+        "nccl_version": "0.0",
+        "hip_version": "0.0",
+    },
+}
+
+
+class FakePython:
+    """op_runner.py in the env's python, answered here. Records every command."""
+
+    def __init__(self, prefix: Path, ext: Path, fail: tuple[str, ...] = (), nvcc: str = "release 13.0") -> None:
+        self.prefix, self.ext, self.fail, self.nvcc = prefix, ext, fail, nvcc
+        self.site = prefix / "lib" / "python3.12" / "site-packages"
+        self.site.mkdir(parents=True, exist_ok=True)
+        self.calls: list[list[str]] = []
+        self.loaded_from: dict[str, str] = {}  # op -> a file DeepSpeed should claim to load instead
+
+    def __call__(self, argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+        self.calls.append(argv)
+        if argv[0].endswith("cuobjdump"):
+            return 0, f"ELF file    1: {Path(argv[-1]).stem}.1.sm_90.cubin\n"
+        mode = argv[2]
+        if mode == "key":
+            facts = {
+                "python": "3.12.3",
+                "ext_suffix": ".cpython-312-x86_64-linux-gnu.so",
+                "site": str(self.site),
+                "torch_version_py": "__version__ = '2.11.0+cu130'",
+                "deepspeed_info": "version='0.19.8'",
+                "deepspeed_tree": "d" * 64,
+                "nvcc": self.nvcc,
+                "cxx": "g++ 13.3.0",
+                "cpu": {"flags": "avx2"},
+            }
+            return 0, json.dumps(facts)
+        if mode == "install":
+            op = argv[3]
+            if op in self.fail:
+                return 1, "csrc/adam/x.cu:1:10: fatal error: cusparse.h: No such file or directory\n" + json.dumps(
+                    {"ok": False, "error": "RuntimeError: Error building extension"}
+                )
+            name = MODULES[op].rsplit(".", 1)[1]
+            lib = self.ext / name / f"{name}.so"
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            lib.write_bytes(f"library of {op} for {self.nvcc}".encode() * 100)
+            return 0, json.dumps(
+                {"op": op, "ok": True, "seconds": 30.5, "file": str(lib), "module": MODULES[op], **META}
+            )
+        if mode == "registered":
+            doc = register.read(self.site) or {"ops": {}}
+            rows = []
+            for op in argv[3:]:
+                entry = doc["ops"].get(op)
+                file = self.loaded_from.get(op) or (entry["file"] if entry else f"/jit/{op}.so")
+                rows.append({"op": op, "ok": True, "file": file, "load_seconds": 0.002})
+            return 0, json.dumps({"ops": rows})
+        raise AssertionError(f"unexpected command {argv}")
+
+    def modes(self) -> list[str]:
+        return [" ".join(c[2:]) for c in self.calls if not c[0].endswith("cuobjdump")]
+
+
+OPS = ("fused_adam", "cpu_adam", "fused_lamb")
+
+
+def provide(prefix: Path, python: FakePython, cache: Path | None, arch: str = "9.0") -> ops.Provided:
+    facts = ops.read_key_facts(prefix / "bin" / "python", {}, python)
+    cuda = python.ext.parent / "cuda"  # a toolkit whose cuobjdump the stand-in runner answers
+    (cuda / "bin").mkdir(parents=True, exist_ok=True)
+    (cuda / "bin" / "cuobjdump").touch()
+    return ops.provide(
+        prefix,
+        prefix / "bin" / "python",
+        OPS,
+        arch,
+        arch,
+        "linux-64",
+        facts,
+        {},
+        16,
+        cache,
+        cuda,
+        (90,),
+        lambda _: None,
+        python,
+    )
+
+
+@pytest.fixture
+def env_a(tmp_path: Path) -> tuple[Path, FakePython]:
+    prefix = tmp_path / "env-a"
+    return prefix, FakePython(prefix, tmp_path / "ext-a")
+
+
+def test_a_cold_run_builds_registers_proves_and_fills_the_cache(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:
+    prefix, python = env_a
+    got = provide(prefix, python, tmp_path / "cache")
+    assert [(r.op, r.ok, r.source) for r in got.results] == [(op, True, "built") for op in OPS]
+    assert sorted(python.modes()) == sorted(
+        ["key", *(f"install {op}" for op in OPS), "registered fused_adam cpu_adam fused_lamb"]
+    )
+    doc = register.read(python.site)
+    assert doc is not None and sorted(doc["ops"]) == sorted(OPS)
+    for result in got.results:
+        assert Path(str(result.file)).is_relative_to(prefix / "lib" / "envsolver-ops")
+        assert doc["ops"][result.op]["file"] == result.file
+    assert [r.sass for r in got.results] == [(90,), None, (90,)]  # cpu_adam has no GPU code to list
+    assert len([p for p in (tmp_path / "cache").iterdir()]) == 3
+    assert got.registered and got.notes == []
+
+
+def test_a_second_env_with_the_same_key_takes_the_cache_and_builds_nothing(
+    tmp_path: Path, env_a: tuple[Path, FakePython]
+) -> None:
+    provide(*env_a, tmp_path / "cache")
+    prefix_b = tmp_path / "env-b"
+    python_b = FakePython(prefix_b, tmp_path / "ext-b")
+    got = provide(prefix_b, python_b, tmp_path / "cache")
+    assert [(r.op, r.ok, r.source) for r in got.results] == [(op, True, "cache") for op in OPS]
+    assert not any(m.startswith("install") for m in python_b.modes())
+    assert all(Path(str(r.file)).is_relative_to(prefix_b) for r in got.results)
+
+
+def test_another_nvcc_is_another_key_and_is_built(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:
+    provide(*env_a, tmp_path / "cache")
+    prefix_b = tmp_path / "env-b"
+    python_b = FakePython(prefix_b, tmp_path / "ext-b", nvcc="release 13.1")
+    got = provide(prefix_b, python_b, tmp_path / "cache")
+    assert [r.source for r in got.results] == ["built"] * 3
+    assert len(list((tmp_path / "cache").iterdir())) == 6
+
+
+def test_a_rerun_with_nothing_changed_is_decided_from_the_state(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:
+    prefix, python = env_a
+    got = provide(prefix, python, None)
+    state = ops.load_state(prefix)
+    assert state == got.state
+    facts = ops.read_key_facts(prefix / "bin" / "python", {}, python)
+    assert ops.unchanged(prefix, state, facts, OPS, "9.0", "linux-64")
+    assert not ops.unchanged(prefix, state, facts, OPS, "8.0;9.0", "linux-64")  # another request
+    assert not ops.unchanged(prefix, state, facts, (*OPS, "fused_lion"), "9.0", "linux-64")  # an op not built
+    other = FakePython(prefix, tmp_path / "ext-x", nvcc="release 13.1")
+    assert not ops.unchanged(prefix, state, ops.read_key_facts(prefix, {}, other), OPS, "9.0", "linux-64")
+
+
+@pytest.mark.parametrize("damage", ["library", "registry", "state"])
+def test_a_rerun_after_damage_is_not_a_no_op(tmp_path: Path, env_a: tuple[Path, FakePython], damage: str) -> None:
+    prefix, python = env_a
+    got = provide(prefix, python, None)
+    if damage == "library":
+        Path(str(got.results[0].file)).write_bytes(b"edited")
+    elif damage == "registry":
+        (python.site / "envsolver_ds_ops.json").unlink()
+    else:
+        ops.state_path(prefix).write_text("{")
+    facts = ops.read_key_facts(prefix / "bin" / "python", {}, python)
+    assert not ops.unchanged(prefix, ops.load_state(prefix), facts, OPS, "9.0", "linux-64")
+
+
+def test_a_failed_build_is_reported_with_the_compilers_line_and_the_rest_registered(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    python = FakePython(prefix, tmp_path / "ext", fail=("fused_lamb",))
+    got = provide(prefix, python, tmp_path / "cache")
+    lamb = got.results[2]
+    assert not lamb.ok and lamb.error == "csrc/adam/x.cu:1:10: fatal error: cusparse.h: No such file or directory"
+    doc = register.read(python.site)
+    assert doc is not None and sorted(doc["ops"]) == ["cpu_adam", "fused_adam"]
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # only proven builds are cached
+
+
+def test_an_op_deepspeed_does_not_load_from_the_prefix_fails_and_is_unregistered(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    python = FakePython(prefix, tmp_path / "ext")
+    python.loaded_from["cpu_adam"] = "/home/u/.cache/torch_extensions/cpu_adam/cpu_adam.so"
+    got = provide(prefix, python, tmp_path / "cache")
+    cpu = got.results[1]
+    assert not cpu.ok
+    assert (
+        cpu.error
+        == f"DeepSpeed loaded /home/u/.cache/torch_extensions/cpu_adam/cpu_adam.so, not the registered {cpu.file}"
+    )
+    doc = register.read(python.site)
+    assert doc is not None and sorted(doc["ops"]) == ["fused_adam", "fused_lamb"]
+    assert not (tmp_path / "cache").exists() or len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_a_site_packages_outside_the_prefix_is_never_written(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    prefix.mkdir()
+    python = FakePython(tmp_path / "system", tmp_path / "ext")  # its site-packages is outside the prefix
+    got = provide(prefix, python, None)
+    assert not got.registered
+    assert got.notes == ["the env's site-packages is not inside the prefix: ops are not registered with DeepSpeed"]
+    assert register.read(python.site) is None
+    assert ops.load_state(prefix) is None
+
+
+def test_libraries_of_an_earlier_key_are_removed(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:
+    prefix, python = env_a
+    first = provide(prefix, python, None)
+    python.nvcc = "release 13.1"
+    second = provide(prefix, python, None)
+    assert {Path(str(r.file)).parent for r in first.results}.isdisjoint(
+        {Path(str(r.file)).parent for r in second.results}
+    )
+    assert sorted(p.name for p in (prefix / "lib" / "envsolver-ops").iterdir()) == sorted(
+        [Path(str(r.file)).parent.name for r in second.results] + ["state.json"]
+    )
