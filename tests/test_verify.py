@@ -1016,3 +1016,139 @@ def test_verify_gains_the_hooks_prefix_toolkit_rule(tmp_path: Path) -> None:
     packages = "cuda-nvcc cuda-cudart-dev cuda-profiler-api libcublas-dev libcurand-dev libcusolver-dev libcusparse-dev"
     assert check["fix"].startswith(f"conda install -p {prefix} -c conda-forge {packages} ")  # verify also wants cuda.h
     assert check["fix"].endswith(f"cuda-version=13.0, then envsolver hook -p {prefix}")
+
+
+# --- the hook's rules as verify checks (main's be95b95), word for word (issue 14) ---------------------------------
+
+INCOMPLETE = {
+    "prefix": "/opt/my env",
+    "conda": True,
+    "nvcc": {"exists": False},
+    "missing": ["cusparse.h", "cuda_runtime_api.h", "curand.h"],
+    "include_dir": None,
+    "complete": False,
+}
+NO_TOOLKIT = (
+    "/opt/my env holds no complete CUDA toolkit (no nvcc in /opt/my env/bin; no cusparse.h, cuda_runtime_api.h, "
+    "curand.h in /opt/my env/targets/<target>/include): the hook's activation leaves CUDA_HOME and CPATH as they "
+    "are, so "
+)
+ALL_PACKAGES = "cuda-nvcc cuda-cudart-dev libcurand-dev libcusparse-dev"
+
+
+@pytest.mark.parametrize(
+    ("toolkit", "status", "detail"),
+    [
+        (None, "skip", "not probed"),
+        ({"prefix": ""}, "skip", "not probed"),
+        ({"prefix": "/p", "conda": False}, "skip", "/p is not a conda prefix (no conda-meta/)"),
+        (
+            {"prefix": "/p", "conda": True, "complete": True, "nvcc": {"version": "13.0", "exists": True}},
+            "pass",
+            "/p holds nvcc 13.0 and the op headers in /p/targets/<target>/include: the hook's activation sets "
+            "CUDA_HOME and CPATH to them",
+        ),
+        (
+            {"prefix": "/p", "conda": True, "complete": True, "nvcc": {"version": "13.0"}, "include_dir": "/p/inc"},
+            "pass",
+            "/p holds nvcc 13.0 and the op headers in /p/inc: the hook's activation sets CUDA_HOME and CPATH to them",
+        ),
+    ],
+)
+def test_prefix_toolkit_skips_and_passes_word_for_word(
+    kb: KnowledgeBase, toolkit: dict[str, Any] | None, status: str, detail: str
+) -> None:
+    check = result(kb, "prefix_toolkit", edit("prefix_toolkit", toolkit)(healthy()))
+    assert (check.status, check.detail, check.fix) == (status, detail, "")
+
+
+@pytest.mark.parametrize(
+    ("change", "detail", "fix"),
+    [
+        (
+            same,
+            NO_TOOLKIT + "op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES} cuda-version=13.0, "
+            "then envsolver hook -p '/opt/my env'",
+        ),
+        (  # nvcc there, headers not: only the headers' packages, where the probe looked
+            lambda d: edit("prefix_toolkit.nvcc", {"exists": True})(edit("prefix_toolkit.include_dir", "/p/inc")(d)),
+            "/opt/my env holds no complete CUDA toolkit (no cusparse.h, cuda_runtime_api.h, curand.h in /p/inc): the "
+            "hook's activation leaves CUDA_HOME and CPATH as they are, so op builds use CUDA_HOME=/usr/local/cuda "
+            "(from CUDA_HOME)",
+            "conda install -p '/opt/my env' -c conda-forge cuda-cudart-dev libcurand-dev libcusparse-dev "
+            "cuda-version=13.0, then envsolver hook -p '/opt/my env'",
+        ),
+        (  # headers there, nvcc not: nvcc's package only
+            edit("prefix_toolkit.missing", []),
+            "/opt/my env holds no complete CUDA toolkit (no nvcc in /opt/my env/bin): the hook's activation leaves "
+            "CUDA_HOME and CPATH as they are, so op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            "conda install -p '/opt/my env' -c conda-forge cuda-nvcc cuda-version=13.0, then envsolver hook -p "
+            "'/opt/my env'",
+        ),
+        (
+            edit("cuda_home", {}),
+            NO_TOOLKIT + "op builds find no CUDA toolkit",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES} cuda-version=13.0, "
+            "then envsolver hook -p '/opt/my env'",
+        ),
+        (  # the env's cuda-version package pins the toolkit before torch's CUDA does
+            edit("conda_meta", [{"name": "cuda-version", "version": "12.9", "build": "h0"}]),
+            NO_TOOLKIT + "op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES} cuda-version=12.9, "
+            "then envsolver hook -p '/opt/my env'",
+        ),
+        (  # no CUDA known at all: no pin rather than a wrong one
+            edit("torch.cuda", None),
+            NO_TOOLKIT + "op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES}, then envsolver hook -p '/opt/my env'",
+        ),
+    ],
+)
+def test_prefix_toolkit_names_what_is_missing_and_the_packages_word_for_word(
+    kb: KnowledgeBase, change: Any, detail: str, fix: str
+) -> None:
+    doc = change(edit("prefix_toolkit", copy.deepcopy(INCOMPLETE))(healthy()))
+    check = result(kb, "prefix_toolkit", doc)
+    assert (check.status, check.detail, check.fix) == ("warn", detail, fix)
+
+
+@pytest.mark.parametrize(
+    ("requested", "value", "status", "detail", "fix"),
+    [
+        (
+            "6.0;7.0;9.0",
+            "9.0+PTX",
+            "warn",
+            "TORCH_CUDA_ARCH_LIST=9.0+PTX: the lock's 6.0;7.0;9.0 without 6.0, 7.0, which nvcc 13.0 cannot build (it "
+            "would stop with 'nvcc fatal : Unsupported gpu architecture')",
+            "leave those GPUs out of the target list (envsolver make --gpu ...), or use an older toolkit for them",
+        ),
+        (
+            "9.0a",
+            "9.0+PTX",
+            "warn",
+            "TORCH_CUDA_ARCH_LIST=9.0+PTX: the lock's 9.0a built as plain archs: DeepSpeed's op builder cannot parse "
+            "arch suffixes (seen with DeepSpeed 0.19.5)",
+            "use plain major.minor entries in the target list",
+        ),
+        # the lock's list, buildable as it is; another list than the plan's; a lock list of nothing buildable
+        ("9.0", "9.0+PTX", "pass", "TORCH_CUDA_ARCH_LIST=9.0+PTX is buildable and covers the GPUs", ""),
+        ("7.0;9.0", "9.0", "pass", "TORCH_CUDA_ARCH_LIST=9.0 is buildable and covers the GPUs", ""),
+        ("7.0", "9.0+PTX", "pass", "TORCH_CUDA_ARCH_LIST=9.0+PTX is buildable and covers the GPUs", ""),
+    ],
+)
+def test_an_arch_list_the_hook_made_buildable_from_the_lock_is_named_as_such(
+    kb: KnowledgeBase, requested: str, value: str, status: str, detail: str, fix: str
+) -> None:
+    meta = {**LOCK_META, "envsolver_torch_cuda_arch_list": requested}
+    check = result(kb, "torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", value)(healthy()), lock_meta=meta)
+    assert (check.status, check.detail, check.fix) == (status, detail, fix)
+
+
+def test_an_arch_list_with_nothing_buildable_says_what_nvcc_builds(kb: KnowledgeBase) -> None:
+    check = result(kb, "torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "7.0")(healthy()))
+    assert check.detail == (
+        "TORCH_CUDA_ARCH_LIST=7.0: nvcc cannot build 7.0 ('nvcc fatal : Unsupported gpu architecture'); it does not "
+        "cover NVIDIA H200 (9.0) (it builds sm_75 to sm_121)"
+    )
