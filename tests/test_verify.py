@@ -1152,3 +1152,12 @@ def test_an_arch_list_with_nothing_buildable_says_what_nvcc_builds(kb: Knowledge
         "TORCH_CUDA_ARCH_LIST=7.0: nvcc cannot build 7.0 ('nvcc fatal : Unsupported gpu architecture'); it does not "
         "cover NVIDIA H200 (9.0) (it builds sm_75 to sm_121)"
     )
+
+
+def test_host_compiler_against_an_nvcc_whose_gcc_limit_the_kb_does_not_know(kb: KnowledgeBase) -> None:
+    check = result(kb, "host_compiler", edit("nvcc.version", "99.0")(healthy()))
+    assert (check.status, check.detail, check.fix) == (
+        "warn",
+        "/opt/gcc/bin/g++ is GCC 13; the newest GCC nvcc 99.0 accepts is not in the knowledge base",
+        "check nvcc's host compiler range in NVIDIA's installation guide for this CUDA release",
+    )
