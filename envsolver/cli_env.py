@@ -60,9 +60,22 @@ from envsolver.verify import run as verify_run
     help="Rewrite package URLs starting with FROM to start with TO (a site mirror); repeatable.",
 )
 @click.option("--no-hook", is_flag=True, help="Do not run the post-install hook.")
+@click.option(
+    "--op-cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="ENVSOLVER_OP_CACHE",
+    help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
+    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def install_command(
-    lock_path: Path, prefix: Path, platform: str | None, mirrors: tuple[str, ...], no_hook: bool, as_json: bool
+    lock_path: Path,
+    prefix: Path,
+    platform: str | None,
+    mirrors: tuple[str, ...],
+    no_hook: bool,
+    op_cache: Path | None,
+    as_json: bool,
 ) -> None:
     """Install a conda-lock.yml or explicit lock into PREFIX, without conda.
 
@@ -101,6 +114,7 @@ def install_command(
                 None,
                 os.environ,
                 render.progress(status),
+                op_cache=op_cache,
             )
     ok = hook_report is None or hook_report.ok
     if as_json:
@@ -162,6 +176,13 @@ def install_command(
     type=click.Path(dir_okay=False, path_type=Path),
     help="The env's python (default: PREFIX/bin/python).",
 )
+@click.option(
+    "--op-cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="ENVSOLVER_OP_CACHE",
+    help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
+    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def hook_command(
     prefix: Path,
@@ -172,15 +193,19 @@ def hook_command(
     no_build: bool,
     print_env: bool,
     python: Path | None,
+    op_cache: Path | None,
     as_json: bool,
 ) -> None:
     """Write activation scripts (TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and CUDA_HOME and
     CPATH when the prefix holds the CUDA toolkit), check the toolchain before any compiler runs (verify's build
-    checks), then build DeepSpeed's ops for the target GPUs and prove them.
+    checks), then build DeepSpeed's ops for the target GPUs (or take them from --op-cache), register them so
+    DeepSpeed's own load() imports them without compiling, and prove them (cuobjdump; DeepSpeed's load() in a new
+    process). A re-run with nothing changed is decided before torch starts.
 
     \b
     Examples:
       envsolver hook -p ~/envs/train
+      envsolver hook -p /shared/envs/train --op-cache /shared/envsolver-ops
       envsolver hook -p ~/envs/train --no-build
       envsolver hook -p ~/envs/train --ops fused_adam --arch-list '8.0;9.0+PTX'
       eval "$(envsolver hook -p ~/envs/train --print-env)"
@@ -203,7 +228,17 @@ def hook_command(
         raise BadInputError(f"unknown op(s) {unknown}. Known: {', '.join(hook_build.KNOWN_OPS)}. Fix --ops.")
     with render.console(stderr=True).status("hook", spinner="dots") as status:
         report = hook_run.hook(
-            prefix, kb, lock_path, arch_list, wanted, jobs, no_build, python, os.environ, render.progress(status)
+            prefix,
+            kb,
+            lock_path,
+            arch_list,
+            wanted,
+            jobs,
+            no_build,
+            python,
+            os.environ,
+            render.progress(status),
+            op_cache=op_cache,
         )
     if as_json:
         click.echo(json.dumps(hook_render.as_json(report), indent=2))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from envsolver import prefixmeta, procrun
-from envsolver.hook import activation, build, buildenv
+from envsolver.hook import activation, build, buildenv, register
 from envsolver.hook import run as hook_run
 from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.verify import checks
@@ -345,31 +345,65 @@ def test_cli_hook_print_env_and_bad_input(tmp_path: Path) -> None:
     assert bad_op.exit_code == 2 and "unknown op" in bad_op.output
 
 
-def _fake_ops_runner(sass_by_mode: dict[str, str], calls: list[list[str]]) -> procrun.Runner:
-    """Answers op_runner and cuobjdump calls like a prefix whose DeepSpeed shipped prebuilt ops."""
+def _fake_ops_runner(
+    prefix: Path, sass_by_mode: dict[str, str], calls: list[list[str]], installed: tuple[str, ...] = ("fused_adam",)
+) -> procrun.Runner:
+    """Answers op_runner and cuobjdump calls like a prefix whose DeepSpeed shipped `installed` prebuilt."""
+    site = prefix / "lib" / "python3.12" / "site-packages"
 
     def runner(argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
         calls.append(argv)
         if len(argv) >= 3 and argv[1] == str(build.RUNNER):
             mode, op = argv[2], argv[3] if len(argv) > 3 else ""
-            if mode in ("build", "jit"):
+            if mode == "key":
+                site.mkdir(parents=True, exist_ok=True)
+                facts = {
+                    "python": "3.12.3",
+                    "ext_suffix": ".so",
+                    "site": str(site),
+                    "torch_version_py": "2.11.0",
+                    "deepspeed_info": "installed_ops={'fused_adam': True}",
+                    "deepspeed_tree": "d" * 64,
+                    "nvcc": "release 13.0",
+                    "cxx": "g++ 13",
+                    "deepspeed_installed_ops": list(installed),
+                }
+                return 0, json.dumps(facts)
+            if mode == "build":
+                doc = {"op": op, "ok": True, "seconds": 0.1, "file": f"/x/build/{op}.so", "prebuilt": True}
+                return 0, json.dumps(doc)
+            if mode == "install":
+                lib = tmp_ext(prefix) / f"{op}_op.so"
+                lib.write_bytes(b"rebuilt")
                 doc = {
                     "op": op,
                     "ok": True,
-                    "seconds": 0.1 if mode == "build" else 40.0,
-                    "file": f"/x/{mode}/{op}.so",
-                    "prebuilt": mode == "build",
+                    "seconds": 40.0,
+                    "file": str(lib),
+                    "module": f"deepspeed.ops.adam.{op}_op",
+                    "deepspeed": "0.19.8",
+                    "torch": "2.11.0",
+                    "torch_info": {"version": "2.11", "cuda_version": "13.0"},
                 }
                 return 0, json.dumps(doc)
+            if mode == "registered":
+                doc = register.read(site) or {"ops": {}}
+                rows = [{"op": o, "ok": True, "file": doc["ops"][o]["file"], "load_seconds": 0.01} for o in argv[3:]]
+                return 0, json.dumps({"ops": rows})
             if mode == "load":
                 return 0, json.dumps({"op": op, "ok": True, "load_seconds": 0.01})
             return 0, json.dumps({"ok": True, "max_abs_diff": 0.0})
         if argv[0].endswith("cuobjdump"):
-            mode = argv[-1].split("/")[2]
-            return 0, sass_by_mode[mode]
+            return 0, sass_by_mode["build" if argv[-1].startswith("/x/build/") else "install"]
         return procrun.run(argv, env)
 
     return runner
+
+
+def tmp_ext(prefix: Path) -> Path:
+    ext = prefix.parent / "ext"
+    ext.mkdir(exist_ok=True)
+    return ext
 
 
 @pytest.mark.parametrize(
@@ -383,11 +417,15 @@ def _fake_ops_runner(sass_by_mode: dict[str, str], calls: list[list[str]]) -> pr
 def test_prebuilt_ops_are_proven_and_rebuilt_only_when_short(
     kb: KnowledgeBase, tmp_path: Path, prebuilt_sass: str, rebuilt: bool
 ) -> None:
+    """DeepSpeed's own prebuilt op (conda-forge's) is kept when it has SASS for every target arch; otherwise the
+    hook builds its own and registers it (DeepSpeed's load() then imports the hook's)."""
     prefix = fake_prefix(tmp_path)
     (prefix / "bin" / "cuobjdump").write_text("#!/bin/sh\n")
     (prefix / "bin" / "cuobjdump").chmod(0o755)
     calls: list[list[str]] = []
-    runner = _fake_ops_runner({"build": prebuilt_sass, "jit": "ELF file    1: fused_adam.1.sm_90.cubin\n"}, calls)
+    runner = _fake_ops_runner(
+        prefix, {"build": prebuilt_sass, "install": "ELF file    1: fused_adam_op.1.sm_90.cubin\n"}, calls
+    )
     report = hook_run.hook(
         prefix,
         kb,
@@ -401,12 +439,92 @@ def test_prebuilt_ops_are_proven_and_rebuilt_only_when_short(
         lambda _: None,
         runner,
     )
-    assert report.ok
+    assert report.ok, report.ops
     op = report.ops[0]
     assert op.sass == (90,)
-    jit_calls = [c for c in calls if len(c) > 2 and c[1] == str(build.RUNNER) and c[2] == "jit"]
-    assert bool(jit_calls) == rebuilt
-    assert op.prebuilt is (not rebuilt)
+    installs = [c for c in calls if len(c) > 2 and c[1] == str(build.RUNNER) and c[2] == "install"]
+    assert bool(installs) == rebuilt
+    assert op.source == ("built" if rebuilt else "prebuilt")
+    registry = register.read(prefix / "lib" / "python3.12" / "site-packages")
+    assert (registry is not None) == rebuilt
+
+
+def test_a_rerun_with_nothing_changed_starts_no_torch_and_builds_nothing(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """Issue 12: the no-op re-run is decided from recorded state (op keys, libraries, registry) before torch starts;
+    a changed nvcc makes it a real run again."""
+    prefix = fake_prefix(tmp_path)
+    (prefix / "bin" / "cuobjdump").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "cuobjdump").chmod(0o755)
+    calls: list[list[str]] = []
+    sass = "ELF file    1: fused_adam_op.1.sm_90.cubin\n"
+    runner = _fake_ops_runner(prefix, {"build": sass, "install": sass}, calls, installed=())
+
+    def hook() -> hook_run.HookReport:
+        env = {**BASE, "CUDA_VISIBLE_DEVICES": ""}
+        return hook_run.hook(prefix, kb, None, "9.0", ("fused_adam",), 4, False, None, env, lambda _: None, runner)
+
+    first = hook()
+    assert first.ok and first.ops[0].source == "built" and first.unchanged == ()
+    torch_init = next(prefix.glob("lib/python*/site-packages/torch/__init__.py"))
+    log = tmp_path / "torch-imported"
+    torch_init.write_text(f"open({str(log)!r}, 'a').write('x')\n" + torch_init.read_text())
+    calls.clear()
+    again = hook()
+    assert again.ok and again.unchanged == ("fused_adam",) and again.ops[0].source == "unchanged"
+    assert again.ops[0].file == first.ops[0].file
+    assert [c[2] for c in calls if len(c) > 2 and c[1] == str(build.RUNNER)] == ["key"]
+    assert not log.exists()  # torch never imported
+    (prefix / "bin" / "nvcc").write_text((prefix / "bin" / "nvcc").read_text())  # same nvcc: still a no-op
+    assert hook().unchanged == ("fused_adam",)
+    first_lib = Path(str(first.ops[0].file))
+    first_lib.write_bytes(b"edited")  # a damaged library: a real run, which restores it
+    calls.clear()
+    repaired = hook()
+    assert repaired.ok and repaired.unchanged == () and log.exists()
+    assert any(c[2] == "install" for c in calls if len(c) > 2 and c[1] == str(build.RUNNER))
+
+
+def test_a_second_env_whose_ops_are_all_cached_starts_no_torch_before_the_proof(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """Issue 12: with every op in the shared op cache nothing is compiled, so the pre-flight (which starts torch)
+    is skipped; the ops are copied in, registered and proven through DeepSpeed's load()."""
+    sass = "ELF file    1: fused_adam_op.1.sm_90.cubin\n"
+    reports, logs, modes = [], [], []
+    for name in ("a", "b"):
+        prefix = fake_prefix(tmp_path / name)
+        (prefix / "bin" / "cuobjdump").write_text("#!/bin/sh\n")
+        (prefix / "bin" / "cuobjdump").chmod(0o755)
+        torch_init = next(prefix.glob("lib/python*/site-packages/torch/__init__.py"))
+        logs.append(tmp_path / f"torch-imported-{name}")
+        torch_init.write_text(f"open({str(logs[-1])!r}, 'a').write('x')\n" + torch_init.read_text())
+        calls: list[list[str]] = []
+        runner = _fake_ops_runner(prefix, {"build": sass, "install": sass}, calls, installed=())
+        env = {**BASE, "CUDA_VISIBLE_DEVICES": ""}
+        reports.append(
+            hook_run.hook(
+                prefix,
+                kb,
+                None,
+                "9.0",
+                ("fused_adam",),
+                4,
+                False,
+                None,
+                env,
+                lambda _: None,
+                runner,
+                op_cache=tmp_path / "cache",
+            )
+        )
+        modes.append([c[2] for c in calls if len(c) > 2 and c[1] == str(build.RUNNER)])
+    first, second = reports
+    assert first.ok and first.ops[0].source == "built" and logs[0].exists()
+    assert second.ok and second.ops[0].source == "cache" and second.findings == []
+    assert modes[1] == ["key", "registered"]  # no install, no pre-flight probe
+    assert not logs[1].exists()  # torch was not started by envsolver (the fake proof does not import it)
+    assert second.arch_list == first.arch_list == "9.0+PTX"  # the list the cached ops were built for
+    assert (tmp_path / "b" / "env" / "etc" / "conda" / "activate.d" / "envsolver.sh").exists()
 
 
 def test_a_failed_build_names_the_compiler_line_and_leaves_nothing(tmp_path: Path) -> None:

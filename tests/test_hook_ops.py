@@ -93,7 +93,9 @@ class FakePython:
 OPS = ("fused_adam", "cpu_adam", "fused_lamb")
 
 
-def provide(prefix: Path, python: FakePython, cache: Path | None, arch: str = "9.0") -> ops.Provided:
+def provide(
+    prefix: Path, python: FakePython, cache: Path | None, arch: str = "9.0", env: dict[str, str] | None = None
+) -> ops.Provided:
     facts = ops.read_key_facts(prefix / "bin" / "python", {}, python)
     cuda = python.ext.parent / "cuda"  # a toolkit whose cuobjdump the stand-in runner answers
     (cuda / "bin").mkdir(parents=True, exist_ok=True)
@@ -106,7 +108,7 @@ def provide(prefix: Path, python: FakePython, cache: Path | None, arch: str = "9
         arch,
         "linux-64",
         facts,
-        {},
+        env or {},
         16,
         cache,
         cuda,
@@ -196,6 +198,19 @@ def test_a_failed_build_is_reported_with_the_compilers_line_and_the_rest_registe
     doc = register.read(python.site)
     assert doc is not None and sorted(doc["ops"]) == ["cpu_adam", "fused_adam"]
     assert len(list((tmp_path / "cache").iterdir())) == 2  # only proven builds are cached
+
+
+def test_a_failed_build_leaves_no_half_built_op_nor_torchs_build_lock(tmp_path: Path) -> None:
+    """A killed build leaves torch's `lock` in the op's build directory, and the next build would wait on it for
+    ever: a failed build's directory is removed."""
+    prefix = tmp_path / "env"
+    python = FakePython(prefix, tmp_path / "ext", fail=("fused_lamb",))
+    ext = tmp_path / "torch_extensions"
+    (ext / "fused_lamb_op").mkdir(parents=True)
+    (ext / "fused_lamb_op" / "lock").touch()
+    (ext / "fused_adam_op").mkdir()
+    provide(prefix, python, None, env={"TORCH_EXTENSIONS_DIR": str(ext)})
+    assert sorted(p.name for p in ext.iterdir()) == ["fused_adam_op"]
 
 
 def test_an_op_deepspeed_does_not_load_from_the_prefix_fails_and_is_unregistered(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def read_registry(path: str = REGISTRY) -> dict[str, Any] | None:
         return None
     if not isinstance(doc, dict) or doc.get("format") != 1 or not isinstance(doc.get("ops"), dict):
         return None
-    for key in ("deepspeed", "torch"):
+    for key in ("deepspeed", "torch", "accelerator"):
         if not isinstance(doc.get(key), str):
             return None
     ops = doc["ops"]
@@ -96,7 +96,9 @@ class _Info(importlib.abc.Loader):
             ours.update(version=version, git_hash="[none]", git_branch="[none]", compatible_ops={})
         installed = dict(ours.get("installed_ops") or {})
         installed.update(dict.fromkeys(self.doc["ops"], True))
-        ours.update(installed_ops=installed, accelerator_name="cuda", torch_info=dict(self.doc["torch_info"]))
+        ours.update(
+            installed_ops=installed, accelerator_name=self.doc["accelerator"], torch_info=dict(self.doc["torch_info"])
+        )
 
 
 def _deepspeed_version() -> str:

@@ -8,8 +8,10 @@ Standard library plus torch and deepspeed only; prints one JSON line. Usage:
                                         # named after DeepSpeed's module for it, fused_adam_op...), without -g,
                                         # for `envsolver hook` to register; prints the facts the registry needs
     python op_runner.py load OP         # time OP's load() after `import torch` (a prebuilt op loads at once)
-    python op_runner.py registered OP.. # load each OP through DeepSpeed's own load() (registered ops import at
-                                        # once): the library it loaded and the time, in one process
+    python op_runner.py registered [--adam-check] OP..
+                                        # load each OP through DeepSpeed's own load() (registered ops import at
+                                        # once): the library it loaded and the time, in one process; with
+                                        # --adam-check, then FusedAdam against torch's AdamW on the GPU
     python op_runner.py key             # what decides the ops' binaries, read from files without importing
                                         # torch or DeepSpeed (fast: the hook decides a no-op from it)
     python op_runner.py adam-check      # 5 FusedAdam steps against torch.optim.AdamW on the GPU
@@ -192,11 +194,14 @@ def build_installable(op: str) -> dict[str, Any]:
     module = op_builder.jit_load(verbose=False)
     seconds = time.perf_counter() - started
     cuda = torch.version.cuda
+    from deepspeed.accelerator import get_accelerator  # type: ignore[import-not-found,unused-ignore]
+
     return {
         "op": op,
         "seconds": seconds,
         "file": getattr(module, "__file__", None),
         "module": module_name,
+        "accelerator": get_accelerator()._name,
         "deepspeed": deepspeed.__version__,
         "torch": torch.__version__,
         "torch_info": {
@@ -275,7 +280,13 @@ def main(argv: list[str]) -> int:
         elif argv[0] == "install":
             result = build_installable(argv[1])
         elif argv[0] == "registered":
-            result = registered(argv[1:])
+            check = argv[1:2] == ["--adam-check"]
+            result = registered(argv[2:] if check else argv[1:])
+            if check:
+                try:
+                    result["adam_check"] = adam_check()
+                except Exception as exc:  # the check's failure is its own result, not the loads'
+                    result["adam_check"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         elif argv[0] == "key":
             result = key_facts()
         elif argv[0] == "load":

@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from envsolver import __version__
+
 # How the hook builds (op_runner.py install: DeepSpeed's jit_load, its flags less -g, the library named after
 # DeepSpeed's module). Bump it when that changes, so that no library built the old way is reused.
 RECIPE = "deepspeed-jit-less-g/1"
@@ -35,15 +37,20 @@ class KeyFacts:
         return tuple(name for name in REQUIRED if not self.facts.get(name))
 
 
-def op_key(facts: KeyFacts, op: str, arch_list: str, platform: str) -> str | None:
+def op_key(facts: KeyFacts, op: str, requested: str, platform: str) -> str | None:
     """The op's key (64 hex digits), or None when a fact it needs is unknown. nvcc counts for every op (CPU ops
-    too: torch's cpp_extension adds CUDA's include paths and defines when it finds one)."""
+    too: torch's cpp_extension adds CUDA's include paths and defines when it finds one).
+
+    The arch list is the one asked for: the list actually built follows from it, nvcc's archs (its banner is in
+    the key) and envsolver's rules (its version is in the key), and is recorded in the entry. So a new environment
+    finds its ops by what it asks for, without first asking nvcc and torch."""
     if facts.missing:
         return None
     doc: dict[str, object] = {
         "recipe": RECIPE,
+        "envsolver": __version__,
         "op": op,
-        "arch_list": arch_list,
+        "arch_list": requested,
         "platform": platform,
         **{name: facts.facts.get(name) for name in (*REQUIRED, "nvcc")},
     }

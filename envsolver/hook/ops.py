@@ -18,8 +18,8 @@ from pathlib import Path
 
 from envsolver.hook import opcache, opkey, register
 from envsolver.hook.build import RUNNER, OpResult, _json_line, compiler_line, parse_elf_list
+from envsolver.procrun import Runner
 
-Runner = Callable[[list[str], Mapping[str, str]], tuple[int, str]]
 OPS_DIR = Path("lib") / "envsolver-ops"
 STATE = "state.json"
 CPU_OPS = opkey.CPU_OPS
@@ -41,6 +41,7 @@ class State:
     platform: str
     libraries: tuple[Library, ...]
     meta: Mapping[str, object] = field(default_factory=dict)  # deepspeed, torch, torch_info
+    toolkit: bool = False  # the prefix held the CUDA toolkit (the activation set CUDA_HOME and CPATH)
 
 
 def read_key_facts(python: Path, env: Mapping[str, str], runner: Runner) -> opkey.KeyFacts | None:
@@ -48,6 +49,36 @@ def read_key_facts(python: Path, env: Mapping[str, str], runner: Runner) -> opke
     code, out = runner([str(python), str(RUNNER), "key"], env)
     doc = _json_line(out)
     return opkey.KeyFacts(doc) if code == 0 and doc.get("ok") is not False else None
+
+
+def prebuilt(facts: opkey.KeyFacts | None) -> set[str]:
+    """The ops DeepSpeed was installed with (its own installed_ops), as op_runner.py key read them."""
+    listed = facts.facts.get("deepspeed_installed_ops") if facts else None
+    return {str(op) for op in listed} if isinstance(listed, list) else set()
+
+
+def cached_arch_list(
+    facts: opkey.KeyFacts, ops: Sequence[str], requested: str, platform: str, cache: Path
+) -> str | None:
+    """When every op has a proven entry in the cache for this request, the arch list they were built for (the
+    same for all); else None."""
+    built: set[str] = set()
+    for op in ops:
+        key = opkey.op_key(facts, op, requested, platform)
+        entry = opcache.lookup(cache, key) if key is not None else None
+        if entry is None or not isinstance(entry.meta.get("arch_list"), str):
+            return None
+        built.add(str(entry.meta["arch_list"]))
+    return built.pop() if len(built) == 1 else None
+
+
+def cuda_home(env: Mapping[str, str]) -> Path:
+    """The toolkit torch's cpp_extension uses: CUDA_HOME (or CUDA_PATH), else nvcc's on PATH, else /usr/local/cuda."""
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
+    if home:
+        return Path(home)
+    found = shutil.which("nvcc", path=env.get("PATH"))
+    return Path(found).resolve().parent.parent if found else Path("/usr/local/cuda")
 
 
 def state_path(prefix: Path) -> Path:
@@ -61,7 +92,14 @@ def load_state(prefix: Path) -> State | None:
             Library(str(d["op"]), d.get("key"), str(d["module"]), Path(str(d["file"])), str(d["sha256"]))
             for d in doc["libraries"]
         )
-        return State(str(doc["requested"]), str(doc["arch_list"]), str(doc["platform"]), libraries, doc["meta"])
+        return State(
+            str(doc["requested"]),
+            str(doc["arch_list"]),
+            str(doc["platform"]),
+            libraries,
+            doc["meta"],
+            doc["toolkit"] is True,
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -72,6 +110,7 @@ def save_state(prefix: Path, state: State) -> None:
         "arch_list": state.arch_list,
         "platform": state.platform,
         "meta": dict(state.meta),
+        "toolkit": state.toolkit,
         "libraries": [
             {"op": lib.op, "key": lib.key, "module": lib.module, "file": str(lib.file), "sha256": lib.sha256}
             for lib in sorted(state.libraries, key=lambda lib: lib.op)
@@ -105,7 +144,7 @@ def unchanged(
         return False
     for op in ops:
         lib = libraries[op]
-        key = opkey.op_key(facts, op, state.arch_list, platform)
+        key = opkey.op_key(facts, op, state.requested, platform)
         if key is None or key != lib.key:
             return False
         try:
@@ -124,7 +163,12 @@ def unchanged(
 
 def _built(meta: Mapping[str, object]) -> register.Built:
     info = meta.get("torch_info")
-    return register.Built(str(meta.get("deepspeed")), str(meta.get("torch")), info if isinstance(info, dict) else {})
+    return register.Built(
+        str(meta.get("deepspeed")),
+        str(meta.get("torch")),
+        info if isinstance(info, dict) else {},
+        str(meta.get("accelerator") or "cuda"),
+    )
 
 
 @dataclass
@@ -133,6 +177,7 @@ class Provided:
     state: State | None
     registered: bool
     notes: list[str]
+    gpu_check: dict[str, object] | None = None  # FusedAdam against torch's AdamW, in the proof's process
 
 
 def _build(
@@ -149,6 +194,12 @@ def _build(
         if code != 0 or not doc.get("ok"):
             detail = str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out
             doc = {"ok": False, "error": compiler_line(detail)}
+        elif not (isinstance(doc.get("file"), str) and isinstance(doc.get("module"), str)):
+            doc = {"ok": False, "error": f"the build reported no library or module: {out.strip()[-300:]}"}
+        if not doc.get("ok") and env.get("TORCH_EXTENSIONS_DIR"):
+            # Leave no half-built op behind, nor torch's build lock (a killed build leaves it, and the next build
+            # would wait on it for ever). DeepSpeed names every op's module {op}_op (its absolute_name()).
+            shutil.rmtree(Path(env["TORCH_EXTENSIONS_DIR"]) / f"{op}_op", ignore_errors=True)
         progress(f"{op}: {'built' if doc.get('ok') else 'failed'}")
         return op, doc
 
@@ -180,9 +231,13 @@ def provide(
     archs: tuple[int, ...],
     progress: Callable[[str], None],
     runner: Runner,
+    toolkit: bool = False,
+    build_runner: Runner | None = None,
+    gpu_check: bool = False,
 ) -> Provided:
+    """The ops for the prefix. `runner` runs probes and proofs; `build_runner` (default: runner) the builds."""
     notes: list[str] = []
-    keys = {op: (opkey.op_key(facts, op, arch_list, platform) if facts else None) for op in ops}
+    keys = {op: (opkey.op_key(facts, op, requested, platform) if facts else None) for op in ops}
     if facts is None or facts.missing:
         notes.append("no op key (the key facts are incomplete): built without the shared op cache")
     # 1. the cache
@@ -198,7 +253,7 @@ def provide(
             progress(f"from the op cache: {', '.join(sorted(hits))}")
     # 2. the rest is built
     todo = [op for op in ops if op not in hits]
-    built = _build(python, todo, env, jobs, progress, runner) if todo else {}
+    built = _build(python, todo, env, jobs, progress, build_runner or runner) if todo else {}
     # 3. into the prefix
     libraries: dict[str, Library] = {}
     results: dict[str, OpResult] = {}
@@ -220,7 +275,10 @@ def provide(
                 str(doc["module"]),
                 source_file,
                 opcache.sha256_file(source_file),
-                {k: doc[k] for k in ("deepspeed", "torch", "torch_info") if k in doc},
+                {
+                    **{k: doc[k] for k in ("deepspeed", "torch", "torch_info", "accelerator") if k in doc},
+                    "arch_list": arch_list,
+                },
             )
             fresh[op], source = entry, "built"
         meta = meta or dict(entry.meta)
@@ -247,7 +305,7 @@ def provide(
             site, [register.Registered(lib.op, lib.module, lib.file) for lib in libraries.values()], _built(meta)
         )
         progress("proving the ops (cuobjdump, DeepSpeed's load() in a new process)")
-        results = _prove(results, libraries, python, cuda_home, archs, env, runner)
+        results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check)
         bad = [op for op, r in results.items() if op in libraries and not r.ok]
         for op in bad:
             del libraries[op]
@@ -264,11 +322,12 @@ def provide(
                 except OSError as exc:
                     notes.append(f"could not store {op} in the op cache {cache}: {exc.strerror or exc}")
     kept = tuple(sorted(libraries.values(), key=lambda lib: lib.op))
-    state = State(requested, arch_list, platform, kept, meta) if registered else None
+    state = State(requested, arch_list, platform, kept, meta, toolkit) if registered else None
     if state is not None:
         save_state(prefix, state)
         _remove_stale(prefix, {lib.file.parent for lib in libraries.values()})
-    return Provided([results[op] for op in ops], state, registered, notes)
+    check_doc = check if registered and gpu_check and "fused_adam" in libraries else None
+    return Provided([results[op] for op in ops], state, registered, notes, check_doc)
 
 
 def _prove(
@@ -279,10 +338,15 @@ def _prove(
     archs: tuple[int, ...],
     env: Mapping[str, str],
     runner: Runner,
-) -> dict[str, OpResult]:
-    """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library."""
-    _, out = runner([str(python), str(RUNNER), "registered", *libraries], env)
-    rows = _json_line(out).get("ops")
+    gpu_check: bool = False,
+) -> tuple[dict[str, OpResult], dict[str, object] | None]:
+    """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library;
+    with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both)."""
+    flags = ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
+    _, out = runner([str(python), str(RUNNER), "registered", *flags, *libraries], env)
+    doc = _json_line(out)
+    check = doc.get("adam_check")
+    rows = doc.get("ops")
     loaded = {str(row.get("op")): row for row in (rows if isinstance(rows, list) else []) if isinstance(row, dict)}
     proven = dict(results)
     for op, lib in libraries.items():
@@ -309,7 +373,7 @@ def _prove(
             float(load) if isinstance(load, (int, float)) else None,
             source=result.source,
         )
-    return proven
+    return proven, check if isinstance(check, dict) else None
 
 
 def _remove_stale(prefix: Path, keep: set[Path]) -> None:

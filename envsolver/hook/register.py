@@ -25,6 +25,7 @@ PTH_LINE = f"import {MODULE}\n"
 _MODULE_NAME = re.compile(r"^deepspeed(\.[a-z][a-z0-9_]*)+$")
 _VERSION = re.compile(r"^[0-9A-Za-z.+_-]{1,64}$")
 _MAJOR_MINOR = re.compile(r"^\d{1,3}\.\d{1,3}$")
+_ACCELERATOR = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,15 @@ class Built:
     deepspeed: str
     torch: str
     torch_info: Mapping[str, object]
+    accelerator: str = "cuda"  # DeepSpeed's accelerator the ops were built for (its accelerator_name)
 
 
 def registry(ops: Sequence[Registered], built: Built) -> dict[str, object]:
     """The registry document. Raises ValueError on a value outside its grammar (nothing unchecked is written)."""
     if not _VERSION.match(built.deepspeed) or not _VERSION.match(built.torch):
         raise ValueError(f"unexpected versions: DeepSpeed {built.deepspeed!r}, torch {built.torch!r}")
+    if not _ACCELERATOR.match(built.accelerator):
+        raise ValueError(f"unexpected accelerator name: {built.accelerator!r}")
     info = {
         "version": str(built.torch_info.get("version", "")),
         "bf16_support": bool(built.torch_info.get("bf16_support", False)),
@@ -62,7 +66,14 @@ def registry(ops: Sequence[Registered], built: Built) -> dict[str, object]:
         if not _MODULE_NAME.match(item.module) or not item.file.is_absolute():
             raise ValueError(f"unexpected op module {item.module!r} or library {str(item.file)!r}")
         entries[item.op] = {"module": item.module, "file": str(item.file)}
-    return {"format": 1, "deepspeed": built.deepspeed, "torch": built.torch, "torch_info": info, "ops": entries}
+    return {
+        "format": 1,
+        "deepspeed": built.deepspeed,
+        "torch": built.torch,
+        "accelerator": built.accelerator,
+        "torch_info": info,
+        "ops": entries,
+    }
 
 
 def _atomic(path: Path, data: bytes) -> None:

@@ -32,13 +32,21 @@ def show(console: Console, report: HookReport) -> None:
             why = op.error or f"no SASS for {', '.join(f'sm_{a}' for a in op.missing_sass)}"
             console.print(f"{MARK['fail']} op {escape(op.op)}: {escape(why)}", highlight=False)
             continue
+        if op.source == "unchanged":
+            console.print(f"{MARK['ok']} op {escape(op.op)}: unchanged ({escape(str(op.file))})", highlight=False)
+            continue
         sass = ", ".join(f"sm_{a}" for a in op.sass) if op.sass else "not checked (CPU op or no cuobjdump)"
         load = f"{op.load_seconds:.3f} s" if op.load_seconds is not None else "?"
-        built = f"{op.seconds:.1f} s" if op.seconds is not None else "?"
+        came = {
+            "cache": "from the op cache",
+            "prebuilt": "DeepSpeed's prebuilt op",
+        }.get(op.source, f"built in {op.seconds:.1f} s" if op.seconds is not None else "built")
         console.print(
-            f"{MARK['ok']} op {escape(op.op)}: built in {built}; SASS {escape(sass)}; load() in a new process {load}",
+            f"{MARK['ok']} op {escape(op.op)}: {came}; SASS {escape(sass)}; DeepSpeed's load() in a new process {load}",
             highlight=False,
         )
+    for note in report.notes:
+        console.print(f"note: {escape(note)}", highlight=False)
     if report.gpu_check is not None:
         state = "ok" if report.gpu_check.get("ok") else "fail"
         console.print(
@@ -66,11 +74,13 @@ def as_json(report: HookReport) -> dict[str, Any]:
                 "missing_sass": list(o.missing_sass),
                 "load_seconds": o.load_seconds,
                 "prebuilt": o.prebuilt,
+                "source": o.source,
             }
             for o in report.ops
         ],
         "gpu_check": report.gpu_check,
         "unchanged": list(report.unchanged),
+        "notes": list(report.notes),
     }
 
 

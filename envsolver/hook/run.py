@@ -3,6 +3,7 @@ pre-flight (verify's build checks), then the ops built and proven for the target
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,14 +15,13 @@ from envsolver.archlist import canonical, parse_arch_list
 from envsolver.detect import host_platform
 from envsolver.errors import BadInputError
 from envsolver.hook import activation, build, buildenv
+from envsolver.hook import ops as ops_stage
 from envsolver.kb.model import KnowledgeBase
-from envsolver.procrun import Runner, run
+from envsolver.procrun import Runner, run, run_build
 from envsolver.verify import archplan, checks
 from envsolver.verify import run as verify_run
 from envsolver.verify.checks import Check, Context
 from envsolver.writers import files
-
-STATE = "envsolver-ops.json"  # in TORCH_EXTENSIONS_DIR: what was built, for which archs, torch and nvcc
 
 
 @dataclass
@@ -33,6 +33,7 @@ class HookReport:
     ops: list[build.OpResult] = field(default_factory=list)
     gpu_check: dict[str, object] | None = None
     unchanged: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -135,8 +136,11 @@ def hook(
     python: Path | None,
     environ: Mapping[str, str],
     progress: Callable[[str], None],
-    runner: Runner = run,
+    runner: Runner | None = None,
+    op_cache: Path | None = None,
 ) -> HookReport:
+    """Set up PREFIX's activation and ops. `runner` answers every subprocess (tests); by default probes and proofs
+    run with procrun's probe time limit and builds with its build limit."""
     if not prefix.is_dir():
         raise BadInputError(
             f"prefix {str(prefix)!r} does not exist. Create it first (envsolver install "
@@ -145,6 +149,14 @@ def hook(
     where = arch_list_and_platform(prefix, lock, arch, kb)
     requested, target = where.arch_list, where.target
     py = python or prefix / "bin" / "python"
+    builds = runner or run_build
+    runner = runner or run
+    if not no_build:
+        done = _unchanged(prefix, py, where, kb, environ, ops, runner)
+        if done is None and op_cache is not None:
+            done = _all_cached(prefix, py, where, kb, environ, ops, op_cache, progress, runner)
+        if done is not None:
+            return done
     progress("pre-flight")
     # One probe, seen as the activated env would be (CUDA_HOME and CPATH only for a prefix with the toolkit).
     facts = probe(prefix, py, where, kb, buildenv.environ_for_build(prefix, requested, target, environ, False))
@@ -158,35 +170,145 @@ def hook(
     report.findings = preflight({**facts, "env": {**(facts.get("env") or {}), "TORCH_CUDA_ARCH_LIST": fixed}}, kb, meta)
     if no_build or not report.ok:
         return report
-    torch = facts.get("torch") or {}
-    key = {
-        "arch_list": fixed,
-        "torch": str(torch.get("version") or ""),
-        "torch_cuda": str(torch.get("cuda") or ""),
-        "nvcc": str((facts.get("nvcc") or {}).get("version") or ""),
-    }
     cuda_home = Path(str((facts.get("cuda_home") or {}).get("path") or "/usr/local/cuda"))
-    state_path = Path(env["TORCH_EXTENSIONS_DIR"]) / STATE
-    done = build.load_state(state_path, key)
-    todo = tuple(op for op in ops if op not in done)
-    built = build.build_ops(py, todo, env, jobs, progress, runner) if todo else []
     archs = tuple(a.cc.sm for a in parse_arch_list(fixed))
-    progress("proving the ops (cuobjdump, load in a new process)")
-    proven = build.prove_all(built, py, cuda_home, archs, env, runner)
-    # An op DeepSpeed shipped prebuilt (conda-forge's) is kept when it has SASS for every target arch, and
-    # rebuilt for the target archs when one is missing.
-    short = tuple(o.op for o in proven if o.prebuilt and o.missing_sass)
-    if short:
-        progress(f"prebuilt {', '.join(short)} lack a target arch: rebuilding for {fixed}")
-        rebuilt = build.build_ops(py, short, env, jobs, progress, runner, mode="jit")
-        again = {o.op: o for o in build.prove_all(rebuilt, py, cuda_home, archs, env, runner)}
-        proven = [again.get(o.op, o) for o in proven]
-    report.ops = [done[op] for op in ops if op in done] + proven
-    report.unchanged = tuple(op for op in ops if op in done)
-    build.save_state(state_path, key, [o for o in report.ops if o.ok])
-    if todo and all(o.ok for o in report.ops) and "fused_adam" in ops and _has_gpu(environ):
-        progress("FusedAdam against torch.optim.AdamW on the GPU")
-        report.gpu_check = build.adam_check(py, env, runner)
+    keyed = ops_stage.read_key_facts(py, env, runner)
+    # Ops DeepSpeed was installed with (conda-forge's) are proven and kept when they have SASS for every target
+    # arch; the others, and those short of an arch, are the hook's: from the op cache or built, then registered.
+    prebuilt = ops_stage.prebuilt(keyed) & set(ops)
+    kept: list[build.OpResult] = []
+    if prebuilt:
+        loaded = build.build_ops(py, tuple(op for op in ops if op in prebuilt), env, jobs, progress, builds)
+        kept = [
+            dataclasses.replace(o, source="prebuilt")
+            for o in build.prove_all(loaded, py, cuda_home, archs, env, runner)
+            if o.ok
+        ]
+    theirs = {o.op for o in kept}
+    todo = tuple(op for op in ops if op not in theirs)
+    if theirs and todo:
+        progress(f"DeepSpeed's prebuilt {', '.join(sorted(prebuilt - theirs))} lack a target arch: building")
+    provided = ops_stage.provide(
+        prefix,
+        py,
+        todo,
+        requested,
+        fixed,
+        where.platform,
+        keyed,
+        env,
+        jobs,
+        op_cache,
+        cuda_home,
+        archs,
+        progress,
+        runner,
+        toolkit,
+        builds,
+        _has_gpu(environ),
+    )
+    report.notes = provided.notes
+    by_op = {o.op: o for o in [*kept, *provided.results]}
+    report.ops = [by_op[op] for op in ops]
+    if todo and not provided.registered:
+        report.ops = [
+            o if o.op in theirs or not o.ok else dataclasses.replace(o, ok=False, error=NOT_REGISTERED)
+            for o in report.ops
+        ]
+    if any(o.source == "built" for o in report.ops) and all(o.ok for o in report.ops):
+        report.gpu_check = provided.gpu_check
+    return report
+
+
+# An op built but not registered (the python's site-packages is outside the prefix): DeepSpeed would not find it.
+NOT_REGISTERED = (
+    "built, but not registered with DeepSpeed: the python's site-packages is not inside the prefix. Run the hook "
+    "with the environment's own python (leave out --python)."
+)
+
+
+def _all_cached(
+    prefix: Path,
+    py: Path,
+    where: Where,
+    kb: KnowledgeBase,
+    environ: Mapping[str, str],
+    ops: tuple[str, ...],
+    cache: Path,
+    progress: Callable[[str], None],
+    runner: Runner,
+) -> HookReport | None:
+    """Every op is in the shared op cache for exactly this request (DeepSpeed, torch, nvcc, compiler, arch list):
+    nothing will be compiled, so the pre-flight (which checks what a build needs, and starts torch) is not run;
+    the ops are copied in, registered and proven as built ones are. None when any op is missing from the cache."""
+    if not py.exists():
+        return None
+    toolkit = toolkit_in(prefix, py, where, kb, environ)
+    env = buildenv.environ_for_build(prefix, where.arch_list, where.target, environ, toolkit)
+    keyed = ops_stage.read_key_facts(py, env, runner)
+    if keyed is None or ops_stage.prebuilt(keyed) & set(ops):
+        return None
+    built_for = ops_stage.cached_arch_list(keyed, ops, where.arch_list, where.platform, cache)
+    if built_for is None:
+        return None
+    env = buildenv.environ_for_build(prefix, built_for, where.target, environ, toolkit)
+    report = HookReport(prefix, built_for)
+    report.activation = activation.write(prefix, built_for, where.target, force=True, toolkit=toolkit)
+    archs = tuple(a.cc.sm for a in parse_arch_list(built_for))
+    provided = ops_stage.provide(
+        prefix,
+        py,
+        ops,
+        where.arch_list,
+        built_for,
+        where.platform,
+        keyed,
+        env,
+        1,
+        cache,
+        ops_stage.cuda_home(env),
+        archs,
+        progress,
+        runner,
+        toolkit,
+    )
+    report.notes = provided.notes
+    report.ops = [
+        o if provided.registered or not o.ok else dataclasses.replace(o, ok=False, error=NOT_REGISTERED)
+        for o in provided.results
+    ]
+    return report
+
+
+def _unchanged(
+    prefix: Path,
+    py: Path,
+    where: Where,
+    kb: KnowledgeBase,
+    environ: Mapping[str, str],
+    ops: tuple[str, ...],
+    runner: Runner,
+) -> HookReport | None:
+    """The report of a re-run with nothing to do, decided without starting torch: the same request, the
+    prefix's toolkit as it was (activation unchanged), and every op's key, library and registration as
+    recorded. None when anything differs (or DeepSpeed ships some of the ops prebuilt: those are proven again)."""
+    state = ops_stage.load_state(prefix)
+    if state is None or not py.exists():
+        return None
+    toolkit = toolkit_in(prefix, py, where, kb, environ)
+    if toolkit != state.toolkit:
+        return None
+    env = buildenv.environ_for_build(prefix, state.arch_list, where.target, environ, toolkit)
+    keyed = ops_stage.read_key_facts(py, env, runner)
+    if ops_stage.prebuilt(keyed) & set(ops):
+        return None
+    if not ops_stage.unchanged(prefix, state, keyed, ops, where.arch_list, where.platform):
+        return None
+    report = HookReport(prefix, state.arch_list)
+    report.activation = activation.write(prefix, state.arch_list, where.target, force=True, toolkit=toolkit)
+    kept = {lib.op: lib for lib in state.libraries}
+    report.ops = [build.OpResult(op, True, None, str(kept[op].file), None, source="unchanged") for op in ops]
+    report.unchanged = ops
     return report
 
 
