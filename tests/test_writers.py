@@ -385,3 +385,45 @@ def test_content_hash_ignores_spec_and_virtual_package_order_but_not_the_channel
         ["a", "c"], ["pytorch", "conda-forge"], {"__cuda": "12.4", "__glibc": "2.28"}
     )
     assert len(digest) == 64 and int(digest, 16) >= 0
+
+
+def test_write_new_replaces_a_file_or_a_symlink_and_never_follows_it(tmp_path: Path) -> None:
+    """write_new removes what is at the path first (O_EXCL would refuse it otherwise), and a symbolic link is
+    replaced, not followed: the file it pointed to keeps its text."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me\n", encoding="utf-8")
+    old, link = tmp_path / "old.txt", tmp_path / "link.txt"
+    old.write_text("old text that is longer\n", encoding="utf-8")
+    link.symlink_to(target)
+    files.write_new(old, "new\n")
+    files.write_new(link, "via link\n")
+    assert old.read_bytes() == b"new\n"
+    assert not link.is_symlink() and link.read_bytes() == b"via link\n"
+    assert target.read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_written_bytes_reach_the_disk_before_the_file_is_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Durability: each writer flushes its buffer and fsyncs the file's whole content, and write() renames it into
+    place only after that (a crash leaves the old file or the new one, never a short one)."""
+    events: list[tuple[str, int]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.fstat(fd).st_size))  # what the kernel holds of the file when it is synced
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        events.append(("replace", Path(src).stat().st_size))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    path = tmp_path / "environment.yml"
+    files.write(path, "# head\nname: x\n")
+    size = path.stat().st_size
+    assert events == [("fsync", size), ("replace", size)]
+    events.clear()
+    files.write_new(tmp_path / "new.txt", "text\n")
+    assert events == [("fsync", 5)]
