@@ -3,6 +3,7 @@ safe file writer."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -427,3 +428,42 @@ def test_written_bytes_reach_the_disk_before_the_file_is_in_place(
     events.clear()
     files.write_new(tmp_path / "new.txt", "text\n")
     assert events == [("fsync", 5)]
+
+
+def test_a_write_new_that_fails_leaves_no_partial_file_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = tmp_path / "new.txt"
+    with pytest.raises(OSError, match="Input/output error"):
+        files.write_new(path, "text\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("error", "raises"), [(None, False), (errno.EINVAL, False), (errno.EBADF, False), (errno.EIO, True)]
+)
+def test_fsync_dir_syncs_the_directory_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int | None, raises: bool
+) -> None:
+    """The directory's own inode is synced (its entries are what a rename changed); file systems that cannot sync
+    a directory (EINVAL, EBADF) are no error, any other failure is."""
+    synced: list[tuple[int, int]] = []
+
+    def fsync(fd: int) -> None:
+        info = os.fstat(fd)
+        synced.append((info.st_dev, info.st_ino))
+        if error is not None:
+            raise OSError(error, os.strerror(error))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    if raises:
+        with pytest.raises(OSError):
+            files.fsync_dir(tmp_path)
+    else:
+        files.fsync_dir(tmp_path)
+    info = tmp_path.stat()
+    assert synced == [(info.st_dev, info.st_ino)]
