@@ -467,3 +467,21 @@ def test_fsync_dir_syncs_the_directory_itself(
         files.fsync_dir(tmp_path)
     info = tmp_path.stat()
     assert synced == [(info.st_dev, info.st_ino)]
+
+
+def test_reason_words_an_error_the_table_lacks_by_its_own_text() -> None:
+    assert files.reason(OSError(errno.EROFS, "Read-only file system")) == "it is on a read-only file system"
+    assert files.reason(OSError(errno.EIO, "Input/output error")) == "Input/output error"  # not "[Errno 5] ..."
+    assert files.reason(OSError("no errno at all")) == "no errno at all"
+
+
+@pytest.mark.parametrize(("length", "explicit"), [(1000, False), (1001, True)])
+def test_a_key_past_1000_characters_is_written_as_an_explicit_key(length: int, explicit: bool) -> None:
+    """YAML 1.2 (7.4) and PyYAML's scanner stop implicit keys at 1024 characters; yamlemit switches to `? key`
+    past 1000, both ways of the boundary, and either form reads back as the same mapping."""
+    from envsolver.writers import yamlemit
+
+    key = "k" * length
+    text = yamlemit.dump({key: 1})
+    assert text == (f"? {key}\n: 1\n" if explicit else f"{key}: 1\n")
+    assert yaml.safe_load(text) == {key: 1}
