@@ -208,3 +208,58 @@ def test_activation_follows_the_probe(tmp_path: Path, toolkit: bool) -> None:
         assert "CUDA_HOME" not in printed.stdout and "CPATH" not in printed.stdout
     assert active["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX" and active["DS_ACCELERATOR"] == "cuda"
     assert {k: restored.get(k) for k in (*before, "TORCH_CUDA_ARCH_LIST")} == {**before, "TORCH_CUDA_ARCH_LIST": None}
+
+
+def _saved(name: str) -> str:
+    return f'export _ENVSOLVER_SAVED_{name}="${{{name}-__envsolver_unset__}}"'
+
+
+def _restore(name: str) -> list[str]:
+    saved = f"_ENVSOLVER_SAVED_{name}"
+    return [
+        f'if [ "${{{saved}-__envsolver_unset__}}" = "__envsolver_unset__" ]; then unset {name}; '
+        f'else export {name}="${{{saved}}}"; fi',
+        f"unset {saved}",
+    ]
+
+
+HEADER = [
+    "# Written by envsolver hook: the build environment for CUDA extensions (DeepSpeed ops).",
+    "# deactivate.d/envsolver.sh restores every variable to what it was before.",
+]
+BUILD = [
+    _saved("TORCH_CUDA_ARCH_LIST"),
+    "export TORCH_CUDA_ARCH_LIST='8.0;9.0'",
+    _saved("DS_ACCELERATOR"),
+    "export DS_ACCELERATOR=cuda",
+    _saved("TORCH_EXTENSIONS_DIR"),
+    'export TORCH_EXTENSIONS_DIR="${CONDA_PREFIX}"/var/cache/torch_extensions',
+]
+
+
+def test_the_scripts_word_for_word_with_and_without_the_prefixs_toolkit() -> None:
+    """With the toolkit in the prefix, CUDA_HOME and CPATH point into it; without, the scripts say why they leave
+    both alone, and deactivate restores only what activate set (issue 14: the note and the filter were unchecked)."""
+    toolkit = [
+        _saved("CUDA_HOME"),
+        'export CUDA_HOME="${CONDA_PREFIX}"',
+        _saved("CPATH"),
+        'export CPATH="${CONDA_PREFIX}"/targets/x86_64-linux/include"${CPATH:+:${CPATH}}"',
+    ]
+    assert activation.activate("8.0;9.0", "x86_64-linux").splitlines() == [*HEADER, *toolkit, *BUILD]
+    note = (
+        "# The prefix held no CUDA toolkit (nvcc and the headers) when the hook ran: CUDA_HOME and CPATH are left "
+        "as they are."
+    )
+    assert activation.activate("8.0;9.0", "x86_64-linux", toolkit=False).splitlines() == [*HEADER, note, *BUILD]
+    undo = "# Written by envsolver hook: undo activate.d/envsolver.sh."
+    build_vars = ("TORCH_CUDA_ARCH_LIST", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR")
+    assert activation.deactivate(toolkit=False).splitlines() == [undo, *(x for v in build_vars for x in _restore(v))]
+    every = ("CUDA_HOME", "CPATH", *build_vars)
+    assert activation.deactivate().splitlines() == [undo, *(x for v in every for x in _restore(v))]
+    assert activation.exports(Path("/p q"), "9.0", "sbsa-linux", toolkit=False).splitlines() == [
+        "export CONDA_PREFIX='/p q'",
+        "export TORCH_CUDA_ARCH_LIST=9.0",
+        "export DS_ACCELERATOR=cuda",
+        "export TORCH_EXTENSIONS_DIR='/p q'/var/cache/torch_extensions",
+    ]

@@ -86,3 +86,29 @@ def test_a_directory_named_like_a_profile_does_not_hide_it(tmp_path: Path, monke
     monkeypatch.chdir(tmp_path)
     (tmp_path / "gh200").mkdir()
     assert profile.load("gh200").values["gpus"] == ["gh200"]
+
+
+# The arch list each profile's plan sets: its GPUs' compute capabilities (NVIDIA's CUDA GPUs table, the KB's
+# gpus.yaml), ascending, +PTX on the highest.
+ARCH_LISTS = {
+    "a100": "8.0+PTX",
+    "h100": "9.0+PTX",
+    "h200": "9.0+PTX",
+    "gh200": "9.0+PTX",
+    "b200": "10.0+PTX",
+    "l40s": "8.9+PTX",
+    "l4": "8.9+PTX",
+    "t4": "7.5+PTX",
+    "v100": "7.0+PTX",
+    "rtx3090": "8.6+PTX",
+    "rtx4090": "8.9+PTX",
+    "rtx5090": "12.0+PTX",
+    "cluster-v100-a100-h100": "7.0;8.0;9.0+PTX",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_every_profile_resolves_to_its_gpus_arch_list(kb: KnowledgeBase, name: str) -> None:
+    plan = plan_for(kb, profile=name)
+    assert plan.torch_cuda_arch_list == ARCH_LISTS[name]
+    assert plan.env["TORCH_CUDA_ARCH_LIST"] == ARCH_LISTS[name]

@@ -476,6 +476,533 @@ def test_a_cuda_whose_full_support_driver_is_unknown_is_not_called_unsupported(k
     assert check.fix
 
 
+# --- boundaries both ways and the exact words where the message is the product (issue 14) ------------------------
+
+FLOOR_META = {
+    "envsolver_compute_capabilities": "9.0",
+    "envsolver_driver_min_minor_compat": "575.51.03",
+    "envsolver_virtual_linux-64_cuda": "12.9",
+    "envsolver_virtual_linux-64_glibc": "2.28",
+}
+REMAKE = "remake the lock for this host: envsolver make --gpu auto"
+MEETS = "this host meets the lock's driver, glibc and GPU assumptions"
+
+
+@pytest.mark.parametrize(
+    ("change", "meta", "status", "detail"),
+    [
+        # A driver exactly at the lock's floor meets it; one patch below does not.
+        (edit("driver.version", "575.51.03"), FLOOR_META, "pass", MEETS),
+        (
+            edit("driver.version", "575.51.02"),
+            FLOOR_META,
+            "fail",
+            "driver 575.51.02 is older than the lock's floor 575.51.03",
+        ),
+        # Above the floor, but the lock was solved for a CUDA the driver runs only through minor-version compatibility.
+        (
+            edit("driver.version", "575.51.03"),
+            {**FLOOR_META, "envsolver_driver_min_minor_compat": "525.60.13", "envsolver_virtual_linux-64_cuda": "13.0"},
+            "fail",
+            "the lock was solved for __cuda=13.0; driver 575.51.03 fully supports CUDA <= 12.9",
+        ),
+        # glibc: the lock's own version meets it, one minor below does not.
+        (edit("glibc", "2.28"), FLOOR_META | {"envsolver_driver_min_minor_compat": "575"}, "pass", MEETS),
+        (edit("glibc", "2.27"), FLOOR_META, "fail", "host glibc 2.27 is older than the lock's 2.28"),
+        (
+            same,
+            {**FLOOR_META, "envsolver_compute_capabilities": "8.0;8.6"},
+            "fail",
+            "NVIDIA H200 (CC 9.0) is not a target of the lock (8.0, 8.6)",
+        ),
+        (same, {**FLOOR_META, "envsolver_compute_capabilities": ""}, "pass", MEETS),
+    ],
+)
+def test_host_vs_lock_says_exactly_what_falls_short(
+    kb: KnowledgeBase, change: Any, meta: dict[str, str], status: str, detail: str
+) -> None:
+    check = result(kb, "host_vs_lock", change(healthy()), lock_meta=meta)
+    assert (check.status, check.detail) == (status, detail)
+    assert check.fix == ("" if status == "pass" else REMAKE)
+
+
+@pytest.mark.parametrize(
+    ("cc", "arch_list", "status"),
+    [
+        ("10.0", ["sm_80", "sm_90", "compute_90"], "pass"),  # PTX only: compute_90 JIT-compiles for sm_100
+        ("9.0", ["sm_80", "compute_90"], "pass"),  # PTX of its very CC
+        ("8.6", ["sm_80"], "pass"),  # SASS of a lower minor of its major runs
+        ("8.0", ["sm_86"], "fail"),  # SASS of a higher minor does not
+        ("8.6", ["sm_90", "compute_90"], "fail"),  # PTX of a higher CC does not
+        ("9.0", ["sm_80", "sm_86"], "fail"),  # SASS of another major does not
+    ],
+)
+def test_arch_coverage_takes_sass_of_a_lower_minor_or_ptx_of_a_lower_cc(
+    kb: KnowledgeBase, cc: str, arch_list: list[str], status: str
+) -> None:
+    doc = edit("torch.arch_list", arch_list)(
+        edit("driver.gpus", [{"name": "GPU X", "compute_capability": cc}])(healthy())
+    )
+    check = result(kb, "arch_coverage", doc)
+    archs = " ".join(arch_list)
+    if status == "pass":
+        assert (check.status, check.detail, check.fix) == ("pass", f"every visible GPU has SASS or PTX in {archs}", "")
+    else:
+        sm = cc.replace(".", "")
+        assert (check.status, check.detail, check.fix) == (
+            "fail",
+            f"torch has no kernel for GPU X (sm_{sm}) (its archs: {archs}): 'no kernel image is available for "
+            "execution on the device'",
+            "install a torch build with SASS for these GPUs: envsolver make --gpu auto",
+        )
+
+
+def test_arch_coverage_names_only_the_gpus_without_a_kernel(kb: KnowledgeBase) -> None:
+    gpus = [
+        {"name": "NVIDIA A100", "compute_capability": "8.0"},
+        {"name": "NVIDIA H200", "compute_capability": "9.0"},
+        {"name": "odd", "compute_capability": "unknown"},
+    ]
+    doc = edit("torch.arch_list", ["sm_90"])(edit("driver.gpus", gpus)(healthy()))
+    assert "no kernel for NVIDIA A100 (sm_80) (its archs: sm_90)" in result(kb, "arch_coverage", doc).detail
+
+
+@pytest.mark.parametrize(
+    ("deepspeed", "wanted", "status", "detail"),
+    [
+        (None, False, "skip", "not probed (pass --deepspeed, or --gpu-test)"),
+        ("absent", False, "warn", "DeepSpeed: ModuleNotFoundError: No module named 'deepspeed'"),
+        ("absent", True, "fail", "DeepSpeed: ModuleNotFoundError: No module named 'deepspeed'"),
+    ],
+)
+def test_deepspeed_ops_without_deepspeed_facts(
+    kb: KnowledgeBase, deepspeed: str | None, wanted: bool, status: str, detail: str
+) -> None:
+    facts_ = None if deepspeed is None else {"error": "ModuleNotFoundError: No module named 'deepspeed'"}
+    check = result(kb, "deepspeed_ops", {**healthy(), "deepspeed": facts_}, deepspeed_wanted=wanted)
+    assert (check.status, check.detail) == (status, detail)
+    assert check.fix == ("" if status == "skip" else "install the environment from its lock (deepspeed is in it)")
+
+
+def test_op_libraries_without_any_deepspeed_version_is_skipped(kb: KnowledgeBase) -> None:
+    doc = {**healthy(), "deepspeed": {"error": "No module named 'deepspeed'"}, "conda_meta": CONDA_META}
+    check = result(kb, "op_libraries", doc)
+    assert (check.status, check.detail) == ("skip", "DeepSpeed's version is unknown (pass --deepspeed, or --lock)")
+
+
+def test_extensions_cache_marks_only_other_builds_stale_and_the_fix_removes_exactly_them(kb: KnowledgeBase) -> None:
+    entries = ["py312_cu130", "py312_cu126", "py311_cpu", "fused_adam"]
+    doc = edit("extensions_cache", {"root": "/home/a b/.cache/torch_extensions", "entries": entries})(healthy())
+    check = result(kb, "extensions_cache", doc)
+    assert check.status == "warn"
+    assert check.detail == (
+        "/home/a b/.cache/torch_extensions holds ops built for another Python, torch or CUDA: py312_cu126, "
+        "py311_cpu (this env is py312_cu130)"
+    )
+    assert check.fix == (
+        "rm -rf '/home/a b/.cache/torch_extensions/py312_cu126' '/home/a b/.cache/torch_extensions/py311_cpu'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cuda", "entries", "status"),
+    [
+        ("13.0", ["py312_cu130"], "pass"),
+        (None, ["py312_cpu"], "pass"),
+        (None, ["py312_cu130"], "warn"),
+        ("12.6", ["py312_cu130"], "warn"),
+    ],
+)
+def test_extensions_cache_knows_the_envs_own_build(
+    kb: KnowledgeBase, cuda: str | None, entries: list[str], status: str
+) -> None:
+    doc = edit("torch.cuda", cuda)(edit("extensions_cache", {"root": "/c", "entries": entries})(healthy()))
+    check = result(kb, "extensions_cache", doc)
+    assert check.status == status
+    if status == "pass":
+        assert check.detail == f"/c: {', '.join(entries)}"
+
+
+@pytest.mark.parametrize(
+    ("size", "status", "detail"),
+    [
+        (2**30, "pass", "/dev/shm is 1.0 GiB"),
+        (3 * 2**29, "pass", "/dev/shm is 1.5 GiB"),
+        (2**30 - 2**24, "warn", "/dev/shm is 0.98 GiB: DataLoader workers can fail ('bus error')"),
+        (2**29, "warn", "/dev/shm is 0.50 GiB: DataLoader workers can fail ('bus error')"),
+        (None, "skip", "/dev/shm not readable"),
+    ],
+)
+def test_shm_below_one_gib_warns(kb: KnowledgeBase, size: int | None, status: str, detail: str) -> None:
+    check = result(kb, "shm", edit("shm.bytes", size)(healthy()))
+    assert (check.status, check.detail) == (status, detail)
+    fix = "give the job more shared memory (e.g. docker --shm-size=8g, or num_workers=0)"
+    assert check.fix == (fix if status == "warn" else "")
+
+
+CU13 = {"name": "cuda-version", "version": "13.0", "build": "h0"}
+
+
+@pytest.mark.parametrize(
+    ("wheels", "conda", "status", "detail", "fix"),
+    [
+        ([], [CU13], "pass", "no pip nvidia-* CUDA wheels", ""),
+        (
+            ["nvidia-nccl-cu13", "nvidia-cublas"],
+            [],
+            "pass",
+            "CUDA comes from pip wheels (2), no conda CUDA libraries",
+            "",
+        ),
+        (
+            ["nvidia-cublas-cu12", "nvidia-nccl-cu13", "nvidia-cudnn-cu11"],
+            [CU13],
+            "warn",
+            "pip CUDA 11/12 wheels (nvidia-cublas-cu12, nvidia-nccl-cu13, nvidia-cudnn-cu11) beside conda CUDA 13.0",
+            "pip uninstall the nvidia-*-cu* wheels, or rebuild the env from its lock",
+        ),
+        (
+            ["nvidia-nccl-cu13", "nvidia-cublas"],
+            [CU13],
+            "warn",
+            "pip nvidia wheels beside conda CUDA 13.0: nvidia-nccl-cu13, nvidia-cublas",
+            "keep one source of CUDA libraries (the lock's)",
+        ),
+    ],
+)
+def test_pip_conda_mix_names_the_wheels_and_the_majors(
+    kb: KnowledgeBase, wheels: list[str], conda: list[dict[str, str]], status: str, detail: str, fix: str
+) -> None:
+    doc = {**healthy(), "pip_cuda_wheels": [{"name": w, "version": "1"} for w in wheels], "conda_meta": conda}
+    check = result(kb, "pip_conda_mix", doc)
+    assert (check.status, check.detail, check.fix) == (status, detail, fix)
+
+
+# A lock's metadata as make writes it (sorted; locks/h200): only envsolver_virtual_<platform>_cuda is __cuda.
+REAL_META = {
+    "envsolver_compute_capabilities": "9.0",
+    "envsolver_cuda_version": "12.9",
+    "envsolver_driver_min_full": "575.51.03",
+    "envsolver_driver_min_minor_compat": "525.60.13",
+    "envsolver_torch_cuda_arch_list": "9.0+PTX",
+    "envsolver_virtual_linux-64_archspec": "1 x86_64",
+    "envsolver_virtual_linux-64_cuda": "12.9",
+    "envsolver_virtual_linux-64_cuda_arch": "9.0",
+    "envsolver_virtual_linux-64_glibc": "2.28",
+}
+
+
+def test_host_vs_lock_reads_the_virtual_cuda_among_the_locks_other_keys(kb: KnowledgeBase) -> None:
+    check = result(kb, "host_vs_lock", edit("driver.version", "550.54.14")(healthy()), lock_meta=REAL_META)
+    assert (check.status, check.detail) == (
+        "fail",
+        "the lock was solved for __cuda=12.9; driver 550.54.14 fully supports CUDA <= 12.4",
+    )
+    no_driver = edit("driver", {"source": None, "version": None, "cuda": None, "gpus": []})(healthy())
+    assert result(kb, "host_vs_lock", no_driver, lock_meta=REAL_META).status == "pass"  # the driver check says it
+
+
+def _installed(names: list[str]) -> list[dict[str, str]]:
+    return [{"name": n, "version": "1", "build": "h0"} for n in names]
+
+
+def _lock(names: list[str]) -> tuple[LockEntry, ...]:
+    return tuple(LockEntry(n, "1", "h0", "linux-64", "linux-64", "u", None, None) for n in names)
+
+
+@pytest.mark.parametrize(
+    ("locked", "installed", "detail"),
+    [
+        ([f"p{i}" for i in range(9)], [], "missing: p0, p1, p2, p3, p4, p5, p6, p7 …"),
+        ([f"p{i}" for i in range(8)], [], "missing: p0, p1, p2, p3, p4, p5, p6, p7"),
+        ([], [f"x{i}" for i in range(9)], "extra: x0, x1, x2, x3, x4, x5, x6, x7 …"),
+        ([], [f"x{i}" for i in range(8)], "extra: x0, x1, x2, x3, x4, x5, x6, x7"),
+    ],
+)
+def test_lock_drift_lists_eight_names_then_an_ellipsis(
+    kb: KnowledgeBase, locked: list[str], installed: list[str], detail: str
+) -> None:
+    doc = {**healthy(), "conda_meta": _installed(installed)}
+    check = result(kb, "lock_drift", doc, lock_entries=_lock(locked) or _lock(["zz"]))
+    assert check.detail.replace("; missing: zz", "").replace("missing: zz; ", "") == detail
+
+
+def test_lock_drift_names_at_most_eight_changed_packages(kb: KnowledgeBase) -> None:
+    names = [f"c{i}" for i in range(9)]
+    doc = {**healthy(), "conda_meta": [{"name": n, "version": "2", "build": "h0"} for n in names]}
+    check = result(kb, "lock_drift", doc, lock_entries=_lock(names))
+    assert check.detail == "changed: " + ", ".join(f"c{i} 2 (lock 1)" for i in range(8))
+
+
+def test_activation_resolve_gives_what_the_shell_would(tmp_path: Path) -> None:
+    from envsolver.hook import activation
+
+    parts = activation.settings("9.0;8.0+PTX", "x86_64-linux")
+    env = {"CONDA_PREFIX": "/p", "CPATH": "/opt/include"}
+    assert {name: activation.resolve(value, env) for name, value in parts.items()} == {
+        "CUDA_HOME": "/p",
+        "CPATH": "/p/targets/x86_64-linux/include:/opt/include",
+        "TORCH_CUDA_ARCH_LIST": "9.0;8.0+PTX",
+        "DS_ACCELERATOR": "cuda",
+        "TORCH_EXTENSIONS_DIR": "/p/var/cache/torch_extensions",
+    }
+    assert activation.resolve(parts["CPATH"], {"CONDA_PREFIX": "/p", "CPATH": ""}) == "/p/targets/x86_64-linux/include"
+    assert activation.resolve(parts["CPATH"], {}) == "/targets/x86_64-linux/include"
+
+
+def _unset(doc: dict[str, Any]) -> dict[str, Any]:
+    return edit("env.TORCH_CUDA_ARCH_LIST", None)(doc)
+
+
+def test_unset_arch_list_is_quiet_when_deepspeed_is_absent(kb: KnowledgeBase) -> None:
+    """The H200 image has no DeepSpeed (its probe says so, and no package or lock names one): nothing builds ops."""
+    check = result(kb, "torch_cuda_arch_list", _unset(facts()))
+    assert (check.status, check.detail) == ("skip", "TORCH_CUDA_ARCH_LIST is not set")
+
+
+@pytest.mark.parametrize(
+    ("archs", "gpus", "fix"),
+    [
+        (
+            None,
+            [],
+            "export TORCH_CUDA_ARCH_LIST='<the compute nodes' compute capabilities, e.g. 8.0;9.0+PTX>' (nvcc builds "
+            "sm_75 and newer)",
+        ),
+        (
+            [80, 90, 100],
+            [],
+            "export TORCH_CUDA_ARCH_LIST='<the compute nodes' compute capabilities, e.g. 8.0;9.0+PTX>' (nvcc builds "
+            "sm_80 and newer)",
+        ),
+        (
+            None,
+            [
+                {"name": "NVIDIA A100", "compute_capability": "8.0"},
+                {"name": "NVIDIA H200", "compute_capability": "9.0"},
+            ],
+            "export TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX' (this node's GPUs)",
+        ),
+        (
+            [90, 100],
+            [
+                {"name": "NVIDIA A100", "compute_capability": "8.0"},
+                {"name": "NVIDIA H200", "compute_capability": "9.0"},
+            ],
+            "export TORCH_CUDA_ARCH_LIST='9.0+PTX' (this node's GPUs)",
+        ),
+    ],
+)
+def test_unset_arch_list_with_deepspeed_not_probed_takes_the_newest_releases_defaults(
+    kb: KnowledgeBase, archs: list[int] | None, gpus: list[dict[str, str]], fix: str
+) -> None:
+    """DeepSpeed's version unknown (not probed, no package, no lock): the newest release's defaults for nvcc 13
+    (6.0;6.1;7.0), which nvcc 13 cannot build; the fix takes what this nvcc builds, from the probe or the KB."""
+    doc = edit("nvcc.archs", archs)(edit("driver.gpus", gpus)(_unset({**facts(), "deepspeed": None})))
+    check = result(kb, "torch_cuda_arch_list", doc)
+    assert check.status == "warn"
+    assert check.detail.startswith("TORCH_CUDA_ARCH_LIST is not set: DeepSpeed 0.16.4-0.19.8's op builder then ")
+    assert check.fix == fix
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        edit("nvcc.version", "12.9"),  # no default-CC row for CUDA 12 in the KB
+        edit("nvcc.version", None),  # nvcc unknown
+        lambda d: edit("nvcc.archs", None)(edit("nvcc.version", "13.9")(d)),  # an nvcc the KB does not know
+    ],
+)
+def test_unset_arch_list_is_skipped_without_what_it_needs(kb: KnowledgeBase, change: Any) -> None:
+    check = result(kb, "torch_cuda_arch_list", change(_unset({**facts(), "deepspeed": None})))
+    assert (check.status, check.detail) == ("skip", "TORCH_CUDA_ARCH_LIST is not set")
+
+
+def test_deepspeed_version_skips_a_malformed_pin() -> None:
+    from envsolver.kb import default_kb
+    from envsolver.verify.checks_deepspeed import deepspeed_version
+
+    def version(pip: str) -> str | None:
+        found = deepspeed_version(checks.Context({}, default_kb(), {"envsolver_pip_not_locked": pip}))
+        return str(found) if found else None
+
+    assert version("einops deepspeed==0.19.8") == "0.19.8"
+    assert version("deepspeed==0.19.8==1") is None
+    assert version("deepspeed==latest") is None
+
+
+def test_op_libraries_names_the_first_library_the_build_stops_at(kb: KnowledgeBase) -> None:
+    doc = {**healthy(), "conda_meta": [{"name": "cuda-version", "version": "13.0", "build": "h0"}]}
+    check = result(kb, "op_libraries", doc)
+    assert check.detail == (
+        "DeepSpeed 0.19.5: cpu_adam links -lcurand (libcurand.so is in libcurand-dev), cpu_adam links -lcublas "
+        "(libcublas.so is in libcublas-dev), cpu_adam links -lcudart (libcudart.so is in cuda-cudart-dev); not "
+        "installed, so the build stops with 'cannot find -lcurand'"
+    )
+    assert check.fix == (
+        "conda install -p /opt/torch/.venv -c conda-forge libcurand-dev libcublas-dev cuda-cudart-dev cuda-version=13.0"
+    )
+
+
+def test_driver_and_host_compiler_details_word_for_word(kb: KnowledgeBase) -> None:
+    assert result(kb, "driver", healthy()).detail == (
+        "driver 580.159.04 (from nvidia-smi) supports CUDA <= 13.0; nvidia-smi says CUDA 13.0"
+    )
+    assert result(kb, "driver", edit("driver.cuda", None)(healthy())).detail == (
+        "driver 580.159.04 (from nvidia-smi) supports CUDA <= 13.0"
+    )
+    check = result(kb, "host_compiler", edit("nvcc.version", None)(healthy()))
+    assert (check.status, check.detail) == (
+        "skip",
+        "/opt/gcc/bin/g++: g++-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 (no nvcc to compare with)",
+    )
+    # A compiler that gives no GCC version is no compiler for the build (main's be95b95): a fail with the
+    # packages below nvcc 13.0's GCC limit (15), for this machine's conda arch.
+    where = "(CXX, the env's conda c++, c++ or g++ on PATH)"
+    for change, found, arch in (
+        (edit("compiler.major", None), "/opt/gcc/bin/g++ gives no GCC version", "64"),
+        (edit("compiler.path", None), "no C++ compiler found", "64"),
+        (
+            lambda d: edit("python.machine", "aarch64")(edit("compiler.path", None)(d)),
+            "no C++ compiler found",
+            "aarch64",
+        ),
+    ):
+        check = result(kb, "host_compiler", change(healthy()))
+        assert (check.status, check.detail, check.fix) == (
+            "fail",
+            f"{found} {where}",
+            f"conda install -p /opt/torch/.venv -c conda-forge 'gxx<16' 'gxx_linux-{arch}<16'",
+        )
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        ("7.0;9.0", "export TORCH_CUDA_ARCH_LIST='9.0+PTX' (envsolver hook sets it from the lock)"),
+        # nothing in it is buildable: another toolkit, not an export (main's be95b95)
+        ("7.0", "use a toolkit that builds these GPUs: regenerate the env with envsolver make --gpu <your GPUs>"),
+    ],
+)
+def test_a_bad_arch_list_is_fixed_with_what_nvcc_can_build(kb: KnowledgeBase, value: str, fix: str) -> None:
+    check = result(kb, "torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", value)(healthy()))
+    assert (check.status, check.fix) == ("fail", fix)
+    unknown = edit("nvcc.archs", None)(edit("env.TORCH_CUDA_ARCH_LIST", "8.0")(healthy()))
+    assert result(kb, "torch_cuda_arch_list", unknown).fix == (
+        "export TORCH_CUDA_ARCH_LIST='8.0+PTX' (envsolver hook sets it from the lock)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        (
+            same,
+            "torch 2.11.0+cu130 at /opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py (installed by uv)",
+        ),
+        (
+            lambda d: {**d, "conda_meta": [{"name": "pytorch", "version": "2.11.0", "build": "h0"}]},
+            "torch 2.11.0+cu130 at /opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py (installed by "
+            "conda)",
+        ),
+        (
+            lambda d: {k: v for k, v in d.items() if k != "torch_installer"},
+            "torch 2.11.0+cu130 at /opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py (installed by "
+            "unknown)",
+        ),
+        (edit("torch", {"error": "ImportError: libcudnn.so.9"}), "torch does not import: ImportError: libcudnn.so.9"),
+        (
+            lambda d: {**edit("torch", None)(d), "torch_error": "the probe timed out"},
+            "torch does not import: the probe timed out",
+        ),
+    ],
+)
+def test_torch_import_says_where_torch_came_from_or_why_it_failed(kb: KnowledgeBase, change: Any, detail: str) -> None:
+    assert result(kb, "torch_import", change(healthy())).detail == detail
+
+
+def test_a_torch_cuda_the_knowledge_base_lacks_is_judged_by_its_major(kb: KnowledgeBase) -> None:
+    check = result(
+        kb, "driver_supports_torch_cuda", edit("driver.version", "535.104.05")(edit("torch.cuda", "12.7")(healthy()))
+    )
+    assert (check.status, check.detail, check.fix) == (
+        "warn",
+        "driver 535.104.05 runs CUDA 12.7 only through minor-version compatibility: PTX JIT of code built with a "
+        "newer toolkit fails",
+        "upgrade the driver to one that fully supports CUDA 12.7",
+    )
+
+
+@pytest.mark.parametrize(
+    ("loaded", "offered", "status", "detail"),
+    [
+        (["/env/lib/libcudart.so.12"], ["/env/lib/libcudart.so"], "pass", "torch loaded /env/lib/libcudart.so.12"),
+        (
+            ["/env/lib/libcudart.so.12"],
+            ["/env/lib64/libcudart.so.11.0"],
+            "warn",
+            "torch loaded /env/lib/libcudart.so.12; LD_LIBRARY_PATH also offers /env/lib64/libcudart.so.11.0",
+        ),
+        (["/a/libcudart.so.12", "/b/libcudart.so.13"], [], "pass", "torch loaded /a/libcudart.so.12"),
+        (
+            ["/a/libcudart.so.12", "/b/libcudart.so.13"],
+            ["/c/libcudart.so.12"],
+            "warn",
+            "torch loaded /a/libcudart.so.12; LD_LIBRARY_PATH also offers /c/libcudart.so.12",
+        ),
+    ],
+)
+def test_libcudart_shadowing_is_judged_by_directory(
+    kb: KnowledgeBase, loaded: list[str], offered: list[str], status: str, detail: str
+) -> None:
+    doc = {**edit("torch.loaded_libs", loaded)(healthy()), "ld_library_path_cudart": offered}
+    check = result(kb, "libcudart", doc)
+    assert (check.status, check.detail) == (status, detail)
+
+
+@pytest.mark.parametrize("check_id", ["cudnn", "nccl", "libcudart"])
+def test_cuda_library_checks_skip_a_cpu_torch(kb: KnowledgeBase, check_id: str) -> None:
+    check = result(kb, check_id, edit("torch.cuda", None)(healthy()))
+    assert (check.status, check.detail) == ("skip", "needs a CUDA torch")
+
+
+@pytest.mark.parametrize(
+    ("gpu_test", "gpu", "status", "detail"),
+    [
+        (False, {"max_abs_diff": 0.5}, "pass", "DeepSpeed 0.19.5: FusedAdam loads in 0.020 s; prebuilt: fused_adam"),
+        (
+            True,
+            {"max_abs_diff": 1e-5},
+            "pass",
+            "DeepSpeed 0.19.5: FusedAdam loads in 0.020 s; prebuilt: fused_adam; 5 FusedAdam steps match AdamW "
+            "(max |diff| 1.0e-05)",
+        ),
+        (True, {"max_abs_diff": 1.1e-5}, "fail", "FusedAdam vs torch.optim.AdamW: 1.1e-05"),
+        (
+            True,
+            {"max_abs_diff": None, "error": "CUDA error: out of memory"},
+            "fail",
+            "FusedAdam vs torch.optim.AdamW: CUDA error: out of memory",
+        ),
+    ],
+)
+def test_deepspeed_ops_judges_the_gpu_test_only_when_asked(
+    kb: KnowledgeBase, gpu_test: bool, gpu: dict[str, Any], status: str, detail: str
+) -> None:
+    doc = healthy()
+    doc["deepspeed"]["installed_ops"] = {"fused_adam": True, "cpu_adam": False}
+    doc["gpu_test"] = gpu
+    check = result(kb, "deepspeed_ops", doc, gpu_test=gpu_test)
+    assert (check.status, check.detail) == (status, detail)
+
+
+def test_deepspeed_ops_pass_without_prebuilt_ops_or_a_load_time(kb: KnowledgeBase) -> None:
+    doc = healthy()
+    doc["deepspeed"]["installed_ops"] = {"fused_adam": False}
+    doc["deepspeed"].pop("fused_adam_load_seconds")
+    assert result(kb, "deepspeed_ops", doc).detail == "DeepSpeed 0.19.5: FusedAdam loads in 0.000 s"
+
+
 def test_verify_gains_the_hooks_prefix_toolkit_rule(tmp_path: Path) -> None:
     """The rule the hook's activation follows is a verify check too: a conda prefix without nvcc is named, with
     the packages to install (from the KB) and the hook to run again."""
@@ -503,3 +1030,148 @@ def test_the_headers_fix_installs_nvcc_too_when_the_prefix_has_none(kb: Knowledg
         assert "libcusparse-dev" in fix
     no_probe = result(kb, "headers", missing).fix
     assert kb.nvcc_package.value not in no_probe
+
+
+# --- the hook's rules as verify checks (main's be95b95), word for word (issue 14) ---------------------------------
+
+INCOMPLETE = {
+    "prefix": "/opt/my env",
+    "conda": True,
+    "nvcc": {"exists": False},
+    "missing": ["cusparse.h", "cuda_runtime_api.h", "curand.h"],
+    "include_dir": None,
+    "complete": False,
+}
+NO_TOOLKIT = (
+    "/opt/my env holds no complete CUDA toolkit (no nvcc in /opt/my env/bin; no cusparse.h, cuda_runtime_api.h, "
+    "curand.h in /opt/my env/targets/<target>/include): the hook's activation leaves CUDA_HOME and CPATH as they "
+    "are, so "
+)
+ALL_PACKAGES = "cuda-nvcc cuda-cudart-dev libcurand-dev libcusparse-dev"
+
+
+@pytest.mark.parametrize(
+    ("toolkit", "status", "detail"),
+    [
+        (None, "skip", "not probed"),
+        ({"prefix": ""}, "skip", "not probed"),
+        ({"prefix": "/p", "conda": False}, "skip", "/p is not a conda prefix (no conda-meta/)"),
+        (
+            {"prefix": "/p", "conda": True, "complete": True, "nvcc": {"version": "13.0", "exists": True}},
+            "pass",
+            "/p holds nvcc 13.0 and the op headers in /p/targets/<target>/include: the hook's activation sets "
+            "CUDA_HOME and CPATH to them",
+        ),
+        (
+            {"prefix": "/p", "conda": True, "complete": True, "nvcc": {"version": "13.0"}, "include_dir": "/p/inc"},
+            "pass",
+            "/p holds nvcc 13.0 and the op headers in /p/inc: the hook's activation sets CUDA_HOME and CPATH to them",
+        ),
+    ],
+)
+def test_prefix_toolkit_skips_and_passes_word_for_word(
+    kb: KnowledgeBase, toolkit: dict[str, Any] | None, status: str, detail: str
+) -> None:
+    check = result(kb, "prefix_toolkit", edit("prefix_toolkit", toolkit)(healthy()))
+    assert (check.status, check.detail, check.fix) == (status, detail, "")
+
+
+@pytest.mark.parametrize(
+    ("change", "detail", "fix"),
+    [
+        (
+            same,
+            NO_TOOLKIT + "op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES} cuda-version=13.0, "
+            "then envsolver hook -p '/opt/my env'",
+        ),
+        (  # nvcc there, headers not: only the headers' packages, where the probe looked
+            lambda d: edit("prefix_toolkit.nvcc", {"exists": True})(edit("prefix_toolkit.include_dir", "/p/inc")(d)),
+            "/opt/my env holds no complete CUDA toolkit (no cusparse.h, cuda_runtime_api.h, curand.h in /p/inc): the "
+            "hook's activation leaves CUDA_HOME and CPATH as they are, so op builds use CUDA_HOME=/usr/local/cuda "
+            "(from CUDA_HOME)",
+            "conda install -p '/opt/my env' -c conda-forge cuda-cudart-dev libcurand-dev libcusparse-dev "
+            "cuda-version=13.0, then envsolver hook -p '/opt/my env'",
+        ),
+        (  # headers there, nvcc not: nvcc's package only
+            edit("prefix_toolkit.missing", []),
+            "/opt/my env holds no complete CUDA toolkit (no nvcc in /opt/my env/bin): the hook's activation leaves "
+            "CUDA_HOME and CPATH as they are, so op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            "conda install -p '/opt/my env' -c conda-forge cuda-nvcc cuda-version=13.0, then envsolver hook -p "
+            "'/opt/my env'",
+        ),
+        (
+            edit("cuda_home", {}),
+            NO_TOOLKIT + "op builds find no CUDA toolkit",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES} cuda-version=13.0, "
+            "then envsolver hook -p '/opt/my env'",
+        ),
+        (  # the env's cuda-version package pins the toolkit before torch's CUDA does
+            edit("conda_meta", [{"name": "cuda-version", "version": "12.9", "build": "h0"}]),
+            NO_TOOLKIT + "op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES} cuda-version=12.9, "
+            "then envsolver hook -p '/opt/my env'",
+        ),
+        (  # no CUDA known at all: no pin rather than a wrong one
+            edit("torch.cuda", None),
+            NO_TOOLKIT + "op builds use CUDA_HOME=/usr/local/cuda (from CUDA_HOME)",
+            f"conda install -p '/opt/my env' -c conda-forge {ALL_PACKAGES}, then envsolver hook -p '/opt/my env'",
+        ),
+    ],
+)
+def test_prefix_toolkit_names_what_is_missing_and_the_packages_word_for_word(
+    kb: KnowledgeBase, change: Any, detail: str, fix: str
+) -> None:
+    doc = change(edit("prefix_toolkit", copy.deepcopy(INCOMPLETE))(healthy()))
+    check = result(kb, "prefix_toolkit", doc)
+    assert (check.status, check.detail, check.fix) == ("warn", detail, fix)
+
+
+@pytest.mark.parametrize(
+    ("requested", "value", "status", "detail", "fix"),
+    [
+        (
+            "6.0;7.0;9.0",
+            "9.0+PTX",
+            "warn",
+            "TORCH_CUDA_ARCH_LIST=9.0+PTX: the lock's 6.0;7.0;9.0 without 6.0, 7.0, which nvcc 13.0 cannot build (it "
+            "would stop with 'nvcc fatal : Unsupported gpu architecture')",
+            "leave those GPUs out of the target list (envsolver make --gpu ...), or use an older toolkit for them",
+        ),
+        (
+            "9.0a",
+            "9.0+PTX",
+            "warn",
+            "TORCH_CUDA_ARCH_LIST=9.0+PTX: the lock's 9.0a built as plain archs: DeepSpeed's op builder cannot parse "
+            "arch suffixes (seen with DeepSpeed 0.19.5)",
+            "use plain major.minor entries in the target list",
+        ),
+        # the lock's list, buildable as it is; another list than the plan's; a lock list of nothing buildable
+        ("9.0", "9.0+PTX", "pass", "TORCH_CUDA_ARCH_LIST=9.0+PTX is buildable and covers the GPUs", ""),
+        ("7.0;9.0", "9.0", "pass", "TORCH_CUDA_ARCH_LIST=9.0 is buildable and covers the GPUs", ""),
+        ("7.0", "9.0+PTX", "pass", "TORCH_CUDA_ARCH_LIST=9.0+PTX is buildable and covers the GPUs", ""),
+    ],
+)
+def test_an_arch_list_the_hook_made_buildable_from_the_lock_is_named_as_such(
+    kb: KnowledgeBase, requested: str, value: str, status: str, detail: str, fix: str
+) -> None:
+    meta = {**LOCK_META, "envsolver_torch_cuda_arch_list": requested}
+    check = result(kb, "torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", value)(healthy()), lock_meta=meta)
+    assert (check.status, check.detail, check.fix) == (status, detail, fix)
+
+
+def test_an_arch_list_with_nothing_buildable_says_what_nvcc_builds(kb: KnowledgeBase) -> None:
+    check = result(kb, "torch_cuda_arch_list", edit("env.TORCH_CUDA_ARCH_LIST", "7.0")(healthy()))
+    assert check.detail == (
+        "TORCH_CUDA_ARCH_LIST=7.0: nvcc cannot build 7.0 ('nvcc fatal : Unsupported gpu architecture'); it does not "
+        "cover NVIDIA H200 (9.0) (it builds sm_75 to sm_121)"
+    )
+
+
+def test_host_compiler_against_an_nvcc_whose_gcc_limit_the_kb_does_not_know(kb: KnowledgeBase) -> None:
+    check = result(kb, "host_compiler", edit("nvcc.version", "99.0")(healthy()))
+    assert (check.status, check.detail, check.fix) == (
+        "warn",
+        "/opt/gcc/bin/g++ is GCC 13; the newest GCC nvcc 99.0 accepts is not in the knowledge base",
+        "check nvcc's host compiler range in NVIDIA's installation guide for this CUDA release",
+    )

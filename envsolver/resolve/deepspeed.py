@@ -67,16 +67,17 @@ def choose(
     nvcc: MajorMinor,
     python: MajorMinor,
 ) -> tuple[DeepSpeedChoice | None, DeepSpeedChoice | None, str]:
-    """(conda choice, PyPI choice, why there is no PyPI choice). Either choice may be None."""
-    why = "no DeepSpeed release in the knowledge base"
+    """(conda choice, PyPI choice, why there is no PyPI choice: the newest release's reason). Either choice may
+    be None."""
+    why = ""
     pypi = None
     for release in sorted(kb.deepspeed_releases, key=lambda r: r.since, reverse=True):
         problem = _fits(release, torch, ccs, nvcc, build.cuda)
         if problem is None:
             pypi = DeepSpeedChoice(release, release.latest, None)
             break
-        why = f"DeepSpeed {release.since}-{release.latest} {problem}"
-    return _conda_choice(kb, build, torch, ccs, nvcc, python), pypi, why
+        why = why or f"DeepSpeed {release.since}-{release.latest}: {problem}"
+    return _conda_choice(kb, build, torch, ccs, nvcc, python), pypi, why or "no DeepSpeed release in the knowledge base"
 
 
 def _conda_builds_for(kb: KnowledgeBase, build: TorchBuild, torch: Version) -> list[DeepSpeedCondaBuild]:

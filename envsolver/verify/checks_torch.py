@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from envsolver import toolchain
 from envsolver.hook.build import compiler_line
@@ -139,7 +140,7 @@ def check_libcudart(ctx: Context) -> Check:
             "torch loaded no libcudart (CUDA not initialised, or linked statically)",
             "run verify on a GPU node, where the probe initialises CUDA and sees which libcudart loads",
         )
-    shadow = [p for p in others if not any(p.startswith(lp.rsplit("/", 1)[0]) for lp in loaded)]
+    shadow = [p for p in others if not any(p.startswith(lp.rsplit("/", 1)[0] + "/") for lp in loaded)]
     if shadow:
         return Check(
             "libcudart",
@@ -253,6 +254,6 @@ def check_extensions_cache(ctx: Context) -> Check:
             "extensions_cache",
             "warn",
             f"{root} holds ops built for another Python, torch or CUDA: {', '.join(stale)} (this env is {want})",
-            " ".join(f"rm -rf {root}/{e}" for e in stale),
+            "rm -rf " + " ".join(shlex.quote(f"{root}/{e}") for e in stale),
         )
     return Check("extensions_cache", "pass", f"{cache.get('root')}: {', '.join(entries)}")
