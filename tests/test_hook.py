@@ -299,17 +299,6 @@ def test_hook_reads_the_metadata_install_kept(tmp_path: Path) -> None:
     )
 
 
-def test_build_bookkeeping_skips_what_is_built(tmp_path: Path) -> None:
-    so = tmp_path / "fused_adam.so"
-    so.write_text("x")
-    key = {"arch_list": "9.0+PTX", "torch": "2.11.0", "torch_cuda": "13.0", "nvcc": "13.0"}
-    build.save_state(tmp_path / "state.json", key, [build.OpResult("fused_adam", True, 48.1, str(so), None, (90,))])
-    assert set(build.load_state(tmp_path / "state.json", key)) == {"fused_adam"}
-    assert build.load_state(tmp_path / "state.json", {**key, "arch_list": "8.0+PTX"}) == {}
-    so.unlink()
-    assert build.load_state(tmp_path / "state.json", key) == {}
-
-
 def test_parsers() -> None:
     elf = "ELF file    1: fused_adam.1.sm_75.cubin\nELF file    2: fused_adam.2.sm_90.cubin\n"
     assert build.parse_elf_list(elf) == (75, 90)

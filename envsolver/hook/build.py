@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsolver.hook.opkey import CPU_OPS
 from envsolver.procrun import Runner, run
 
 RUNNER = Path(__file__).with_name("op_runner.py")
@@ -80,16 +81,15 @@ def build_ops(
     jobs: int,
     progress: Callable[[str], None],
     runner: Runner = run,
-    mode: str = "build",
 ) -> list[OpResult]:
-    """Build the ops concurrently (each op's compile uses MAX_JOBS = jobs // len(ops), at least 1). Mode "build"
-    loads an op DeepSpeed was installed with instead of compiling it; mode "jit" always compiles."""
+    """Build the ops concurrently (each op's compile uses MAX_JOBS = jobs // len(ops), at least 1); an op DeepSpeed
+    was installed with is loaded instead of compiled (op_runner.py build)."""
     per_op = max(1, jobs // max(1, len(ops)))
     build_env = {**env, "MAX_JOBS": str(per_op)}
 
     def one(op: str) -> OpResult:
         progress(f"building {op}")
-        code, out = runner([str(python), str(RUNNER), mode, op], build_env)
+        code, out = runner([str(python), str(RUNNER), "build", op], build_env)
         doc = _json_line(out)
         ok = code == 0 and bool(doc.get("ok"))
         error = None if ok else compiler_line(str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out)
@@ -111,6 +111,17 @@ def build_ops(
         return list(pool.map(one, ops))
 
 
+def list_sass(library: Path, cuda_home: Path, env: Mapping[str, str], runner: Runner = run) -> tuple[int, ...] | None:
+    """The SMs a library has SASS for (cuobjdump --list-elf: the toolkit's, else the one on PATH); None when there
+    is no cuobjdump or it fails."""
+    tool = cuda_home / "bin" / "cuobjdump"
+    found = str(tool) if tool.exists() else shutil.which("cuobjdump")
+    if not found:
+        return None
+    code, out = runner([found, "--list-elf", str(library)], env)
+    return parse_elf_list(out) if code == 0 else None
+
+
 def prove(
     result: OpResult,
     python: Path,
@@ -122,16 +133,9 @@ def prove(
     """SASS per target arch (cuobjdump) and the load time in a new process."""
     if not result.ok or not result.file:
         return result
-    sass = None
-    missing: tuple[int, ...] = ()
-    cuobjdump = cuda_home / "bin" / "cuobjdump"
-    tool = str(cuobjdump) if cuobjdump.exists() else shutil.which("cuobjdump")
-    if tool and result.op not in ("cpu_adam", "cpu_adagrad", "cpu_lion"):
-        code, out = runner([tool, "--list-elf", result.file], env)
-        if code == 0:
-            sass = parse_elf_list(out)
-            missing = tuple(a for a in archs if a not in sass)
-    code, out = runner([str(python), str(RUNNER), "load", result.op], env)
+    sass = None if result.op in CPU_OPS else list_sass(Path(result.file), cuda_home, env, runner)
+    missing = tuple(a for a in archs if sass is not None and a not in sass)
+    _, out = runner([str(python), str(RUNNER), "load", result.op], env)
     doc = _json_line(out)
     load = doc.get("load_seconds")
     return dataclasses.replace(
@@ -141,11 +145,6 @@ def prove(
         missing_sass=missing,
         load_seconds=float(load) if isinstance(load, (int, float)) else None,
     )
-
-
-def adam_check(python: Path, env: Mapping[str, str], runner: Runner = run) -> dict[str, object]:
-    _, out = runner([str(python), str(RUNNER), "adam-check"], env)
-    return _json_line(out)
 
 
 def default_jobs() -> int:
@@ -163,47 +162,3 @@ def prove_all(
     """prove() for every op, concurrently (each load runs in its own process)."""
     with ThreadPoolExecutor(max_workers=max(1, len(results))) as pool:
         return list(pool.map(lambda r: prove(r, python, cuda_home, archs, env, runner), results))
-
-
-def load_state(path: Path, key: Mapping[str, str]) -> dict[str, OpResult]:
-    """Ops already built and proven for exactly this arch list, torch and nvcc, whose files still exist."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict) or doc.get("key") != dict(key):
-        return {}
-    out = {}
-    for item in doc.get("ops", []):
-        if isinstance(item, dict) and item.get("file") and Path(str(item["file"])).exists():
-            out[str(item["op"])] = OpResult(
-                str(item["op"]),
-                True,
-                item.get("seconds"),
-                str(item["file"]),
-                None,
-                tuple(item["sass"]) if item.get("sass") is not None else None,
-                (),
-                item.get("load_seconds"),
-            )
-    return out
-
-
-def save_state(path: Path, key: Mapping[str, str], results: list[OpResult]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "key": dict(key),
-        "ops": [
-            {
-                "op": r.op,
-                "file": r.file,
-                "seconds": r.seconds,
-                "sass": list(r.sass) if r.sass is not None else None,
-                "load_seconds": r.load_seconds,
-            }
-            for r in sorted(results, key=lambda r: r.op)
-        ],
-    }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from envsolver.hook import opcache, opkey, register
-from envsolver.hook.build import RUNNER, OpResult, _json_line, compiler_line, parse_elf_list
+from envsolver.hook.build import RUNNER, OpResult, _json_line, compiler_line, list_sass
 from envsolver.procrun import Runner
 
 OPS_DIR = Path("lib") / "envsolver-ops"
@@ -155,10 +155,16 @@ def unchanged(
     site = site_in_prefix(prefix, facts)
     if site is None:
         return False
-    expected = register.registry(
-        [register.Registered(lib.op, lib.module, lib.file) for lib in state.libraries], _built(state.meta)
-    )
+    expected = register.registry(_registered(state.libraries), _built(state.meta))
     return register.in_place(site) and register.read(site) == expected
+
+
+def _registered(libraries: Iterable[Library]) -> list[register.Registered]:
+    return [register.Registered(lib.op, lib.module, lib.file) for lib in libraries]
+
+
+def _register(site: Path, libraries: Iterable[Library], meta: Mapping[str, object]) -> None:
+    register.write(site, _registered(libraries), _built(meta))
 
 
 def _built(meta: Mapping[str, object]) -> register.Built:
@@ -205,15 +211,6 @@ def _build(
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(ops), jobs))) as pool:
         return dict(pool.map(one, ops))
-
-
-def _sass(library: Path, cuda_home: Path, env: Mapping[str, str], runner: Runner) -> tuple[int, ...] | None:
-    tool = cuda_home / "bin" / "cuobjdump"
-    found = str(tool) if tool.exists() else shutil.which("cuobjdump")
-    if not found:
-        return None
-    code, out = runner([found, "--list-elf", str(library)], env)
-    return parse_elf_list(out) if code == 0 else None
 
 
 def provide(
@@ -301,18 +298,14 @@ def provide(
     if site is None:
         notes.append("the env's site-packages is not inside the prefix: ops are not registered with DeepSpeed")
     if registered and site is not None:
-        register.write(
-            site, [register.Registered(lib.op, lib.module, lib.file) for lib in libraries.values()], _built(meta)
-        )
+        _register(site, libraries.values(), meta)
         progress("proving the ops (cuobjdump, DeepSpeed's load() in a new process)")
         results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check)
         bad = [op for op, r in results.items() if op in libraries and not r.ok]
         for op in bad:
             del libraries[op]
         if bad:
-            register.write(
-                site, [register.Registered(lib.op, lib.module, lib.file) for lib in libraries.values()], _built(meta)
-            )
+            _register(site, libraries.values(), meta)
     # 5. proven fresh builds go to the cache
     if cache is not None:
         for op, entry in fresh.items():
@@ -351,7 +344,7 @@ def _prove(
     proven = dict(results)
     for op, lib in libraries.items():
         result = results[op]
-        sass = None if op in CPU_OPS else _sass(lib.file, cuda_home, env, runner)
+        sass = None if op in CPU_OPS else list_sass(lib.file, cuda_home, env, runner)
         missing = tuple(a for a in archs if sass is not None and a not in sass)
         row = loaded.get(op, {})
         error = None
