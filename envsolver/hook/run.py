@@ -14,7 +14,7 @@ from envsolver import prefixmeta
 from envsolver.archlist import canonical, parse_arch_list
 from envsolver.detect import host_platform
 from envsolver.errors import BadInputError
-from envsolver.hook import activation, build, buildenv
+from envsolver.hook import activation, build, buildenv, opkey
 from envsolver.hook import ops as ops_stage
 from envsolver.kb.model import KnowledgeBase
 from envsolver.procrun import Runner, run, run_build
@@ -151,10 +151,19 @@ def hook(
     py = python or prefix / "bin" / "python"
     builds = runner or run_build
     runner = runner or run
-    if not no_build:
-        done = _unchanged(prefix, py, where, kb, environ, ops, runner)
+    state = ops_stage.load_state(prefix)
+    known: tuple[bool, opkey.KeyFacts | None] | None = None  # (toolkit, key facts), once read
+    if not no_build and py.exists() and (state is not None or op_cache is not None):
+        # Decided without starting torch: nothing changed, or every op is in the op cache. The prefix's toolkit and
+        # the key facts are read once, for both.
+        toolkit = toolkit_in(prefix, py, where, kb, environ)
+        keyed = ops_stage.read_key_facts(
+            py, buildenv.environ_for_build(prefix, requested, target, environ, toolkit), runner
+        )
+        known = (toolkit, keyed)
+        done = _unchanged(prefix, where, state, keyed, toolkit, ops) if state is not None else None
         if done is None and op_cache is not None:
-            done = _all_cached(prefix, py, where, kb, environ, ops, op_cache, progress, runner)
+            done = _all_cached(prefix, py, where, keyed, toolkit, ops, op_cache, environ, progress, runner)
         if done is not None:
             return done
     progress("pre-flight")
@@ -172,7 +181,8 @@ def hook(
         return report
     cuda_home = Path(str((facts.get("cuda_home") or {}).get("path") or "/usr/local/cuda"))
     archs = tuple(a.cc.sm for a in parse_arch_list(fixed))
-    keyed = ops_stage.read_key_facts(py, env, runner)
+    # The key facts read above serve when they were read in the same environment (the same toolkit).
+    keyed = known[1] if known is not None and known[0] == toolkit else ops_stage.read_key_facts(py, env, runner)
     # Ops DeepSpeed was installed with (conda-forge's) are proven and kept when they have SASS for every target
     # arch; the others, and those short of an arch, are the hook's: from the op cache or built, then registered.
     prebuilt = ops_stage.prebuilt(keyed) & set(ops)
@@ -231,21 +241,17 @@ def _all_cached(
     prefix: Path,
     py: Path,
     where: Where,
-    kb: KnowledgeBase,
-    environ: Mapping[str, str],
+    keyed: opkey.KeyFacts | None,
+    toolkit: bool,
     ops: tuple[str, ...],
     cache: Path,
+    environ: Mapping[str, str],
     progress: Callable[[str], None],
     runner: Runner,
 ) -> HookReport | None:
     """Every op is in the shared op cache for exactly this request (DeepSpeed, torch, nvcc, compiler, arch list):
     nothing will be compiled, so the pre-flight (which checks what a build needs, and starts torch) is not run;
     the ops are copied in, registered and proven as built ones are. None when any op is missing from the cache."""
-    if not py.exists():
-        return None
-    toolkit = toolkit_in(prefix, py, where, kb, environ)
-    env = buildenv.environ_for_build(prefix, where.arch_list, where.target, environ, toolkit)
-    keyed = ops_stage.read_key_facts(py, env, runner)
     if keyed is None or ops_stage.prebuilt(keyed) & set(ops):
         return None
     built_for = ops_stage.cached_arch_list(keyed, ops, where.arch_list, where.platform, cache)
@@ -282,25 +288,16 @@ def _all_cached(
 
 def _unchanged(
     prefix: Path,
-    py: Path,
     where: Where,
-    kb: KnowledgeBase,
-    environ: Mapping[str, str],
+    state: ops_stage.State,
+    keyed: opkey.KeyFacts | None,
+    toolkit: bool,
     ops: tuple[str, ...],
-    runner: Runner,
 ) -> HookReport | None:
     """The report of a re-run with nothing to do, decided without starting torch: the same request, the
     prefix's toolkit as it was (activation unchanged), and every op's key, library and registration as
     recorded. None when anything differs (or DeepSpeed ships some of the ops prebuilt: those are proven again)."""
-    state = ops_stage.load_state(prefix)
-    if state is None or not py.exists():
-        return None
-    toolkit = toolkit_in(prefix, py, where, kb, environ)
-    if toolkit != state.toolkit:
-        return None
-    env = buildenv.environ_for_build(prefix, state.arch_list, where.target, environ, toolkit)
-    keyed = ops_stage.read_key_facts(py, env, runner)
-    if ops_stage.prebuilt(keyed) & set(ops):
+    if toolkit != state.toolkit or ops_stage.prebuilt(keyed) & set(ops):
         return None
     if not ops_stage.unchanged(prefix, state, keyed, ops, where.arch_list, where.platform):
         return None
