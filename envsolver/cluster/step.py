@@ -162,7 +162,7 @@ def _checks(document: dict[str, Any] | None) -> tuple[Check, ...]:
         check_id, status, detail, fix = (item.get("id"), item.get("status"), item.get("detail"), item.get("fix", ""))
         if not (isinstance(check_id, str) and isinstance(detail, str) and isinstance(fix, str)):
             return ()
-        if status not in _STATUSES:
+        if not isinstance(status, str) or status not in _STATUSES:  # a list or a mapping is not hashable
             return ()
         checks.append(Check(_text(check_id), status, _text(detail), _text(fix)))
     return tuple(checks)

@@ -121,6 +121,11 @@ def test_a_node_that_cannot_run_verify_says_why_with_the_fix(name: str, message:
         ("srun: error: task 0 launch failed\n", "printed no verify section"),
         ('== envsolver-verify: begin\n{"ok": true, "checks": 3}\n== envsolver-verify: exit 0\n', "no report"),
         ('== envsolver-verify: begin\n{"ok": true, "checks": [{"id": 1}]}\n', "no report"),
+        # a status that is a list (unhashable): found by the fuzz suite's fresh seed as a TypeError
+        (
+            '== envsolver-verify: begin\n{"ok": true, "checks": [{"id": "shm", "status": [], "detail": "x"}]}\n',
+            "no report",
+        ),
         ("== envsolver-verify: begin\n[1, 2]\nTraceback (most recent call last):\n", "Traceback"),
     ],
 )
