@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver.hook import ds_ops_site, register
+from envsolver.hook import build, ds_ops_site, register
 
 C_SOURCE = """
 #include <Python.h>
@@ -210,3 +210,64 @@ def test_read_registry_of_anything_is_none_or_a_registry(tmp_path_factory: pytes
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     got = ds_ops_site.read_registry(str(path))
     assert got is None or (got["format"] == 1 and isinstance(got["ops"], dict))
+
+
+DIRECT = """
+import runpy, site, sys
+if sys.argv[1] == "site":
+    site.addsitedir(sys.argv[2])  # runs envsolver_ds_ops.pth, as the env's python does at start
+else:
+    sys.path.insert(0, sys.argv[2])  # the modules without the .pth: no finder
+sys.argv = [sys.argv[3], "registered", "--direct", *sys.argv[4:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def direct(site: Path, *ops: str, how: str = "site") -> dict[str, object]:
+    """op_runner.py's `registered --direct` (the proof of op-cache entries) in a fresh `python -S`."""
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", DIRECT, how, str(site), str(build.RUNNER), *ops],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == (0 if doc["ok"] else 1)
+    return doc  # type: ignore[no-any-return]
+
+
+def test_the_direct_proof_imports_the_registered_library_without_deepspeed(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    op = registered_op(extension, tmp_path)
+    register.write(site, [op], BUILT)
+    got = direct(site, "fused_adam", "cpu_adam")
+    assert got["ok"] and got["deepspeed_imported"] is False
+    rows = got["ops"]
+    assert isinstance(rows, list) and rows[0]["file"] == str(op.file) and rows[0]["ok"]
+    assert rows[1] == {"op": "cpu_adam", "ok": False, "error": "cpu_adam is not in the registry"}
+
+
+def test_the_direct_proof_refuses_a_registry_for_another_torch(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path, torch_version="2.12.0+cu130")
+    register.write(site, [registered_op(extension, tmp_path)], BUILT)
+    got = direct(site, "fused_adam")
+    assert got["ok"] is False and "ops" not in got
+    assert got["error"] == (
+        "the registry is for DeepSpeed 0.19.8 and torch 2.11.0+cu130, not DeepSpeed 0.19.8 and torch 2.12.0+cu130"
+    )
+
+
+def test_the_direct_proof_needs_the_finder_the_pth_installs(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    register.write(site, [registered_op(extension, tmp_path)], BUILT)
+    got = direct(site, "fused_adam", how="path")
+    assert got == {"ok": False, "error": "the registry's finder is not installed (envsolver_ds_ops.pth did not run)"}
+
+
+def test_the_direct_proof_reports_a_library_that_does_not_load(tmp_path: Path, extension: Path) -> None:
+    site = make_site(tmp_path)
+    op = registered_op(extension, tmp_path)
+    register.write(site, [op], BUILT)
+    op.file.write_bytes(b"not an ELF file")
+    rows = direct(site, "fused_adam")["ops"]
+    assert isinstance(rows, list) and rows[0]["ok"] is False and str(rows[0]["error"]).startswith("ImportError: ")

@@ -408,7 +408,8 @@ def _fake_ops_runner(
                 return 0, json.dumps(doc)
             if mode == "registered":
                 doc = register.read(site) or {"ops": {}}
-                rows = [{"op": o, "ok": True, "file": doc["ops"][o]["file"], "load_seconds": 0.01} for o in argv[3:]]
+                names = [a for a in argv[3:] if not a.startswith("--")]
+                rows = [{"op": o, "ok": True, "file": doc["ops"][o]["file"], "load_seconds": 0.01} for o in names]
                 return 0, json.dumps({"ops": rows})
             if mode == "load":
                 return 0, json.dumps({"op": op, "ok": True, "load_seconds": 0.01})
@@ -508,7 +509,8 @@ def test_a_second_env_whose_ops_are_all_cached_starts_no_torch_before_the_proof(
     kb: KnowledgeBase, tmp_path: Path
 ) -> None:
     """Issue 12: with every op in the shared op cache nothing is compiled, so the pre-flight (which starts torch)
-    is skipped; the ops are copied in, registered and proven through DeepSpeed's load()."""
+    is skipped; the ops are copied in, registered, and proven by importing them from the registry in a process
+    that starts torch but not DeepSpeed (each entry was proven through DeepSpeed's load() when it was stored)."""
     sass = "ELF file    1: fused_adam_op.1.sm_90.cubin\n"
     reports, logs, modes = [], [], []
     for name in ("a", "b"):
@@ -537,11 +539,13 @@ def test_a_second_env_whose_ops_are_all_cached_starts_no_torch_before_the_proof(
                 op_cache=tmp_path / "cache",
             )
         )
-        modes.append([c[2] for c in calls if len(c) > 2 and c[1] == str(build.RUNNER)])
+        modes.append([" ".join(c[2:4]) for c in calls if len(c) > 2 and c[1] == str(build.RUNNER)])
     first, second = reports
     assert first.ok and first.ops[0].source == "built" and logs[0].exists()
     assert second.ok and second.ops[0].source == "cache" and second.findings == []
-    assert modes[1] == ["key", "registered"]  # no install, no pre-flight probe
+    # no install, no pre-flight probe; the proof imports the cached library from the registry, not via DeepSpeed
+    assert modes[0] == ["key", "install fused_adam", "registered fused_adam"]
+    assert modes[1] == ["key", "registered --direct"]
     assert not logs[1].exists()  # torch was not started by envsolver (the fake proof does not import it)
     assert second.arch_list == first.arch_list == "9.0+PTX"  # the list the cached ops were built for
     assert (tmp_path / "b" / "env" / "etc" / "conda" / "activate.d" / "envsolver.sh").exists()

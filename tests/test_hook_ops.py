@@ -10,6 +10,7 @@ register.write put in the prefix's site-packages. The real DeepSpeed runs on the
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class FakePython:
         self.site.mkdir(parents=True, exist_ok=True)
         self.calls: list[list[str]] = []
         self.loaded_from: dict[str, str] = {}  # op -> a file DeepSpeed should claim to load instead
+        self.direct_error = ""  # what `registered --direct` refuses the whole registry with
 
     def __call__(self, argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
         self.calls.append(argv)
@@ -76,10 +78,12 @@ class FakePython:
             return 0, json.dumps(
                 {"op": op, "ok": True, "seconds": 30.5, "file": str(lib), "module": MODULES[op], **META}
             )
+        if mode == "registered" and argv[3] == "--direct" and self.direct_error:
+            return 1, json.dumps({"ok": False, "error": self.direct_error})
         if mode == "registered":
             doc = register.read(self.site) or {"ops": {}}
             rows = []
-            for op in argv[3:]:
+            for op in [a for a in argv[3:] if not a.startswith("--")]:
                 entry = doc["ops"].get(op)
                 file = self.loaded_from.get(op) or (entry["file"] if entry else f"/jit/{op}.so")
                 rows.append({"op": op, "ok": True, "file": file, "load_seconds": 0.002})
@@ -151,6 +155,43 @@ def test_a_second_env_with_the_same_key_takes_the_cache_and_builds_nothing(
     assert [(r.op, r.ok, r.source) for r in got.results] == [(op, True, "cache") for op in OPS]
     assert not any(m.startswith("install") for m in python_b.modes())
     assert all(Path(str(r.file)).is_relative_to(prefix_b) for r in got.results)
+    # proven without DeepSpeed's import: each library imported from the registry (op_runner.py registered --direct)
+    assert python_b.modes() == ["key", "registered --direct fused_adam cpu_adam fused_lamb"]
+    assert got.notes == [
+        "the ops from the op cache were proven by importing each from the registry in a new process "
+        "(torch, not DeepSpeed); each entry was proven through DeepSpeed's load() when it was stored"
+    ]
+
+
+def test_a_partly_cached_run_proves_every_op_through_deepspeed(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:
+    provide(*env_a, tmp_path / "cache")
+    entries = sorted((tmp_path / "cache").iterdir())
+    lamb = [e for e in entries if "fused_lamb" in (e / "manifest.json").read_text()]
+    assert len(lamb) == 1
+    shutil.rmtree(lamb[0])
+    python_b = FakePython(tmp_path / "env-b", tmp_path / "ext-b")
+    got = provide(tmp_path / "env-b", python_b, tmp_path / "cache")
+    assert [(r.op, r.source) for r in got.results] == [
+        ("fused_adam", "cache"),
+        ("cpu_adam", "cache"),
+        ("fused_lamb", "built"),
+    ]
+    assert python_b.modes()[-1] == "registered fused_adam cpu_adam fused_lamb" and got.notes == []
+
+
+def test_a_registry_the_direct_proof_refuses_fails_every_cached_op(
+    tmp_path: Path, env_a: tuple[Path, FakePython]
+) -> None:
+    provide(*env_a, tmp_path / "cache")
+    python_b = FakePython(tmp_path / "env-b", tmp_path / "ext-b")
+    python_b.direct_error = (
+        "the registry is for DeepSpeed 0.19.8 and torch 2.11.0+cu130, not DeepSpeed 0.19.8 and torch 2.12.0"
+    )
+    got = provide(tmp_path / "env-b", python_b, tmp_path / "cache")
+    assert [r.ok for r in got.results] == [False, False, False]
+    assert {r.error for r in got.results} == {f"the registry's import did not run: {python_b.direct_error}"}
+    doc = register.read(python_b.site)
+    assert doc is None or doc["ops"] == {}
 
 
 def test_another_nvcc_is_another_key_and_is_built(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:

@@ -127,8 +127,23 @@ class Finder(importlib.abc.MetaPathFinder):
         library = _REGISTERED.get(fullname)
         if library is None:
             return None
-        loader = importlib.machinery.ExtensionFileLoader(fullname, library)
-        return importlib.util.spec_from_file_location(fullname, library, loader=loader)
+        return library_spec(fullname, library)
+
+
+def library_spec(fullname: str, library: str) -> Any:
+    """How a registered op's module is imported: its shared library, under DeepSpeed's module name."""
+    loader = importlib.machinery.ExtensionFileLoader(fullname, library)
+    return importlib.util.spec_from_file_location(fullname, library, loader=loader)
+
+
+def load_library(fullname: str, library: str) -> ModuleType:
+    """A registered op's module, imported as the finder serves it (for the hook's proof of cached ops)."""
+    spec = library_spec(fullname, library)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no loader for {library}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def install() -> None:

@@ -299,8 +299,19 @@ def provide(
         notes.append("the env's site-packages is not inside the prefix: ops are not registered with DeepSpeed")
     if registered and site is not None:
         _register(site, libraries.values(), meta)
-        progress("proving the ops (cuobjdump, DeepSpeed's load() in a new process)")
-        results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check)
+        # every op-cache entry was proven through DeepSpeed's load() when it was stored under this same key
+        # (DeepSpeed's op_builder tree, torch, python...): ops all from the cache are proven by importing them
+        # as the registry serves them, in a process that starts torch but not DeepSpeed (whose import costs
+        # seconds); a fresh build, or the GPU check (which runs FusedAdam), goes through DeepSpeed itself
+        direct = not fresh and not gpu_check
+        how = "imported from the registry after `import torch`" if direct else "DeepSpeed's load()"
+        progress(f"proving the ops (cuobjdump, {how} in a new process)")
+        results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check, direct)
+        if direct:
+            notes.append(
+                "the ops from the op cache were proven by importing each from the registry in a new process "
+                "(torch, not DeepSpeed); each entry was proven through DeepSpeed's load() when it was stored"
+            )
         bad = [op for op, r in results.items() if op in libraries and not r.ok]
         for op in bad:
             del libraries[op]
@@ -332,10 +343,12 @@ def _prove(
     env: Mapping[str, str],
     runner: Runner,
     gpu_check: bool = False,
+    direct: bool = False,
 ) -> tuple[dict[str, OpResult], dict[str, object] | None]:
     """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library;
-    with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both)."""
-    flags = ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
+    with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both);
+    `direct`: each library imported as the registry serves it, without DeepSpeed (op_runner.py)."""
+    flags = ["--direct"] if direct else ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
     _, out = runner([str(python), str(RUNNER), "registered", *flags, *libraries], env)
     doc = _json_line(out)
     check = doc.get("adam_check")
@@ -348,10 +361,12 @@ def _prove(
         missing = tuple(a for a in archs if sass is not None and a not in sass)
         row = loaded.get(op, {})
         error = None
+        who, how = ("the registry", "the registry's import") if direct else ("DeepSpeed", "DeepSpeed's load()")
         if not row.get("ok"):
-            error = str(row.get("error") or f"DeepSpeed's load() did not run: {out.strip()[-300:]}")
+            why = doc.get("error") if direct else None  # direct: the registry itself can be refused, for all ops
+            error = str(row.get("error") or f"{how} did not run: {why or out.strip()[-300:]}")
         elif Path(str(row.get("file"))).resolve() != lib.file.resolve():
-            error = f"DeepSpeed loaded {row.get('file')}, not the registered {lib.file}"
+            error = f"{who} loaded {row.get('file')}, not the registered {lib.file}"
         elif missing:
             error = f"no SASS for sm_{', sm_'.join(map(str, missing))} in {lib.file}"
         load = row.get("load_seconds")
