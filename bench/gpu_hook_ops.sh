@@ -6,7 +6,7 @@
 # Three prefixes (venvs whose site-packages is inside the prefix, seeing the image's torch):
 #   envJ  DeepSpeed's JIT, as users get it without envsolver (the baseline);
 #   envA  `envsolver hook` cold into an empty op cache, then re-run with nothing changed;
-#   envB  `envsolver hook` with the op cache envA filled (another environment, the same key).
+#   envB, envC  `envsolver hook` with the op cache envA filled (other environments, the same key).
 set -u
 OUT=${1:?usage: bash bench/gpu_hook_ops.sh OUTDIR}
 mkdir -p "$OUT"
@@ -28,7 +28,7 @@ make_env() {
 { date -u; nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader; nvcc --version | tail -2
   g++ --version | head -1; nproc; } > "$OUT/machine.txt" 2>&1
 "$PY" -m compileall -q -j 16 "$TORCH_SITE" > /dev/null 2>&1   # the image keeps no bytecode
-for e in envJ envA envB; do make_env "/tmp/$e"; done
+for e in envJ envA envB envC; do make_env "/tmp/$e"; done
 /tmp/envJ/bin/python -c 'import torch, deepspeed; print(torch.__version__, torch.version.cuda, deepspeed.__version__)' >> "$OUT/machine.txt" 2>&1
 # envsolver itself runs under the image's python, with what it lacks from .whl/ (platformdirs)
 "$PY" -m pip install -q --no-index --no-deps --target /tmp/esdeps .whl/platformdirs-*.whl
@@ -57,6 +57,11 @@ hook() {  # NAME PREFIX [extra options]
 hook cold /tmp/envA
 hook rerun /tmp/envA
 hook cached /tmp/envB
+hook cached2 /tmp/envC
+# 4b. The cached env's ops through DeepSpeed's own API (constructing the optimizers), nothing compiled.
+mkdir -p /tmp/empty_b
+TORCH_EXTENSIONS_DIR=/tmp/empty_b /tmp/envB/bin/python bench/gpu_construct.py >> "$OUT/construct-cached.jsonl" 2>> "$OUT/construct.log"
+echo "empty_b files after construct: $(find /tmp/empty_b -type f | wc -l)" >> "$TIMES"
 
 # 5. Constructing the optimizers in fresh processes, alternating: DeepSpeed's JIT path against the hook's
 #    registered ops (whose extensions dir must stay empty: nothing compiled).

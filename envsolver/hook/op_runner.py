@@ -120,24 +120,48 @@ def _cpu() -> dict[str, str]:
     return found
 
 
-def _installed_ops(info: str | None) -> list[str]:
-    """The ops DeepSpeed was installed with (built at install: conda-forge's, DS_BUILD_OPS=1), from the text of
-    its git_version_info_installed.py, read as data (ast.literal_eval), never run."""
+def _assigned(info: str | None, name: str) -> Any:
+    """A literal assigned to `name` in the text of DeepSpeed's git_version_info_installed.py, read as data
+    (ast.literal_eval), never run; None when absent or not a literal."""
     import ast
 
     try:
         tree = ast.parse(info or "")
     except SyntaxError:
-        return []
+        return None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "installed_ops" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             try:
-                value = ast.literal_eval(node.value)
+                return ast.literal_eval(node.value)
             except ValueError:
-                return []
-            if isinstance(value, dict):
-                return sorted(str(k) for k, v in value.items() if v is True)
-    return []
+                return None
+    return None
+
+
+def _installed_ops(info: str | None) -> list[str]:
+    """The ops DeepSpeed was installed with (built at install: conda-forge's, DS_BUILD_OPS=1)."""
+    value = _assigned(info, "installed_ops")
+    return sorted(str(k) for k, v in value.items() if v is True) if isinstance(value, dict) else []
+
+
+def _deepspeed_version() -> str | None:
+    """DeepSpeed's version as its git_version_info reads it (the installed info module, else version.txt),
+    from files, without importing DeepSpeed."""
+    ds_dir = _package_dir("deepspeed")
+    if not ds_dir:
+        return None
+    try:
+        with open(os.path.join(ds_dir, "git_version_info_installed.py"), encoding="utf-8") as handle:
+            version = _assigned(handle.read(), "version")
+        if isinstance(version, str):
+            return version
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(ds_dir, "version.txt"), encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
 
 
 def key_facts() -> dict[str, Any]:
@@ -260,14 +284,7 @@ def registered_direct(ops: list[str]) -> dict[str, Any]:
     doc = site.read_registry()
     if doc is None:
         return {"ok": False, "error": f"the registry {site.REGISTRY} is missing or damaged"}
-    spec = importlib.util.find_spec("deepspeed")  # finds the package without importing it
-    version = None
-    if spec is not None and spec.origin:
-        try:
-            with open(os.path.join(os.path.dirname(spec.origin), "version.txt"), encoding="utf-8") as handle:
-                version = handle.read().strip()
-        except OSError:
-            pass
+    version = _deepspeed_version()
     if not site.matches(doc, str(version), str(torch.__version__)):
         return {
             "ok": False,
