@@ -213,3 +213,20 @@ def test_signals_that_come_while_held_arrive_after(monkeypatch: pytest.MonkeyPat
         assert came == [signal.SIGHUP]
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("envsolver-commit 1\nenvironment.yml", "it does not end with a newline"),  # a journal cut mid-write
+        ("envsolver-commit 2\nenvironment.yml\n", "its first line is not 'envsolver-commit 1'"),  # another format
+        ("\nenvironment.yml\n", "its first line is not 'envsolver-commit 1'"),
+        ("envsolver-commit 1\n", "it names no file"),
+        ("envsolver-commit 1\nenvironment.yml\nremove environment.yml\n", "it names a file twice"),
+    ],
+)
+def test_parse_journal_says_what_is_wrong(text: str, why: str) -> None:
+    """Each refusal for its own reason (the journal's message reaches the user's fix), not a later one's."""
+    with pytest.raises(ValueError) as info:
+        fileset.parse_journal(text)
+    assert str(info.value) == why

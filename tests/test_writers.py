@@ -720,3 +720,12 @@ def test_a_key_past_1000_characters_is_written_as_an_explicit_key(length: int, e
     text = yamlemit.dump({key: 1})
     assert text == (f"? {key}\n: 1\n" if explicit else f"{key}: 1\n")
     assert yaml.safe_load(text) == {key: 1}
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd to count descriptors")
+def test_fsync_dir_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """Every commit syncs its directory: a descriptor leaked per call would exhaust a long-lived process."""
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        files.fsync_dir(tmp_path)
+    assert sorted(os.listdir("/proc/self/fd")) == before
