@@ -279,3 +279,37 @@ def test_the_direct_proof_reports_a_library_that_does_not_load(tmp_path: Path, e
     op.file.write_bytes(b"not an ELF file")
     rows = direct(site, "fused_adam")["ops"]
     assert isinstance(rows, list) and rows[0]["ok"] is False and str(rows[0]["error"]).startswith("ImportError: ")
+
+
+BUILDERS_ONLY = """
+import importlib.util, json, sys
+sys.path.insert(0, sys.argv[1])
+spec = importlib.util.spec_from_file_location("op_runner", sys.argv[2])
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+version = runner._builders_only()
+import deepspeed
+import deepspeed.ops.op_builder as op_builder
+print(json.dumps({"version": version, "package": deepspeed.__version__, "accelerator": op_builder.ACCELERATOR}))
+"""
+
+
+def test_the_builds_import_deepspeeds_builders_without_its_package_init(tmp_path: Path) -> None:
+    """The hook's build processes import deepspeed.ops.op_builder and deepspeed.accelerator, not DeepSpeed's
+    package init (which imports transformers and torch._dynamo: ~10 s on the GPU machine's image)."""
+    site = make_site(tmp_path, version_txt=False)
+    ds = site / "deepspeed"
+    (ds / "__init__.py").write_text("raise ImportError('DeepSpeed\\'s package init ran')\n")
+    (ds / "ops" / "__init__.py").write_text("raise ImportError('deepspeed.ops\\' init ran')\n")
+    (ds / "ops" / "op_builder").mkdir()
+    (ds / "ops" / "op_builder" / "__init__.py").write_text("from deepspeed.accelerator import NAME as ACCELERATOR\n")
+    (ds / "accelerator").mkdir()
+    (ds / "accelerator" / "__init__.py").write_text("NAME = 'cuda'\n")
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", BUILDERS_ONLY, str(site), str(build.RUNNER)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"version": "0.19.8", "package": "0.19.8", "accelerator": "cuda"}

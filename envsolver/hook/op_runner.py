@@ -206,12 +206,36 @@ def _without_debug(args: list[str]) -> list[str]:
     return [arg for arg in args if arg != "-g"]
 
 
+def _builders_only() -> str:
+    """DeepSpeed's builders without DeepSpeed's package init: `deepspeed` and `deepspeed.ops` go into sys.modules
+    as bare packages over their real directories, so `deepspeed.ops.op_builder` and `deepspeed.accelerator` import
+    only themselves and torch, as DeepSpeed's own setup.py imports its op_builder to build ops at install time.
+    DeepSpeed's package init imports most of DeepSpeed, and with it transformers and torch._dynamo: ~10 s on the
+    GPU machine's image, before a build could start. Only this build process sees the bare packages; the proof
+    imports DeepSpeed whole. Returns DeepSpeed's version, as its git_version_info reads it."""
+    import types
+
+    base = _package_dir("deepspeed")
+    version = _deepspeed_version()
+    if base is None or version is None:
+        raise RuntimeError("DeepSpeed is not installed in this python")
+    for name, path in (("deepspeed", base), ("deepspeed.ops", os.path.join(base, "ops"))):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            package.__file__ = os.path.join(path, "__init__.py")
+            sys.modules[name] = package
+    setattr(sys.modules["deepspeed"], "__version__", version)  # noqa: B010
+    return version
+
+
 def build_installable(op: str) -> dict[str, Any]:
     """Build OP under the name of DeepSpeed's module for it (deepspeed.ops.adam.fused_adam_op: the library's
     init function is PyInit_fused_adam_op, as a DS_BUILD_OPS install makes it) with DeepSpeed's own flags less -g,
     through DeepSpeed's own jit_load (its flags, arch list and CPU probing), into TORCH_EXTENSIONS_DIR."""
-    import deepspeed  # type: ignore[import-not-found,unused-ignore]
     import torch  # type: ignore[import-not-found,unused-ignore]
+
+    version = _builders_only()
 
     op_builder = builder(op)
     module_name = op_builder.absolute_name()
@@ -231,7 +255,7 @@ def build_installable(op: str) -> dict[str, Any]:
         "file": getattr(module, "__file__", None),
         "module": module_name,
         "accelerator": get_accelerator()._name,
-        "deepspeed": deepspeed.__version__,
+        "deepspeed": version,
         "torch": torch.__version__,
         "torch_info": {
             "version": ".".join(torch.__version__.split(".")[:2]),
