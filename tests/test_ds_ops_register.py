@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 from pathlib import Path
 
 import pytest
@@ -314,86 +313,3 @@ def test_the_builds_import_deepspeeds_builders_without_its_package_init(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"version": "0.19.8", "package": "0.19.8", "accelerator": "cuda"}
-
-
-STAND_IN_BUILDERS = """
-import importlib
-
-
-class FusedAdamBuilder:  # DeepSpeed's load(): an installed op is imported at once, anything else JIT-built
-    def load(self, verbose=False):
-        from deepspeed.git_version_info import installed_ops
-        if installed_ops.get("fused_adam"):
-            return importlib.import_module("deepspeed.ops.adam.fused_adam_op")
-        raise RuntimeError("DeepSpeed would JIT-build fused_adam")
-"""
-GATED = """
-import runpy, site, sys
-site.addsitedir(sys.argv[1])
-sys.argv = [sys.argv[2], "registered", "--wait-for", sys.argv[3]]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def gated_site(tmp_path: Path) -> tuple[Path, Path]:
-    """A stand-in DeepSpeed whose import leaves a marker, and whose builder loads as DeepSpeed's load() does."""
-    site = make_site(tmp_path)
-    marker = tmp_path / "deepspeed-imported"
-    ds = site / "deepspeed"
-    (ds / "__init__.py").write_text(
-        f"import torch\nfrom .git_version_info import version as __version__\nopen({str(marker)!r}, 'w').close()\n"
-    )
-    (ds / "ops" / "op_builder").mkdir()
-    (ds / "ops" / "op_builder" / "__init__.py").write_text(STAND_IN_BUILDERS)
-    return site, marker
-
-
-def start_gated(site: Path, gate: Path) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-S", "-c", GATED, str(site), str(build.RUNNER), str(gate)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_until(path: Path, process: subprocess.Popen[str]) -> None:
-    for _ in range(1000):
-        if path.exists() or process.poll() is not None:
-            break
-        time.sleep(0.01)
-    assert path.exists(), process.communicate()
-
-
-def test_the_proof_started_before_registration_loads_what_was_registered_after(tmp_path: Path, extension: Path) -> None:
-    """The hook starts the proof's process before the builds; DeepSpeed read its installed ops at import, before
-    the ops were registered. Once the gate is written, its version info is read again and DeepSpeed's load()
-    imports the registered library (without the new read, the stand-in's load() would JIT-build)."""
-    site, marker = gated_site(tmp_path)
-    gate = tmp_path / "gate.json"
-    process = start_gated(site, gate)
-    wait_until(marker, process)  # DeepSpeed is imported, nothing registered yet
-    op = registered_op(extension, tmp_path)
-    register.write(site, [op], BUILT)
-    gate.write_text(json.dumps({"ops": ["fused_adam"], "adam_check": False}))
-    out, err = process.communicate(timeout=60)
-    doc = json.loads(out.strip().splitlines()[-1])
-    assert process.returncode == 0, err
-    assert doc["ops"][0]["ok"] and doc["ops"][0]["file"] == str(op.file) and "adam_check" not in doc
-
-
-@pytest.mark.parametrize(
-    ("gate", "expected"),
-    [
-        ('{"ops": []}', {"ops": [], "ok": True}),  # nothing to prove (every build failed): stop at once
-        (
-            '{"ops": ["rm -rf /"]}',
-            {"ok": False, "error": "the hook did not ask for a proof (no gate, or not one it writes)"},
-        ),
-        ("[]", {"ok": False, "error": "the hook did not ask for a proof (no gate, or not one it writes)"}),
-    ],
-)
-def test_the_gated_proof_takes_only_a_gate_the_hook_writes(tmp_path: Path, gate: str, expected: object) -> None:
-    site, marker = gated_site(tmp_path)
-    path = tmp_path / "gate.json"
-    process = start_gated(site, path)
-    wait_until(marker, process)
-    path.write_text(gate)
-    out, _ = process.communicate(timeout=60)
-    assert json.loads(out.strip().splitlines()[-1]) == expected

@@ -21,7 +21,6 @@ from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.verify import checks
 from envsolver.verify.checks import Check
 from tests.conftest import DATA
-from tests.test_hook_ops import wait_for_gate
 
 # The headers the hook's pre-flight looks for: every fake prefix below has them unless a test removes some.
 HEADERS = tuple(h.header for h in default_kb().op_headers)
@@ -410,9 +409,6 @@ def _fake_ops_runner(
             if mode == "registered":
                 doc = register.read(site) or {"ops": {}}
                 names = [a for a in argv[3:] if not a.startswith("--")]
-                if op == "--wait-for":  # started before the builds: the gate names the ops once registered
-                    names = wait_for_gate(Path(argv[4]))["ops"]  # type: ignore[assignment]
-                    doc = register.read(site) or {"ops": {}}
                 rows = [{"op": o, "ok": True, "file": doc["ops"][o]["file"], "load_seconds": 0.01} for o in names]
                 return 0, json.dumps({"ops": rows})
             if mode == "load":
@@ -548,8 +544,7 @@ def test_a_second_env_whose_ops_are_all_cached_starts_no_torch_before_the_proof(
     assert first.ok and first.ops[0].source == "built" and logs[0].exists()
     assert second.ok and second.ops[0].source == "cache" and second.findings == []
     # no install, no pre-flight probe; the proof imports the cached library from the registry, not via DeepSpeed
-    # (the first run's proof process starts before its build, in another thread: order between them is free)
-    assert sorted(modes[0]) == ["install fused_adam", "key", "registered --wait-for"]
+    assert modes[0] == ["key", "install fused_adam", "registered fused_adam"]
     assert modes[1] == ["key", "registered --direct"]
     assert not logs[1].exists()  # torch was not started by envsolver (the fake proof does not import it)
     assert second.arch_list == first.arch_list == "9.0+PTX"  # the list the cached ops were built for

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,7 +46,6 @@ class FakePython:
         self.calls: list[list[str]] = []
         self.loaded_from: dict[str, str] = {}  # op -> a file DeepSpeed should claim to load instead
         self.direct_error = ""  # what `registered --direct` refuses the whole registry with
-        self.gated: list[str] = []  # the ops the gate of the proof started before the builds named
 
     def __call__(self, argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
         self.calls.append(argv)
@@ -83,12 +81,9 @@ class FakePython:
         if mode == "registered" and argv[3] == "--direct" and self.direct_error:
             return 1, json.dumps({"ok": False, "error": self.direct_error})
         if mode == "registered":
-            names = [a for a in argv[3:] if not a.startswith("--")]
-            if argv[3] == "--wait-for":  # started before the builds: wait for the gate, as op_runner.py does
-                names = self.gated = wait_for_gate(Path(argv[4]))["ops"]
             doc = register.read(self.site) or {"ops": {}}
             rows = []
-            for op in names:
+            for op in [a for a in argv[3:] if not a.startswith("--")]:
                 entry = doc["ops"].get(op)
                 file = self.loaded_from.get(op) or (entry["file"] if entry else f"/jit/{op}.so")
                 rows.append({"op": op, "ok": True, "file": file, "load_seconds": 0.002})
@@ -96,23 +91,7 @@ class FakePython:
         raise AssertionError(f"unexpected command {argv}")
 
     def modes(self) -> list[str]:
-        """Each op_runner.py call; the gated proof with the ops its gate named."""
-        return [
-            "registered --wait-for GATE " + " ".join(self.gated)
-            if c[2:4] == ["registered", "--wait-for"]
-            else " ".join(c[2:])
-            for c in self.calls
-            if not c[0].endswith("cuobjdump")
-        ]
-
-
-def wait_for_gate(gate: Path) -> dict[str, object]:
-    """What op_runner.py's `registered --wait-for` reads: the gate the hook writes once the ops are registered."""
-    for _ in range(1000):
-        if gate.exists():
-            return json.loads(gate.read_text())  # type: ignore[no-any-return]
-        time.sleep(0.01)
-    raise AssertionError(f"the hook never wrote {gate}")
+        return [" ".join(c[2:]) for c in self.calls if not c[0].endswith("cuobjdump")]
 
 
 OPS = ("fused_adam", "cpu_adam", "fused_lamb")
@@ -154,7 +133,7 @@ def test_a_cold_run_builds_registers_proves_and_fills_the_cache(tmp_path: Path, 
     got = provide(prefix, python, tmp_path / "cache")
     assert [(r.op, r.ok, r.source) for r in got.results] == [(op, True, "built") for op in OPS]
     assert sorted(python.modes()) == sorted(
-        ["key", *(f"install {op}" for op in OPS), "registered --wait-for GATE fused_adam cpu_adam fused_lamb"]
+        ["key", *(f"install {op}" for op in OPS), "registered fused_adam cpu_adam fused_lamb"]
     )
     doc = register.read(python.site)
     assert doc is not None and sorted(doc["ops"]) == sorted(OPS)
@@ -197,14 +176,7 @@ def test_a_partly_cached_run_proves_every_op_through_deepspeed(tmp_path: Path, e
         ("cpu_adam", "cache"),
         ("fused_lamb", "built"),
     ]
-    # the proof's process starts before the build (it imports DeepSpeed meanwhile) and proves all three after
-    # (in two threads: their order is free)
-    assert sorted(python_b.modes()) == [
-        "install fused_lamb",
-        "key",
-        "registered --wait-for GATE fused_adam cpu_adam fused_lamb",
-    ]
-    assert got.notes == [] and not list((tmp_path / "env-b" / "lib" / "envsolver-ops").glob(".proof-gate*"))
+    assert python_b.modes()[-1] == "registered fused_adam cpu_adam fused_lamb" and got.notes == []
 
 
 def test_a_registry_the_direct_proof_refuses_fails_every_cached_op(

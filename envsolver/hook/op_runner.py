@@ -12,11 +12,6 @@ Standard library plus torch and deepspeed only; prints one JSON line. Usage:
                                         # load each OP through DeepSpeed's own load() (registered ops import at
                                         # once): the library it loaded and the time, in one process; with
                                         # --adam-check, then FusedAdam against torch's AdamW on the GPU
-    python op_runner.py registered --wait-for GATE
-                                        # `import torch, deepspeed` at once (while the hook builds), then wait for
-                                        # GATE, a JSON file {"ops": [...], "adam_check": bool} the hook writes once
-                                        # the ops are registered; DeepSpeed's version info is then read again (as a
-                                        # new process would read it) and each op is loaded as `registered` does
     python op_runner.py registered --direct OP..
                                         # import each OP's module from the registry as DeepSpeed's load() imports
                                         # a registered op, after `import torch` only (DeepSpeed's own import
@@ -301,53 +296,6 @@ def registered(ops: list[str]) -> dict[str, Any]:
     return {"ops": rows}
 
 
-def wait_for(gate: str, timeout: float = 3600.0) -> dict[str, Any] | None:
-    """The gate the hook writes (atomically) once the ops are registered: {"ops": [...], "adam_check": bool}.
-    None when it is not that, when the hook is gone (this process was handed to another parent), or at timeout."""
-    parent = os.getppid()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(gate, encoding="utf-8") as handle:
-                doc = json.load(handle)
-        except FileNotFoundError:
-            if os.getppid() != parent:
-                return None
-            time.sleep(0.02)
-            continue
-        except (OSError, ValueError):
-            return None
-        ops = doc.get("ops") if isinstance(doc, dict) else None
-        if not isinstance(ops, list) or not all(isinstance(op, str) and op in BUILDERS for op in ops):
-            return None
-        return {"ops": ops, "adam_check": doc.get("adam_check") is True}
-    return None
-
-
-def registered_after_gate(gate: str) -> dict[str, Any]:
-    """`registered` for the ops the gate names, in a process that imported torch and DeepSpeed before they were
-    registered: DeepSpeed read its installed ops at import, so its version info is read again first (the
-    registry's finder serves it anew), exactly as `import deepspeed` in a new process reads it."""
-    import importlib
-
-    import deepspeed  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-    import deepspeed.git_version_info as info  # type: ignore[import-not-found,unused-ignore]
-    import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-
-    asked = wait_for(gate)
-    if asked is None:
-        return {"ok": False, "error": "the hook did not ask for a proof (no gate, or not one it writes)"}
-    sys.modules.pop("deepspeed.git_version_info_installed", None)
-    importlib.reload(info)
-    result = registered(asked["ops"])
-    if asked["adam_check"]:
-        try:
-            result["adam_check"] = adam_check()
-        except Exception as exc:  # the check's failure is its own result, not the loads'
-            result["adam_check"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    return result
-
-
 def registered_direct(ops: list[str]) -> dict[str, Any]:
     """Each op's module imported from the registry the way the registry's finder serves it to DeepSpeed, in this
     one process after `import torch` (the libraries link against it), without importing DeepSpeed."""
@@ -420,8 +368,6 @@ def main(argv: list[str]) -> int:
             result = build(argv[1], jit=True)
         elif argv[0] == "install":
             result = build_installable(argv[1])
-        elif argv[0] == "registered" and argv[1:2] == ["--wait-for"]:
-            result = registered_after_gate(argv[2])
         elif argv[0] == "registered" and argv[1:2] == ["--direct"]:
             result = registered_direct(argv[2:])
         elif argv[0] == "registered":

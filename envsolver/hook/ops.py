@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,147 +250,88 @@ def provide(
             progress(f"from the op cache: {', '.join(sorted(hits))}")
     # 2. the rest is built
     todo = [op for op in ops if op not in hits]
-    site = site_in_prefix(prefix, facts) if facts else None
-    # the proof's process imports torch and DeepSpeed (seconds) while the ops build, then waits for them
-    gate = prefix / OPS_DIR / f".proof-gate-{os.getpid()}.json"
-    with (
-        _EarlyProof.start(gate, python, env, build_runner or runner)
-        if todo and site is not None
-        else _NO_PROOF as early
-    ):
-        built = _build(python, todo, env, jobs, progress, build_runner or runner) if todo else {}
-        # 3. into the prefix
-        libraries: dict[str, Library] = {}
-        results: dict[str, OpResult] = {}
-        meta: dict[str, object] = {}
-        fresh: dict[str, opcache.Entry] = {}
-        for op in ops:
-            key = keys[op]
-            if op in hits:
-                entry, source = hits[op], "cache"
-            else:
-                doc = built[op]
-                if not doc.get("ok"):
-                    results[op] = OpResult(op, False, None, None, str(doc.get("error") or "build failed"))
-                    continue
-                source_file = Path(str(doc["file"]))
-                entry = opcache.Entry(
-                    key or "",
-                    op,
-                    str(doc["module"]),
-                    source_file,
-                    opcache.sha256_file(source_file),
-                    {
-                        **{k: doc[k] for k in ("deepspeed", "torch", "torch_info", "accelerator") if k in doc},
-                        "arch_list": arch_list,
-                    },
-                )
-                fresh[op], source = entry, "built"
-            meta = meta or dict(entry.meta)
-            name = entry.module.rsplit(".", 1)[1] + ".so"
-            destination = prefix / OPS_DIR / (key or f"unkeyed-{op}") / name
-            opcache.install(entry, destination)
-            libraries[op] = Library(op, key, entry.module, destination, entry.sha256)
-            seconds = built.get(op, {}).get("seconds")
-            results[op] = OpResult(
+    built = _build(python, todo, env, jobs, progress, build_runner or runner) if todo else {}
+    # 3. into the prefix
+    libraries: dict[str, Library] = {}
+    results: dict[str, OpResult] = {}
+    meta: dict[str, object] = {}
+    fresh: dict[str, opcache.Entry] = {}
+    for op in ops:
+        key = keys[op]
+        if op in hits:
+            entry, source = hits[op], "cache"
+        else:
+            doc = built[op]
+            if not doc.get("ok"):
+                results[op] = OpResult(op, False, None, None, str(doc.get("error") or "build failed"))
+                continue
+            source_file = Path(str(doc["file"]))
+            entry = opcache.Entry(
+                key or "",
                 op,
-                True,
-                float(seconds) if isinstance(seconds, (int, float)) else None,
-                str(destination),
-                None,
-                source=source,
+                str(doc["module"]),
+                source_file,
+                opcache.sha256_file(source_file),
+                {
+                    **{k: doc[k] for k in ("deepspeed", "torch", "torch_info", "accelerator") if k in doc},
+                    "arch_list": arch_list,
+                },
             )
-        # 4. registered with DeepSpeed, then proven through DeepSpeed's own load()
-        registered = bool(libraries) and site is not None
-        if site is None:
-            notes.append("the env's site-packages is not inside the prefix: ops are not registered with DeepSpeed")
-        if registered and site is not None:
-            _register(site, libraries.values(), meta)
-            # every op-cache entry was proven through DeepSpeed's load() when it was stored under this same key
-            # (DeepSpeed's op_builder tree, torch, python...): ops all from the cache are proven by importing them
-            # as the registry serves them, in a process that starts torch but not DeepSpeed (whose import costs
-            # seconds); a fresh build, or the GPU check (which runs FusedAdam), goes through DeepSpeed itself
-            direct = early is None and not fresh and not gpu_check
-            how = (
-                "imported from the registry after `import torch`, in a new process"
-                if direct
-                else "DeepSpeed's load(), in the process started with the builds"
-                if early
-                else "DeepSpeed's load(), in a new process"
-            )
-            progress(f"proving the ops (cuobjdump, {how})")
-            results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check, direct, early)
-            if direct:
-                notes.append(
-                    "the ops from the op cache were proven by importing each from the registry in a new process "
-                    "(torch, not DeepSpeed); each entry was proven through DeepSpeed's load() when it was stored"
-                )
-            bad = [op for op, r in results.items() if op in libraries and not r.ok]
-            for op in bad:
-                del libraries[op]
-            if bad:
-                _register(site, libraries.values(), meta)
-        # 5. proven fresh builds go to the cache
-        if cache is not None:
-            for op, entry in fresh.items():
-                if op in libraries and entry.key:
-                    try:
-                        opcache.store(cache, entry.key, op, entry.module, entry.library, entry.meta)
-                    except OSError as exc:
-                        notes.append(f"could not store {op} in the op cache {cache}: {exc.strerror or exc}")
-        kept = tuple(sorted(libraries.values(), key=lambda lib: lib.op))
-        state = State(requested, arch_list, platform, kept, meta, toolkit) if registered else None
-        if state is not None:
-            save_state(prefix, state)
-            _remove_stale(prefix, {lib.file.parent for lib in libraries.values()})
-        check_doc = check if registered and gpu_check and "fused_adam" in libraries else None
-        return Provided([results[op] for op in ops], state, registered, notes, check_doc)
-
-
-class _EarlyProof:
-    """The proof's process, started before the builds (`op_runner.py registered --wait-for GATE`): it imports torch
-    and DeepSpeed while they run, then proves the ops the gate file names, written once they are registered. The
-    gate is in the prefix, written whole (renamed into place); leaving the `with` block always releases the
-    process (an empty gate) and waits for it, so none is left behind."""
-
-    def __init__(self, gate: Path, future: Future[tuple[int, str]] | None, pool: ThreadPoolExecutor | None) -> None:
-        self.gate, self.future, self.pool = gate, future, pool
-
-    @classmethod
-    def start(cls, gate: Path, python: Path, env: Mapping[str, str], runner: Runner) -> _EarlyProof:
-        gate.parent.mkdir(parents=True, exist_ok=True)
-        gate.unlink(missing_ok=True)
-        pool = ThreadPoolExecutor(max_workers=1)
-        return cls(
-            gate, pool.submit(runner, [str(python), str(RUNNER), "registered", "--wait-for", str(gate)], env), pool
+            fresh[op], source = entry, "built"
+        meta = meta or dict(entry.meta)
+        name = entry.module.rsplit(".", 1)[1] + ".so"
+        destination = prefix / OPS_DIR / (key or f"unkeyed-{op}") / name
+        opcache.install(entry, destination)
+        libraries[op] = Library(op, key, entry.module, destination, entry.sha256)
+        seconds = built.get(op, {}).get("seconds")
+        results[op] = OpResult(
+            op,
+            True,
+            float(seconds) if isinstance(seconds, (int, float)) else None,
+            str(destination),
+            None,
+            source=source,
         )
-
-    def finish(self, ops: list[str], adam_check: bool) -> tuple[int, str]:
-        assert self.future is not None
-        self._open({"ops": ops, "adam_check": adam_check})
-        return self.future.result()
-
-    def _open(self, doc: Mapping[str, object]) -> None:
-        if not self.gate.exists():
-            partial = self.gate.with_name(self.gate.name + ".part")
-            partial.write_text(json.dumps(doc), encoding="utf-8")
-            os.replace(partial, self.gate)
-
-    def __enter__(self) -> _EarlyProof | None:
-        return self if self.future is not None else None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.future is None or self.pool is None:
-            return
-        try:
-            self._open({"ops": []})  # a process still waiting (no op to prove, or an error above) stops at once
-            self.future.result()
-        finally:
-            self.pool.shutdown(wait=True)
-            self.gate.unlink(missing_ok=True)
-
-
-_NO_PROOF = _EarlyProof(Path(), None, None)
+    # 4. registered with DeepSpeed, then proven through DeepSpeed's own load()
+    site = site_in_prefix(prefix, facts) if facts else None
+    registered = bool(libraries) and site is not None
+    if site is None:
+        notes.append("the env's site-packages is not inside the prefix: ops are not registered with DeepSpeed")
+    if registered and site is not None:
+        _register(site, libraries.values(), meta)
+        # every op-cache entry was proven through DeepSpeed's load() when it was stored under this same key
+        # (DeepSpeed's op_builder tree, torch, python...): ops all from the cache are proven by importing them
+        # as the registry serves them, in a process that starts torch but not DeepSpeed (whose import costs
+        # seconds); a fresh build, or the GPU check (which runs FusedAdam), goes through DeepSpeed itself
+        direct = not fresh and not gpu_check
+        how = "imported from the registry after `import torch`" if direct else "DeepSpeed's load()"
+        progress(f"proving the ops (cuobjdump, {how} in a new process)")
+        results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check, direct)
+        if direct:
+            notes.append(
+                "the ops from the op cache were proven by importing each from the registry in a new process "
+                "(torch, not DeepSpeed); each entry was proven through DeepSpeed's load() when it was stored"
+            )
+        bad = [op for op, r in results.items() if op in libraries and not r.ok]
+        for op in bad:
+            del libraries[op]
+        if bad:
+            _register(site, libraries.values(), meta)
+    # 5. proven fresh builds go to the cache
+    if cache is not None:
+        for op, entry in fresh.items():
+            if op in libraries and entry.key:
+                try:
+                    opcache.store(cache, entry.key, op, entry.module, entry.library, entry.meta)
+                except OSError as exc:
+                    notes.append(f"could not store {op} in the op cache {cache}: {exc.strerror or exc}")
+    kept = tuple(sorted(libraries.values(), key=lambda lib: lib.op))
+    state = State(requested, arch_list, platform, kept, meta, toolkit) if registered else None
+    if state is not None:
+        save_state(prefix, state)
+        _remove_stale(prefix, {lib.file.parent for lib in libraries.values()})
+    check_doc = check if registered and gpu_check and "fused_adam" in libraries else None
+    return Provided([results[op] for op in ops], state, registered, notes, check_doc)
 
 
 def _prove(
@@ -403,17 +344,12 @@ def _prove(
     runner: Runner,
     gpu_check: bool = False,
     direct: bool = False,
-    early: _EarlyProof | None = None,
 ) -> tuple[dict[str, OpResult], dict[str, object] | None]:
     """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library;
     with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both);
     `direct`: each library imported as the registry serves it, without DeepSpeed (op_runner.py)."""
-    adam = gpu_check and "fused_adam" in libraries
-    if early is not None:
-        _, out = early.finish(list(libraries), adam)
-    else:
-        flags = ["--direct"] if direct else ["--adam-check"] if adam else []
-        _, out = runner([str(python), str(RUNNER), "registered", *flags, *libraries], env)
+    flags = ["--direct"] if direct else ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
+    _, out = runner([str(python), str(RUNNER), "registered", *flags, *libraries], env)
     doc = _json_line(out)
     check = doc.get("adam_check")
     rows = doc.get("ops")
