@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from envsolver import dirlock
 from envsolver.errors import BadInputError
 from envsolver.writers import fileset
 from envsolver.writers.files import Outcome, stamp
@@ -230,3 +232,110 @@ def test_parse_journal_says_what_is_wrong(text: str, why: str) -> None:
     with pytest.raises(ValueError) as info:
         fileset.parse_journal(text)
     assert str(info.value) == why
+
+
+def _lock_fails(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    """The directory lock cannot be created (a read-only file system, EROFS; a full disk, ENOSPC): as root here,
+    permissions cannot refuse it, so the lock's creation is made to fail with that error."""
+
+    def refuse(path: Path, *args: object, **kwargs: object) -> None:
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(dirlock, "acquire", refuse)
+
+
+def test_an_up_to_date_set_on_a_read_only_file_system_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit(tmp_path, OLD)
+    _lock_fails(monkeypatch, errno.EROFS)
+    assert commit(tmp_path, OLD) == {tmp_path / name: Outcome.UNCHANGED for name in OLD}
+
+
+@pytest.mark.parametrize(
+    ("code", "setup"),
+    [
+        (errno.EROFS, "changed"),  # something to write
+        (errno.EROFS, "edited"),  # a member edited by hand: refused as unwritable, not a traceback
+        (errno.EROFS, "journal"),  # an interrupted commit to finish first
+        (errno.ENOSPC, "same"),  # not a read-only refusal: the set being current does not excuse it
+    ],
+)
+def test_a_directory_that_cannot_be_locked_is_named_with_a_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, setup: str
+) -> None:
+    commit(tmp_path, OLD)
+    if setup == "edited":
+        (tmp_path / "environment.yml").write_text("name: mine\n")
+    if setup == "journal":
+        (tmp_path / fileset.JOURNAL).write_text(fileset.journal_text(("environment.yml",)))
+    before = contents(tmp_path)
+    _lock_fails(monkeypatch, code)
+    with pytest.raises(BadInputError) as info:
+        commit(tmp_path, NEW if setup == "changed" else OLD)
+    assert str(info.value).startswith(f"cannot write to {str(tmp_path)!r}: ")
+    assert "nothing was written" in str(info.value) and contents(tmp_path) == before
+
+
+def test_repair_names_a_directory_it_cannot_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _lock_fails(monkeypatch, errno.EROFS)
+    with pytest.raises(BadInputError, match=r"^cannot write to .*nothing was written"):
+        fileset.repair(tmp_path, COMMAND)
+
+
+def test_repair_waits_for_another_writer_then_says_so(tmp_path: Path) -> None:
+    fd = _hold(tmp_path / fileset.LOCK)
+    try:
+        with pytest.raises(BadInputError) as info:
+            fileset.repair(tmp_path, COMMAND, wait_s=0.2)
+    finally:
+        os.close(fd)
+    assert str(info.value) == (
+        f"another envsolver is still writing to {str(tmp_path)!r} after 0.2 s; nothing was repaired. "
+        "Run this again when it has finished."
+    )
+
+
+def test_changes_in_a_directory_that_cannot_be_listed_names_it(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match=r"^cannot write to .*missing"):
+        fileset._changes(tmp_path / "missing", stamped(OLD), False, COMMAND)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_hand_edits_are_named_in_one_sentence(tmp_path: Path, count: int) -> None:
+    commit(tmp_path, OLD)
+    edited = sorted(OLD)[:count]
+    for name in edited:
+        (tmp_path / name).write_text("mine\n")
+    with pytest.raises(BadInputError) as info:
+        commit(tmp_path, NEW)
+    names = ", ".join(repr(str(tmp_path / name)) for name in edited)
+    verb, them = ("was", "it") if count == 1 else ("were", "them")
+    assert str(info.value) == (
+        f"{names} {verb} edited by hand (or not written by envsolver); nothing was written. Move your changes "
+        f"elsewhere, or pass --force to overwrite {them}."
+    )
+
+
+def test_signals_are_blocked_in_a_thread_that_is_not_the_main_one() -> None:
+    """Python sets handlers only in the main thread: elsewhere the thread's signal mask holds them."""
+    import signal
+
+    seen: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            with fileset.signals_held():
+                seen["inside"] = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            seen["after"] = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            seen["before"] = before
+        except Exception as exc:  # a failure here must fail the test, not vanish with the thread
+            seen["error"] = exc
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert "error" not in seen, seen
+    assert set(seen["inside"]) >= fileset.HELD  # type: ignore[call-overload]
+    assert seen["after"] == seen["before"]
