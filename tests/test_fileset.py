@@ -339,3 +339,26 @@ def test_signals_are_blocked_in_a_thread_that_is_not_the_main_one() -> None:
     assert "error" not in seen, seen
     assert set(seen["inside"]) >= fileset.HELD  # type: ignore[call-overload]
     assert seen["after"] == seen["before"]
+
+
+def test_each_step_of_a_commit_is_made_durable_before_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The directory is synced after the temporaries and the new journal are written, again once the journal is
+    in place (the commit point), and after the renames: a crash between any two steps leaves a state the next
+    run repairs. What the directory held at each sync, in order:"""
+    commit(tmp_path, OLD)
+    seen: list[list[str]] = []
+    real = fileset.files.fsync_dir
+
+    def record(directory: Path) -> None:
+        seen.append(sorted(p.name for p in directory.iterdir() if p.name != fileset.LOCK))
+        real(directory)
+
+    monkeypatch.setattr(fileset.files, "fsync_dir", record)
+    commit(tmp_path, {**OLD, "environment.yml": "# new\nname: new\n"})
+    temp = fileset.temp_name("environment.yml")
+    assert seen[:2] == [
+        sorted([*OLD, temp, fileset.JOURNAL_NEW]),  # temporaries and the new journal written
+        sorted([*OLD, temp, fileset.JOURNAL]),  # the journal renamed into place: committed
+    ]
+    assert seen[2:] == [sorted([*OLD, fileset.JOURNAL]), sorted(OLD)]  # renamed onto the members; journal gone
+    assert contents(tmp_path)["environment.yml"] == stamp("# new\nname: new\n")
