@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from envsolver import dirlock
 from envsolver.errors import BadInputError
-from envsolver.writers import fileset
+from envsolver.writers import files, fileset
 from envsolver.writers.files import Outcome, stamp
 
 COMMAND = "envsolver make --gpu a100"
@@ -347,7 +347,7 @@ def test_each_step_of_a_commit_is_made_durable_before_the_next(tmp_path: Path, m
     run repairs. What the directory held at each sync, in order:"""
     commit(tmp_path, OLD)
     seen: list[list[str]] = []
-    real = fileset.files.fsync_dir
+    real = files.fsync_dir
 
     def record(directory: Path) -> None:
         seen.append(sorted(p.name for p in directory.iterdir() if p.name != fileset.LOCK))
@@ -362,3 +362,47 @@ def test_each_step_of_a_commit_is_made_durable_before_the_next(tmp_path: Path, m
     ]
     assert seen[2:] == [sorted([*OLD, fileset.JOURNAL]), sorted(OLD)]  # renamed onto the members; journal gone
     assert contents(tmp_path)["environment.yml"] == stamp("# new\nname: new\n")
+
+
+def test_a_commit_that_cannot_write_its_journal_leaves_the_set_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit(tmp_path, OLD)
+    before = contents(tmp_path)
+    real = files.write_new
+
+    def full_disk(path: Path, text: str) -> None:
+        if path.name == fileset.JOURNAL_NEW:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, text)
+
+    monkeypatch.setattr(fileset.files, "write_new", full_disk)
+    with pytest.raises(BadInputError) as info:
+        commit(tmp_path, NEW)
+    assert str(info.value).startswith(f"cannot write to {str(tmp_path)!r}: no space is left on the device; ")
+    assert contents(tmp_path) == before  # no temporary, no journal left behind
+
+
+def test_a_commit_stopped_between_renames_says_the_next_run_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit(tmp_path, OLD)
+    real = os.replace
+
+    def failing(src: object, dst: object) -> None:
+        if Path(str(dst)).name == "conda-lock.yml":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
+        real(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(BadInputError) as info:
+        commit(tmp_path, NEW)
+    monkeypatch.undo()
+    assert str(info.value).startswith(f"writing the files in {str(tmp_path)!r} stopped halfway (")
+    assert str(info.value).endswith(
+        f"the journal {str(tmp_path / fileset.JOURNAL)!r} keeps the rest. Fix the cause, then run the same "
+        "envsolver make again: it completes the set first."
+    )
+    assert (tmp_path / fileset.JOURNAL).exists()
+    fileset.repair(tmp_path, COMMAND)  # what the next run does first
+    assert contents(tmp_path) == stamped(NEW)
