@@ -353,7 +353,7 @@ def test_each_step_of_a_commit_is_made_durable_before_the_next(tmp_path: Path, m
         seen.append(sorted(p.name for p in directory.iterdir() if p.name != fileset.LOCK))
         real(directory)
 
-    monkeypatch.setattr(fileset.files, "fsync_dir", record)
+    monkeypatch.setattr(files, "fsync_dir", record)
     commit(tmp_path, {**OLD, "environment.yml": "# new\nname: new\n"})
     temp = fileset.temp_name("environment.yml")
     assert seen[:2] == [
@@ -376,7 +376,7 @@ def test_a_commit_that_cannot_write_its_journal_leaves_the_set_as_it_was(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         real(path, text)
 
-    monkeypatch.setattr(fileset.files, "write_new", full_disk)
+    monkeypatch.setattr(files, "write_new", full_disk)
     with pytest.raises(BadInputError) as info:
         commit(tmp_path, NEW)
     assert str(info.value).startswith(f"cannot write to {str(tmp_path)!r}: no space is left on the device; ")
