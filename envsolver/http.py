@@ -37,6 +37,8 @@ CHUNK = 1 << 18  # read1 returns what has arrived, up to this; a cancel is seen 
 TIMEOUT_S = 60.0
 SCHEMES = ("http", "https", "file")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_CONTENT_RANGE = re.compile(r"bytes +([0-9]{1,18})-[0-9]{1,18}/(?:[0-9]{1,18}|\*)")
+_NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() takes '²', which int() refuses
 _MIRROR = re.compile(r"(?P<old>.+?)=(?P<new>[A-Za-z][A-Za-z0-9+.\-]*://.*)", re.DOTALL)
 AUTH_FIX = (
     "If the server needs credentials, put them in the URL (https://USER:TOKEN@host/...), or in a netrc file "
@@ -228,7 +230,7 @@ def _attempt(
                 f"cannot fetch {shown!r}: HTTP {exc.code} {redact_text(str(exc.reason))}",
                 "The server is busy or failing: run the same command again later, or use another mirror with "
                 "--mirror FROM=TO.",
-                _retry_after(exc.headers.get("Retry-After")),
+                retry_after(exc.headers.get("Retry-After")),
             ) from None
         if exc.code == 416 and have:  # the bytes held are not a prefix the server knows: start again
             target.open("wb").close()
@@ -249,38 +251,43 @@ def _attempt(
 
 
 def _range_start(response: http.client.HTTPResponse) -> int | None:
-    """The first byte of a 206's Content-Range (`bytes 100-199/200` -> 100), or None."""
-    match = re.fullmatch(r"bytes\s+(\d+)-\d+/(?:\d+|\*)", response.headers.get("Content-Range", "").strip())
+    return range_start(response.headers.get("Content-Range", ""))
+
+
+def range_start(header: str) -> int | None:
+    """The first byte of a Content-Range header (`bytes 100-199/200` -> 100), or None when it is not one."""
+    match = _CONTENT_RANGE.fullmatch(header.strip())
     return int(match.group(1)) if match else None
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after(value: str | None) -> float | None:
     """Retry-After in seconds: a number of seconds, or an HTTP date; None when absent or unreadable."""
     if not value:
         return None
-    if value.strip().isdigit():
+    if _NUMBER.fullmatch(value.strip()):
         return float(value.strip())
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        return when.timestamp() - time.time() if when.tzinfo else None
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return when.timestamp() - time.time() if when.tzinfo else None
 
 
 def _stream(response: http.client.HTTPResponse, out: IO[bytes], shown: str, have: int, watch: Watch) -> None:
     received = 0
-    expected = response.headers.get("Content-Length")
-    if expected is not None and expected.isdigit():
-        watch.total(have + int(expected))
+    header = response.headers.get("Content-Length")
+    expected = int(header) if header is not None and _NUMBER.fullmatch(header.strip()) else None
+    if expected is not None:
+        watch.total(have + expected)
     while chunk := response.read1(CHUNK):
         if watch.cancel.is_set():
             raise Cancelled(f"cancelled fetching {shown!r}.")
         out.write(chunk)
         received += len(chunk)
         watch.received(len(chunk))
-    if expected is not None and expected.isdigit() and int(expected) != received:
+    if expected is not None and expected != received:
         raise _Transient(
-            f"cannot fetch {shown!r}: the connection closed after {have + received} of {have + int(expected)} bytes",
+            f"cannot fetch {shown!r}: the connection closed after {have + received} of {have + expected} bytes",
             "Run the same command again; if it keeps failing, check the server or use another mirror.",
         )
 

@@ -212,7 +212,7 @@ def download_jobs(environ: Mapping[str, str]) -> int:
     value = environ.get(JOBS_ENV, "").strip()
     if not value:
         return DEFAULT_JOBS
-    if not value.isdigit() or not 1 <= int(value) <= 64:
+    if not (value.isascii() and value.isdigit() and len(value) <= 2 and 1 <= int(value) <= 64):
         raise BadInputError(
             f"{JOBS_ENV}={value!r} is not a number of parallel downloads. Set it to a whole number from 1 to 64 "
             f"(e.g. export {JOBS_ENV}=4), or unset it for {DEFAULT_JOBS}."
