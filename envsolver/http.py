@@ -121,6 +121,8 @@ class Watch:
 class Cancelled(DownloadError):
     """The download was cancelled (Ctrl-C in another thread); the partial file is removed."""
 
+    kind: Kind = "interrupted"
+
 
 class _Transient(Exception):
     """A failure worth another try: what happened, the fix should it be the last, a Retry-After in seconds."""
