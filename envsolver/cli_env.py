@@ -104,8 +104,10 @@ def install_command(
         return
     err = render.console(stderr=True)
     with err.status("reading the lock", spinner="dots") as status:
-        report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), render.progress(status))
-    render.warnings(err, report.warnings)
+        report = installer.install(
+            lock_path, prefix, platform, mirror_map, cache_dir(), render.progress(status), None,
+            lambda warning: render.warnings(err, [warning]),
+        )  # fmt: skip
     meta = report.lock_metadata
     prefixmeta.save(prefix, report.platform, meta)
     hook_report = None

@@ -327,9 +327,12 @@ def install(
     cache: Path,
     progress: Progress,
     environ: Mapping[str, str] | None = None,
+    warn: Progress | None = None,
 ) -> InstallReport:
     """Make PREFIX hold exactly the lock's packages for the platform. `environ` (default os.environ) holds the
-    network settings (proxies, certificates, netrc, ENVSOLVER_DOWNLOAD_JOBS). Raises EnvsolverError (exit 2)."""
+    network settings (proxies, certificates, netrc, ENVSOLVER_DOWNLOAD_JOBS); `warn` is told what the user must
+    know before anything is fetched (ssl_verify: false), which the report keeps too. Raises EnvsolverError
+    (exit 2)."""
     env = os.environ if environ is None else environ
     lock = _read_lock(lock_path, platform)
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
@@ -339,6 +342,9 @@ def install(
         if prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}:
             return InstallReport(prefix, lock.platform, len(lock.entries), 0, False, lock.metadata)
         warned = tls_warnings(env) if any(fetch_from[e.name].startswith("https:") for e in missing) else ()
+        if warn is not None:
+            for warning in warned:
+                warn(warning)
         staging = pkgcache.staging_dir(cache)
         try:
             staged = stage_all(missing, fetch_from, cache, staging, progress, env)

@@ -293,3 +293,48 @@ def test_the_sha256_is_still_proven_with_verification_off(channel: Path, tmp_pat
     with serve(channel) as lab, pytest.raises(Exception, match="does not match the lock"):
         _install(lock, tmp_path / "env", tmp_path / "cache", lab.url, channel, HOME=str(tmp_path))
     assert not (tmp_path / "env").exists()
+
+
+def test_cli_install_warns_about_ssl_verify_false_before_fetching(channel: Path, tmp_path: Path) -> None:
+    """The warning is printed before the downloads, so a user sees it even when they fail."""
+    from click.testing import CliRunner
+
+    from envsolver.cli import main
+
+    lock = write_lock(channel, tmp_path)
+    _condarc(tmp_path / ".condarc", "ssl_verify: false\n")
+    result = CliRunner().invoke(
+        main,
+        [
+            "install",
+            str(lock),
+            "-p",
+            str(tmp_path / "env"),
+            "--no-hook",
+            "--mirror",
+            f"{channel.as_uri()}=https://127.0.0.1:9",
+        ],
+        env={"HOME": str(tmp_path), "ENVSOLVER_CACHE_DIR": str(tmp_path / "cache"), "ENVSOLVER_DOWNLOAD_JOBS": "3"},
+    )
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "warning: ssl_verify is false in" in text and "NOT verified" in text
+    assert text.index("warning: ssl_verify") < text.index("error")
+
+
+def test_nothing_but_the_result_on_a_pipe(tmp_path: Path) -> None:
+    """stderr is not a terminal: no progress line, no spinner; stdout says what was done."""
+    import subprocess
+    import sys
+
+    big = channel_with_big(tmp_path, big_bytes=200_000)
+    lock = write_lock(big, tmp_path, ("tiny-app", "tiny-big"))
+    envsolver = Path(sys.executable).parent / "envsolver"
+    with serve(big, Faults(bytes_per_s=400_000)) as lab:
+        argv = [str(envsolver), "install", str(lock), "-p", str(tmp_path / "env"), "--no-hook"]
+        argv += ["--mirror", f"{big.as_uri()}={lab.url}"]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ENVSOLVER_CACHE_DIR": str(tmp_path / "c")}
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.startswith(f"{tmp_path / 'env'}: installed (4 packages for linux-64, 4 fetched and verified)")
