@@ -98,7 +98,7 @@ def ssl_verify(environ: Mapping[str, str]) -> tuple[bool | str | None, str | Non
         if not isinstance(setting, (bool, str)) or setting == "":
             raise BadInputError(
                 f"ssl_verify in {str(path)!r} is {setting!r}: expected true, false, truststore or the path of a "
-                "CA bundle. Fix it with: conda config --set ssl_verify true"
+                f"CA bundle. Fix that line in {str(path)!r}, e.g. `ssl_verify: true`."
             )
         value, source = setting, str(path)
     return value, source
