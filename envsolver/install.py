@@ -4,6 +4,9 @@ Order of work, so that a refusal leaves the prefix exactly as it was:
   1. read the lock and check its envsolver metadata (platform, arch list);
   2. copy every archive that is not installed yet into a private staging directory, from the cache or the
      channel, proving each against the lock's sha256 (md5 where an explicit lock has only that) as it is copied;
+     up to ENVSOLVER_DOWNLOAD_JOBS (8) are fetched at once, transient failures tried again (envsolver.http),
+     the bytes shown on one progress line (envsolver.progress); Ctrl-C or a failure stops them all, and each
+     removes its partial file;
   3. read every staged archive (envsolver.archive): its index.json must name the lock's package, and nothing it
      links may leave the prefix or be written through a symbolic link;
   4. rattler extracts the staged archives into the staging directory (never a shared extraction cache) and
@@ -272,11 +275,11 @@ def stage_all(
             how.cancel.set()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-        failed = [f for f in futures if f in done and f.exception() is not None]
+        failed = [error for f in futures if f in done and (error := f.exception()) is not None]
         if failed:
             how.cancel.set()
             pool.shutdown(wait=True, cancel_futures=True)
-            raise failed[0].exception()  # type: ignore[misc]
+            raise failed[0]
     return {e.name: (e, f.result()) for e, f in zip(missing, futures, strict=True)}
 
 
