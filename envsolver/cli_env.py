@@ -7,6 +7,7 @@ Exit codes: 0 ok; 1 a check, a pre-flight or an op build failed; 2 bad input, or
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import click
 
 from envsolver import install as installer
-from envsolver import prefixmeta, render
+from envsolver import prefixmeta, progress, render
 from envsolver.cli_base import Command
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
@@ -69,6 +70,11 @@ OP_CACHE = click.option(
     help="Rewrite package URLs starting with FROM to start with TO (a site mirror); repeatable.",
 )
 @click.option("--no-hook", is_flag=True, help="Do not run the post-install hook.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what would be linked (each package: installed already, cached or to download) and write nothing.",
+)
 @OP_CACHE
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def install_command(
@@ -77,6 +83,7 @@ def install_command(
     platform: str | None,
     mirrors: tuple[str, ...],
     no_hook: bool,
+    dry_run: bool,
     op_cache: Path | None,
     as_json: bool,
 ) -> None:
@@ -92,9 +99,15 @@ def install_command(
       envsolver install -p ./env --mirror https://conda.anaconda.org=https://mirror.example.org/conda
     """
     mirror_map = parse_mirrors(mirrors)
+    if dry_run:
+        _show_plan(installer.plan(lock_path, prefix, platform, mirror_map, cache_dir()), as_json)
+        return
     err = render.console(stderr=True)
     with err.status("reading the lock", spinner="dots") as status:
-        report = installer.install(lock_path, prefix, platform, mirror_map, cache_dir(), render.progress(status))
+        report = installer.install(
+            lock_path, prefix, platform, mirror_map, cache_dir(), render.progress(status), None,
+            lambda warning: render.warnings(err, [warning]),
+        )  # fmt: skip
     meta = report.lock_metadata
     prefixmeta.save(prefix, report.platform, meta)
     hook_report = None
@@ -145,6 +158,32 @@ def install_command(
             render.text(out, f"post-install hook: {skipped}")
     if not ok:
         sys.exit(1)
+
+
+def _show_plan(plan: installer.InstallPlan, as_json: bool) -> None:
+    """install --dry-run: every package and what would happen to it, then one summary line."""
+    if as_json:
+        doc = {
+            "dry_run": True,
+            "prefix": str(plan.prefix),
+            "platform": plan.platform,
+            "changes": plan.changes,
+            "packages": [dataclasses.asdict(p) for p in plan.packages],
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    out = render.console()
+    width = max((len(p.name) for p in plan.packages), default=0)
+    for p in plan.packages:
+        size = "" if p.size is None else progress.size(p.size)
+        render.text(out, f"{p.name:<{width}}  {p.version} {p.build} {p.state} {size}".rstrip())
+    counts = {state: sum(p.state == state for p in plan.packages) for state in ("download", "cached", "installed")}
+    what = "would link" if plan.changes else "already holds"
+    render.text(
+        out,
+        f"{plan.prefix}: {what} {len(plan.packages)} packages for {plan.platform} ({counts['download']} to download,"
+        f" {counts['cached']} cached, {counts['installed']} installed already); dry run, nothing was written",
+    )
 
 
 @click.command(name="hook", cls=Command)

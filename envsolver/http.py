@@ -11,27 +11,34 @@ one goes through `redact_text`.
 from __future__ import annotations
 
 import base64
+import email.utils
 import http.client
 import netrc
 import os
+import random
 import re
 import shutil
+import ssl
+import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
-from envsolver import __version__
+from envsolver import __version__, netconf
 from envsolver.errors import BadInputError, EnvsolverError, Kind
 from envsolver.redact import redact_text
 
-CHUNK = 1 << 20
+CHUNK = 1 << 18  # read1 returns what has arrived, up to this; a cancel is seen between chunks
 TIMEOUT_S = 60.0
 SCHEMES = ("http", "https", "file")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_CONTENT_RANGE = re.compile(r"bytes +([0-9]{1,18})-[0-9]{1,18}/(?:[0-9]{1,18}|\*)")
+_NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() takes '²', which int() refuses
 _MIRROR = re.compile(r"(?P<old>.+?)=(?P<new>[A-Za-z][A-Za-z0-9+.\-]*://.*)", re.DOTALL)
 AUTH_FIX = (
     "If the server needs credentials, put them in the URL (https://USER:TOKEN@host/...), or in a netrc file "
@@ -85,20 +92,81 @@ class _Redirect(urllib.request.HTTPRedirectHandler):
         return new
 
 
-def download(url: str, target: Path, timeout: float = TIMEOUT_S, environ: Mapping[str, str] | None = None) -> None:
+@dataclass(frozen=True)
+class Retry:
+    """How often a transient failure is tried again: ATTEMPTS tries in all, waiting a random time up to
+    BASE_S * 2**n (full jitter) after the n-th failure, and never more than CAP_S (a server's Retry-After is
+    honoured up to CAP_S too)."""
+
+    attempts: int = 4
+    base_s: float = 0.5
+    cap_s: float = 30.0
+
+    def wait(self, failures: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.cap_s)
+        return random.uniform(0, min(self.cap_s, self.base_s * 2 ** (failures - 1)))
+
+
+@dataclass
+class Watch:
+    """What a download reports and obeys: the total size when known, bytes as they arrive (negative when a
+    restart drops what was received), and a cancel event checked between chunks and during waits."""
+
+    total: Callable[[int], None] = lambda _: None
+    received: Callable[[int], None] = lambda _: None
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class Cancelled(DownloadError):
+    """The download was cancelled (Ctrl-C in another thread); the partial file is removed."""
+
+    kind: Kind = "interrupted"
+
+
+class _Transient(Exception):
+    """A failure worth another try: what happened, the fix should it be the last, a Retry-After in seconds."""
+
+    def __init__(self, what: str, fix: str, retry_after: float | None = None) -> None:
+        super().__init__(what)
+        self.what, self.fix, self.retry_after = what, fix, retry_after
+
+
+def download(
+    url: str,
+    target: Path,
+    timeout: float = TIMEOUT_S,
+    environ: Mapping[str, str] | None = None,
+    retry: Retry = Retry(),
+    watch: Watch | None = None,
+    context: ssl.SSLContext | None = None,
+) -> None:
     """Fetch `url` (http, https or file) into the file `target`, streaming.
 
-    `environ` (default os.environ) supplies NETRC and HOME for the netrc lookup. On any failure `target` is
-    removed and DownloadError (an OSError) is raised with the URL redacted.
+    `environ` (default os.environ) supplies NETRC and HOME for the netrc lookup, the proxy variables and, unless
+    `context` is given, the certificate settings (envsolver.netconf). Transient failures (a reset or dropped
+    connection, a timeout, HTTP 408, 429, 5xx) are tried again as `retry` says, resuming with a Range request
+    where the server allows it.
+    On any failure `target` is removed and DownloadError (an OSError) is raised with the URL redacted;
+    Cancelled when `watch.cancel` is set.
     """
     try:
-        _download(url, target, timeout, os.environ if environ is None else environ)
+        env = os.environ if environ is None else environ
+        _download(url, target, timeout, env, retry, watch or Watch(), context)
     except BaseException:
         target.unlink(missing_ok=True)
         raise
 
 
-def _download(url: str, target: Path, timeout: float, environ: Mapping[str, str]) -> None:
+def _download(
+    url: str,
+    target: Path,
+    timeout: float,
+    environ: Mapping[str, str],
+    retry: Retry,
+    watch: Watch,
+    context: ssl.SSLContext | None,
+) -> None:
     shown = redact_text(url)
     problem = _problem(url)
     if problem:
@@ -108,41 +176,121 @@ def _download(url: str, target: Path, timeout: float, environ: Mapping[str, str]
         _copy_file(parts, shown, target)
         return
     auth = _Auth(_origin(parts), _userinfo_header(parts), _netrc_path(environ))
-    request = urllib.request.Request(_without_userinfo(parts), headers={"User-Agent": f"envsolver/{__version__}"})
-    header = auth.header(request.full_url)
-    if header is not None:
-        request.add_unredirected_header("Authorization", header)
-    opener = urllib.request.build_opener(_Redirect(auth))
+    handlers: list[urllib.request.BaseHandler] = [_Redirect(auth), netconf.ProxyHandler(netconf.proxies(environ))]
+    if parts.scheme == "https":
+        handlers.append(urllib.request.HTTPSHandler(context=context or netconf.tls(environ).context()))
+    opener = urllib.request.build_opener(*handlers)
     try:
-        out = target.open("wb")
+        target.open("wb").close()
     except OSError as exc:
         raise DownloadError(
             f"cannot write {str(target)!r}: {_describe(exc)}. Check the directory is writable."
         ) from None
+    for attempt in range(1, max(retry.attempts, 1) + 1):
+        if watch.cancel.is_set():
+            raise Cancelled(f"cancelled fetching {shown!r}.")
+        request = urllib.request.Request(_without_userinfo(parts), headers={"User-Agent": f"envsolver/{__version__}"})
+        header = auth.header(request.full_url)
+        if header is not None:
+            request.add_unredirected_header("Authorization", header)
+        try:
+            _attempt(opener, request, target, timeout, shown, watch)
+            return
+        except _Transient as exc:
+            if attempt >= retry.attempts:
+                raise DownloadError(f"{exc.what} (tried {attempt} times). {exc.fix}") from None
+            if watch.cancel.wait(retry.wait(attempt, exc.retry_after)):
+                raise Cancelled(f"cancelled fetching {shown!r}.") from None
+
+
+def _attempt(
+    opener: urllib.request.OpenerDirector,
+    request: urllib.request.Request,
+    target: Path,
+    timeout: float,
+    shown: str,
+    watch: Watch,
+) -> None:
+    """One GET into `target`, resuming after the bytes it holds when the server answers the Range with 206.
+    Raises _Transient for what another try may cure, DownloadError for what it will not."""
+    have = target.stat().st_size
+    if have:
+        request.add_header("Range", f"bytes={have}-")
     try:
-        with out, opener.open(request, timeout=timeout) as response:
-            _stream(response, out, shown)
-    except DownloadError:
+        with opener.open(request, timeout=timeout) as response:
+            resumed = have > 0 and response.status == 206 and _range_start(response) == have
+            if not resumed:
+                watch.received(-have)
+                have = 0
+            with target.open("ab" if resumed else "wb") as out:
+                _stream(response, out, shown, have, watch)
+    except (DownloadError, _Transient):
         raise
     except urllib.error.HTTPError as exc:
+        if exc.code in (408, 429) or 500 <= exc.code <= 599:
+            raise _Transient(
+                f"cannot fetch {shown!r}: HTTP {exc.code} {redact_text(str(exc.reason))}",
+                "The server is busy or failing: run the same command again later, or use another mirror with "
+                "--mirror FROM=TO.",
+                retry_after(exc.headers.get("Retry-After")),
+            ) from None
+        if exc.code == 416 and have:  # the bytes held are not a prefix the server knows: start again
+            target.open("wb").close()
+            watch.received(-have)
+            raise _Transient(f"cannot fetch {shown!r}: HTTP 416 for a resumed download", _fix_reach()) from None
         fix = AUTH_FIX if exc.code in (401, 403) else "Check the URL, or rewrite it to a mirror with --mirror FROM=TO."
         raise DownloadError(f"cannot fetch {shown!r}: HTTP {exc.code} {redact_text(str(exc.reason))}. {fix}") from None
     except urllib.error.URLError as exc:
-        raise DownloadError(f"cannot fetch {shown!r}: {redact_text(str(exc.reason))}. {_fix_reach()}") from None
+        if isinstance(exc.reason, ssl.SSLError) or "CERTIFICATE" in str(exc.reason).upper():
+            raise DownloadError(
+                f"cannot fetch {shown!r}: {redact_text(str(exc.reason))}. The server's certificate is not "
+                "trusted here: point REQUESTS_CA_BUNDLE (or SSL_CERT_FILE, or conda's ssl_verify) at your site's "
+                "CA bundle."
+            ) from None
+        raise _Transient(f"cannot fetch {shown!r}: {redact_text(str(exc.reason))}", _fix_reach()) from None
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise DownloadError(f"cannot fetch {shown!r}: {_describe(exc)}. {_fix_reach()}") from None
+        raise _Transient(f"cannot fetch {shown!r}: {_describe(exc)}", _fix_reach()) from None
 
 
-def _stream(response: http.client.HTTPResponse, out: IO[bytes], shown: str) -> None:
+def _range_start(response: http.client.HTTPResponse) -> int | None:
+    return range_start(response.headers.get("Content-Range", ""))
+
+
+def range_start(header: str) -> int | None:
+    """The first byte of a Content-Range header (`bytes 100-199/200` -> 100), or None when it is not one."""
+    match = _CONTENT_RANGE.fullmatch(header.strip())
+    return int(match.group(1)) if match else None
+
+
+def retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds: a number of seconds, or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    if _NUMBER.fullmatch(value.strip()):
+        return float(value.strip())
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+        return when.timestamp() - time.time() if when.tzinfo else None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _stream(response: http.client.HTTPResponse, out: IO[bytes], shown: str, have: int, watch: Watch) -> None:
     received = 0
-    while chunk := response.read(CHUNK):
+    header = response.headers.get("Content-Length")
+    expected = int(header) if header is not None and _NUMBER.fullmatch(header.strip()) else None
+    if expected is not None:
+        watch.total(have + expected)
+    while chunk := response.read1(CHUNK):
+        if watch.cancel.is_set():
+            raise Cancelled(f"cancelled fetching {shown!r}.")
         out.write(chunk)
         received += len(chunk)
-    expected = response.headers.get("Content-Length")
-    if expected is not None and expected.isdigit() and int(expected) != received:
-        raise DownloadError(
-            f"cannot fetch {shown!r}: the connection closed after {received} of {expected} bytes. "
-            "Run the same command again; if it keeps failing, check the server or use another mirror."
+        watch.received(len(chunk))
+    if expected is not None and expected != received:
+        raise _Transient(
+            f"cannot fetch {shown!r}: the connection closed after {have + received} of {have + expected} bytes",
+            "Run the same command again; if it keeps failing, check the server or use another mirror.",
         )
 
 

@@ -4,6 +4,9 @@ Order of work, so that a refusal leaves the prefix exactly as it was:
   1. read the lock and check its envsolver metadata (platform, arch list);
   2. copy every archive that is not installed yet into a private staging directory, from the cache or the
      channel, proving each against the lock's sha256 (md5 where an explicit lock has only that) as it is copied;
+     up to ENVSOLVER_DOWNLOAD_JOBS (8) are fetched at once, transient failures tried again (envsolver.http),
+     the bytes shown on one progress line (envsolver.progress); Ctrl-C or a failure stops them all, and each
+     removes its partial file;
   3. read every staged archive (envsolver.archive): its index.json must name the lock's package, and nothing it
      links may leave the prefix or be written through a symbolic link;
   4. rattler extracts the staged archives into the staging directory (never a shared extraction cache) and
@@ -20,23 +23,28 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+import ssl
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from envsolver import archive, detect, dirlock, http, lockfile, pkgcache, solve
+from envsolver import archive, detect, dirlock, http, lockfile, netconf, pkgcache, solve
 from envsolver.errors import BadInputError, EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
+from envsolver.progress import Meter
 from envsolver.redact import redact
 from envsolver.writers import files
 
 Progress = Callable[[str], None]
 WAIT_S = 6 * 3600.0  # an install of a large environment over a slow link takes a while
+JOBS_ENV = "ENVSOLVER_DOWNLOAD_JOBS"  # how many archives are fetched at once (default DEFAULT_JOBS)
+DEFAULT_JOBS = 8
 
-__all__ = ["FetchError", "InstallReport", "IntegrityError", "install", "installed"]
+__all__ = ["FetchError", "InstallReport", "IntegrityError", "install", "installed", "plan"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,31 @@ class InstallReport:
     fetched: int
     changed: bool
     lock_metadata: dict[str, str]
+    warnings: tuple[str, ...] = ()
+
+
+State = Literal["installed", "cached", "download"]
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    """One package of a dry run: installed already (kept), in the cache, or to download; its size in bytes
+    where known (a cached archive's; a lock records no sizes), and the URL it would come from (redacted)."""
+
+    name: str
+    version: str
+    build: str
+    state: State
+    size: int | None
+    url: str
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    prefix: Path
+    platform: str
+    packages: tuple[PlannedPackage, ...]
+    changes: bool
 
 
 def records(prefix: Path) -> dict[str, dict[str, Any]]:
@@ -176,10 +209,108 @@ def _turn(cache: Path, prefix: Path, progress: Progress) -> Iterator[None]:
         lock.release()
 
 
-def install(
-    lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str, str], cache: Path, progress: Progress
-) -> InstallReport:
-    """Make PREFIX hold exactly the lock's packages for the platform. Raises EnvsolverError (exit 2)."""
+def download_jobs(environ: Mapping[str, str]) -> int:
+    """How many archives are fetched at once: $ENVSOLVER_DOWNLOAD_JOBS, default DEFAULT_JOBS. Raises
+    BadInputError (exit 2) for a value that is not a whole number from 1 to 64."""
+    value = environ.get(JOBS_ENV, "").strip()
+    if not value:
+        return DEFAULT_JOBS
+    if not (value.isascii() and value.isdigit() and len(value) <= 2 and 1 <= int(value) <= 64):
+        raise BadInputError(
+            f"{JOBS_ENV}={value!r} is not a number of parallel downloads. Set it to a whole number from 1 to 64 "
+            f"(e.g. export {JOBS_ENV}=4), or unset it for {DEFAULT_JOBS}."
+        )
+    return int(value)
+
+
+@dataclass(frozen=True)
+class _Fetching:
+    """What every download of one install shares: the mirrors' URLs, the TLS context, the meter, the cancel."""
+
+    urls: dict[str, str]
+    environ: Mapping[str, str]
+    context: ssl.SSLContext | None
+    meter: Meter
+    cancel: threading.Event
+
+
+def _stage_one(entry: LockEntry, how: _Fetching, cache: Path, staging: Path, progress: Progress) -> Path:
+    fetched = False
+
+    def fetch(url: str, path: Path) -> None:
+        nonlocal fetched
+        fetched = True
+        watch = http.Watch(lambda n: how.meter.expect(entry.name, n), how.meter.add, how.cancel)
+        http.download(url, path, environ=how.environ, watch=watch, context=how.context)
+
+    path = pkgcache.stage(entry, how.urls[entry.name], cache / "verified", staging, fetch, progress)
+    if fetched:
+        how.meter.finish()
+    else:
+        how.meter.cached()
+    return path
+
+
+def stage_all(
+    missing: list[LockEntry],
+    urls: dict[str, str],
+    cache: Path,
+    staging: Path,
+    progress: Progress,
+    environ: Mapping[str, str],
+) -> dict[str, tuple[LockEntry, Path]]:
+    """Every missing archive, proven, in STAGING: up to download_jobs() fetched at once. The first failure
+    cancels the others and is raised (FetchError, IntegrityError); so is a KeyboardInterrupt, once every
+    download has stopped and removed its partial file."""
+    jobs = min(download_jobs(environ), max(len(missing), 1))
+    https = any(urls[e.name].startswith("https:") for e in missing)
+    settings = netconf.tls(environ) if https else None
+    how = _Fetching(urls, environ, settings.context() if settings else None, Meter(len(missing), progress),
+                    threading.Event())  # fmt: skip
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="envsolver-fetch") as pool:
+        try:
+            futures = [pool.submit(_stage_one, e, how, cache, staging, progress) for e in missing]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        except BaseException:
+            how.cancel.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        failed = [error for f in futures if f in done and (error := f.exception()) is not None]
+        if failed:
+            how.cancel.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise failed[0]
+    return {e.name: (e, f.result()) for e, f in zip(missing, futures, strict=True)}
+
+
+def tls_warnings(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """What the user should know about the certificate settings (ssl_verify: false)."""
+    return netconf.tls(environ).warnings
+
+
+def plan(lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str, str], cache: Path) -> InstallPlan:
+    """What install would do, changing nothing (no cache directory, no lock file, no prefix): every package of
+    the lock, installed already, cached or to download. Raises EnvsolverError (exit 2) as install would."""
+    lock = _read_lock(lock_path, platform)
+    urls = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
+    have = records(prefix) if prefix.exists() else {}
+    out = []
+    for entry in lock.entries:
+        _, expected = pkgcache.expected_hash(entry)
+        cached = cache / "verified" / f"{expected}-{entry.file_name}"
+        state: State = "installed" if _same(entry, have.get(entry.name)) else "download"
+        size = None
+        with contextlib.suppress(OSError):
+            if state == "download" and cached.is_file():
+                state, size = "cached", cached.stat().st_size
+        out.append(PlannedPackage(entry.name, entry.version, entry.build, state, size, redact(urls[entry.name])))
+    unchanged = (
+        prefix.exists() and all(p.state == "installed" for p in out) and set(have) == {e.name for e in lock.entries}
+    )
+    return InstallPlan(prefix, lock.platform, tuple(out), not unchanged)
+
+
+def _read_lock(lock_path: Path, platform: str | None) -> lockfile.Lock:
     lock = lockfile.read(lock_path, platform)
     here = detect.host_platform()
     if platform is None and here is not None and lock.platform != here:
@@ -188,31 +319,47 @@ def install(
             f"Install it on a {lock.platform} node, or pass --platform {lock.platform} to install it here anyway "
             "(e.g. into a prefix on a shared file system that those nodes use)."
         )
+    return lock
+
+
+def install(
+    lock_path: Path,
+    prefix: Path,
+    platform: str | None,
+    mirrors: dict[str, str],
+    cache: Path,
+    progress: Progress,
+    environ: Mapping[str, str] | None = None,
+    warn: Progress | None = None,
+) -> InstallReport:
+    """Make PREFIX hold exactly the lock's packages for the platform. `environ` (default os.environ) holds the
+    network settings (proxies, certificates, netrc, ENVSOLVER_DOWNLOAD_JOBS); `warn` is told what the user must
+    know before anything is fetched (ssl_verify: false), which the report keeps too. Raises EnvsolverError
+    (exit 2)."""
+    env = os.environ if environ is None else environ
+    lock = _read_lock(lock_path, platform)
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
     with _turn(cache, prefix, progress):
         have = records(prefix) if prefix.exists() else {}
         missing = [e for e in lock.entries if not _same(e, have.get(e.name))]
         if prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}:
             return InstallReport(prefix, lock.platform, len(lock.entries), 0, False, lock.metadata)
+        warned = tls_warnings(env) if any(fetch_from[e.name].startswith("https:") for e in missing) else ()
+        if warn is not None:
+            for warning in warned:
+                warn(warning)
         staging = pkgcache.staging_dir(cache)
         try:
-            staged: dict[str, tuple[LockEntry, Path]] = {}
-            for number, entry in enumerate(missing, start=1):
-                progress(f"fetching and verifying {number}/{len(missing)}: {entry.name} {entry.version}")
-                url = fetch_from[entry.name]
-                staged[entry.name] = (
-                    entry,
-                    pkgcache.stage(entry, url, cache / "verified", staging, http.download, progress),
-                )
+            staged = stage_all(missing, fetch_from, cache, staging, progress, env)
             wanted = {e.name for e in lock.entries}
             kept = {name: doc for name, doc in have.items() if name in wanted and name not in staged}
             check_archives(prefix, staged, kept, progress)
             progress(f"linking {len(lock.entries)} packages into {prefix}")
             reinstall = {e.name for e in missing if e.name in have}
-            plan = [(e, staged[e.name][1].as_uri() if e.name in staged else redact(e.url)) for e in lock.entries]
-            solve.install_records(plan, prefix, lock.platform, staging / "pkgs", reinstall)
+            links = [(e, staged[e.name][1].as_uri() if e.name in staged else redact(e.url)) for e in lock.entries]
+            solve.install_records(links, prefix, lock.platform, staging / "pkgs", reinstall)
             _record_public_urls(prefix, missing)
         finally:
             with contextlib.suppress(OSError):
                 shutil.rmtree(staging)
-    return InstallReport(prefix, lock.platform, len(lock.entries), len(missing), True, lock.metadata)
+    return InstallReport(prefix, lock.platform, len(lock.entries), len(missing), True, lock.metadata, warned)

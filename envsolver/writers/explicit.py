@@ -1,15 +1,64 @@
 """Solved records -> an explicit lock (`@EXPLICIT`, one `url#md5` per line) for
 `conda create --file` and `micromamba create -f`. Pure and deterministic; header values pass through
-yamlemit.comment, so none can end its `#` line."""
+yamlemit.comment, so none can end its `#` line.
+
+The lines are in install (dependency) order, the order conda-lock's own `render --kind explicit` gives the
+same lock: conda's topological sort over the package names, each package's dependency names taken as the
+first word of each `depends` entry (virtual packages such as `__glibc` included: they count as leaves).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from envsolver import __version__
 from envsolver.redact import redact
 from envsolver.solve import Record
 from envsolver.writers.yamlemit import comment
+
+
+def toposort(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Every name of GRAPH (name -> the names it depends on) and every name it depends on, dependencies
+    first. Ties go in rounds: each round takes, sorted by name, every name whose dependencies are all out;
+    a cycle is broken by taking the name with the fewest dependencies left (the first by name among those).
+    `python` does not wait for `pip` (conda's special case: pip depends on python).
+
+    Source: conda's `conda/common/toposort.py` (`toposort(data, safe=True)`: `_toposort`, `_safe_toposort`,
+    `pop_key`), as vendored by conda-lock 3 and called by its `Lockfile.toposort_inplace` for explicit
+    renders; tests/test_explicit_order.py checks the result against conda-lock's render.
+    """
+    data = {name: set(deps) for name, deps in graph.items()}
+    if "python" in data:
+        data["python"].discard("pip")
+    order: list[str] = []
+    while data:
+        for name, deps in data.items():
+            deps.discard(name)
+        for dep in set().union(*data.values()) - data.keys():
+            data[dep] = set()
+        while ready := sorted(name for name, deps in data.items() if not deps):
+            order += ready
+            for name in ready:
+                del data[name]
+            for deps in data.values():
+                deps.difference_update(ready)
+        if data:  # a cycle: take the name with the fewest dependencies left, then go on in rounds
+            name = min(data, key=lambda n: (len(data[n]), n))
+            order.append(name)
+            del data[name]
+            for deps in data.values():
+                deps.discard(name)
+    return order
+
+
+def install_order(records: Sequence[Record]) -> list[Record]:
+    """RECORDS in install order (see toposort); records that share a name stay together, sorted by URL."""
+    graph: dict[str, set[str]] = {}
+    by_name: dict[str, list[Record]] = {}
+    for record in records:
+        graph.setdefault(record.name, set()).update(dep.partition(" ")[0] for dep in record.depends)
+        by_name.setdefault(record.name, []).append(record)
+    return [r for name in toposort(graph) for r in sorted(by_name.get(name, ()), key=lambda r: r.url)]
 
 
 def render(records: Sequence[Record], platform: str, command: str, kb_date: str) -> str:
@@ -22,5 +71,5 @@ def render(records: Sequence[Record], platform: str, command: str, kb_date: str)
         f"# platform: {safe}",
         "@EXPLICIT",
     ]
-    lines += [f"{redact(r.url)}#{r.md5}" for r in sorted(records, key=lambda r: (r.name, r.url))]
+    lines += [f"{redact(r.url)}#{r.md5}" for r in install_order(records)]
     return "\n".join(lines) + "\n"
