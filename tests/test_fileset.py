@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -406,3 +408,51 @@ def test_a_commit_stopped_between_renames_says_the_next_run_completes_it(
     assert (tmp_path / fileset.JOURNAL).exists()
     fileset.repair(tmp_path, COMMAND)  # what the next run does first
     assert contents(tmp_path) == stamped(NEW)
+
+
+def test_repair_names_a_directory_it_cannot_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.listdir
+
+    def failing(path: object = ".") -> list[str]:
+        if Path(str(path)) == tmp_path:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+        return real(path)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(os, "listdir", failing)
+    with pytest.raises(BadInputError, match=rf"^cannot write to {re.escape(repr(str(tmp_path)))}: "):
+        fileset.repair(tmp_path, COMMAND)
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_permission_denied_names_the_directory_to_make_writable(tmp_path: Path, exists: bool) -> None:
+    """The chmod names the output directory when it exists, else the parent it would be created in."""
+    out = tmp_path / "out"
+    if exists:
+        out.mkdir()
+    error = fileset._cannot_write(out, OSError(errno.EACCES, "Permission denied", str(out)), COMMAND)
+    target = out if exists else tmp_path
+    assert str(error).startswith(
+        f"cannot write to {str(out)!r}: permission denied; nothing was written. Make it writable "
+        f"(chmod u+w {target}), or pass --out a directory you can write to"
+    )
+
+
+@pytest.mark.parametrize(
+    ("leaf", "suggested"),
+    [
+        ("cluster-a", "cluster-a"),  # the user's own name, under a directory they can write
+        ("a" * 64, "a" * 64),  # at the limit: kept
+        ("a" * 65, "env"),  # longer: a plain name instead
+        ("é" * 32, "é" * 32),  # 64 bytes in UTF-8: kept
+        ("é" * 33, "env"),
+        ("..", "env"),
+        ("bad\nname", "env"),
+    ],
+)
+def test_the_out_fix_suggests_a_directory_the_user_can_create(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leaf: str, suggested: str
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    fix = fileset._out_fix("Pass --out another directory", Path("/readonly") / leaf, COMMAND)
+    where = shlex.quote(str(tmp_path / "home" / "envs" / suggested))  # quoted where the shell needs it
+    assert fix == f"Pass --out another directory, e.g.: {COMMAND} --out {where}"
