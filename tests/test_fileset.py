@@ -7,6 +7,7 @@ import fcntl
 import os
 import re
 import shlex
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -456,3 +457,54 @@ def test_the_out_fix_suggests_a_directory_the_user_can_create(
     fix = fileset._out_fix("Pass --out another directory", Path("/readonly") / leaf, COMMAND)
     where = shlex.quote(str(tmp_path / "home" / "envs" / suggested))  # quoted where the shell needs it
     assert fix == f"Pass --out another directory, e.g.: {COMMAND} --out {where}"
+
+
+def _suggest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: Path) -> str:
+    """_out_fix with HOME and the temporary directory under tmp_path."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    return fileset._out_fix("Lead", out, COMMAND)
+
+
+def _taken(directory: Path) -> None:
+    directory.mkdir(parents=True)
+    (directory / "environment.yml").write_text("name: theirs\n")
+
+
+@pytest.mark.parametrize(
+    ("taken", "expected"),
+    [
+        ((), "home/envs/cluster-a"),
+        (("",), "home/envs/cluster-a-2"),  # a non-empty directory is never suggested
+        (("", "-2"), "home/envs/cluster-a-3"),
+        (("", "-2", "-3", "-4", "-5", "-6", "-7", "-8"), "home/envs/cluster-a-9"),  # the last numbered one
+        (("", "-2", "-3", "-4", "-5", "-6", "-7", "-8", "-9"), "tmp/envsolver/cluster-a"),  # then the temporary dir
+    ],
+)
+def test_the_out_fix_numbers_a_taken_name_then_tries_the_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken: tuple[str, ...], expected: str
+) -> None:
+    for suffix in taken:
+        _taken(tmp_path / "home" / "envs" / f"cluster-a{suffix}")
+    assert _suggest(tmp_path, monkeypatch, Path("/readonly/cluster-a")) == (
+        f"Lead, e.g.: {COMMAND} --out {tmp_path / expected}"
+    )
+
+
+def test_the_out_fix_takes_an_empty_directory_and_never_the_failing_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "home" / "envs" / "cluster-a").mkdir(parents=True)  # empty: fine to suggest
+    assert _suggest(tmp_path, monkeypatch, Path("/readonly/cluster-a")).endswith(
+        f"--out {tmp_path / 'home' / 'envs' / 'cluster-a'}"
+    )
+    failing = tmp_path / "home" / "envs" / "cluster-a"  # the directory that could not be written
+    assert _suggest(tmp_path, monkeypatch, failing).endswith(f"--out {tmp_path / 'home' / 'envs' / 'cluster-a-2'}")
+
+
+def test_the_out_fix_without_a_directory_to_suggest_is_the_lead_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "home").write_text("a file, so nothing can be created under it\n")
+    (tmp_path / "tmp").write_text("the same\n")
+    assert _suggest(tmp_path, monkeypatch, Path("/readonly/cluster-a")) == "Lead."
