@@ -14,26 +14,50 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from envsolver import __version__, detect, lock, names, outputs, profile, render, render_cluster
+from envsolver import __version__, profile
 from envsolver.cli_base import INTERNAL, Group
-from envsolver.cli_cluster import cluster
-from envsolver.cli_env import hook_command, install_command, verify_command
-from envsolver.cluster import file as cluster_files
-from envsolver.cluster import make as cluster_make
 from envsolver.errors import BadInputError
-from envsolver.inputs import Inputs, Options, build_target, make_command
-from envsolver.kb import default_kb
-from envsolver.outputs import cache_dir
-from envsolver.plan import Plan
-from envsolver.resolve import resolve
+
+if TYPE_CHECKING:  # each command imports what it uses when it runs (see LAZY): `gpus` needs no locker
+    from envsolver.inputs import Inputs, Options
+    from envsolver.kb.model import KnowledgeBase
+    from envsolver.plan import Plan
+    from envsolver.target import Target
 
 __all__ = ["INTERNAL", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The commands defined in other modules, imported only when they run: name -> (where, the first paragraph of
+# its help, which `envsolver --help` lists; tests/test_lazy_cli.py checks it against the command's own help).
+LAZY = {
+    "install": (
+        "envsolver.cli_env:install_command",
+        "Install a conda-lock.yml or explicit lock into PREFIX, without conda.",
+    ),
+    "hook": (
+        "envsolver.cli_env:hook_command",
+        "Write activation scripts (TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and CUDA_HOME and\n"
+        "CPATH when the prefix holds the CUDA toolkit), check the toolchain before any compiler runs (verify's build\n"
+        "checks), then build DeepSpeed's ops for the target GPUs (or take them from --op-cache), register them so\n"
+        "DeepSpeed's own load() imports them without compiling, and prove them (cuobjdump; DeepSpeed's load() in a new"
+        "\nprocess). A re-run with nothing changed is decided before torch starts.",
+    ),
+    "verify": (
+        "envsolver.cli_env:verify_command",
+        "Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,\n"
+        "DeepSpeed's ops, the lock. Every failure names its fix.",
+    ),
+    "cluster": (
+        "envsolver.cli_cluster:cluster",
+        "Work with a Slurm cluster as a whole: draft its cluster file from Slurm (`cluster init`), write a job\n"
+        "script for a partition (`cluster sbatch`).",
+    ),
+}
 
 EPILOG_MAKE = """\b
 Examples:
@@ -111,7 +135,23 @@ def target_options(func: F) -> F:
     return func
 
 
+def default_kb() -> KnowledgeBase:
+    """The knowledge base (envsolver.kb.default_kb, imported when a command needs it)."""
+    from envsolver.kb import default_kb as load
+
+    return load()
+
+
+def resolve(target: Target, kb: KnowledgeBase) -> Plan:
+    """The plan for a target (envsolver.resolve.resolve, imported when a command needs it)."""
+    from envsolver.resolve import resolve as plan_for
+
+    return plan_for(target, kb)
+
+
 def _options(kwargs: dict[str, Any]) -> Options:
+    from envsolver.inputs import Options
+
     return Options(
         gpus=tuple(kwargs["gpus"]),
         profile=kwargs["profile"],
@@ -128,14 +168,20 @@ def _options(kwargs: dict[str, Any]) -> Options:
 
 
 def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
+    from envsolver import detect
+    from envsolver.inputs import build_target
+
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     if offline:
+        from envsolver import lock
+        from envsolver.outputs import cache_dir
+
         return inputs, lock.plan_offline(inputs.target, kb, cache_dir())[0]
     return inputs, resolve(inputs.target, kb)
 
 
-@click.group(cls=Group)
+@click.group(cls=Group, lazy=LAZY)
 @click.version_option(__version__, prog_name="envsolver")
 def main() -> None:
     """Resolve GPU models and a driver into a consistent conda GPU training stack
@@ -152,6 +198,8 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (stable keys).")
 def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     """Show the plan for a target: decisions with sources, rejected candidates, warnings."""
+    from envsolver import render
+
     inputs, plan = _plan(kwargs, offline)
     if as_json:
         click.echo(json.dumps({"ok": True, **plan.to_json(), "detected": inputs.detected}, indent=2))
@@ -213,6 +261,8 @@ def make(
 ) -> None:
     """Resolve the target, solve it for the target platform and write environment.yml, conda-lock.yml and
     conda-<platform>.lock to DIR."""
+    from envsolver import names
+
     if offline and channels:
         raise BadInputError("--offline and --channel exclude each other. Pass one of them.")
     if name is not None:
@@ -224,6 +274,10 @@ def make(
         raise BadInputError(
             "--partition and --skip-partition choose partitions of a cluster file. Pass --cluster FILE."
         )
+    from envsolver import detect, lock, outputs, render
+    from envsolver.inputs import build_target, make_command
+    from envsolver.outputs import cache_dir
+
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
@@ -262,6 +316,11 @@ def _make_cluster(
     as_json: bool,
     kwargs: dict[str, Any],
 ) -> None:
+    from envsolver import lock, render, render_cluster
+    from envsolver.cluster import file as cluster_files
+    from envsolver.cluster import make as cluster_make
+    from envsolver.outputs import cache_dir
+
     kb = default_kb()
     cluster = cluster_files.load(Path(cluster_file), kb)
     mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
@@ -289,15 +348,15 @@ def gpus(as_json: bool) -> None:
       envsolver gpus
       envsolver gpus --json | jq '.[] | select(.compute_capability == "9.0") | .name'
     """
+    from envsolver import render
+
     kb = default_kb()
     if as_json:
         click.echo(json.dumps(render.gpu_rows(kb.gpus), indent=2))
         return
-    render.gpu_table(render.console(), kb.gpus)
+    # rich lays the table out on a terminal; a pipe or a file gets plain aligned columns (and no rich import)
+    render.gpu_table(render.console() if sys.stdout.isatty() else sys.stdout, kb.gpus)
 
-
-for command in (install_command, hook_command, verify_command, cluster):
-    main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

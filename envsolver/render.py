@@ -1,26 +1,26 @@
 """Terminal rendering with rich: the consoles, the plan for `explain`, what `make` wrote, the GPU table for
-`gpus`. Printing only. Values are never read as markup: they are escaped, or printed with markup off."""
+`gpus` (a plain table where stdout is not a terminal). Printing only. Values are never read as markup: they are
+escaped, or printed with markup off.
+
+rich is imported by the functions that use it, so `gpus` on a pipe and `gpus --json` never load it."""
 
 from __future__ import annotations
 
+import io
 import shlex
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from envsolver.kb.model import Gpu
 from envsolver.plan import Plan
-from envsolver.writers.environment import default_name
-from envsolver.writers.files import Outcome
 
 if TYPE_CHECKING:  # annotations only: explain and gpus need neither the locker nor rich's status
+    from rich.console import Console
     from rich.status import Status
 
     from envsolver.lock import LockResult
+    from envsolver.writers.files import Outcome
 
 # The width of a console that is not a terminal: wide enough that no table column is squeezed.
 UNLIMITED = 100_000
@@ -30,6 +30,8 @@ def console(stderr: bool = False) -> Console:
     """A console that never wraps a line: text is soft-wrapped (a long path, URL or command stays whole on one
     line, for the terminal to fold and for copying), and a pipe or a file gets no width limit, so a table is not
     squeezed to 80 columns. stdout is for results, stderr (`stderr=True`) for warnings and progress."""
+    from rich.console import Console
+
     out = Console(stderr=stderr, soft_wrap=True)
     if not out.is_terminal:
         out.width = UNLIMITED
@@ -43,10 +45,14 @@ def text(out: Console, line: str) -> None:
 
 def progress(status: Status) -> Callable[[str], None]:
     """The callback that shows a progress message on the spinner's line, as it is (a path is not markup)."""
+    from rich.text import Text
+
     return lambda message: status.update(Text(message))
 
 
 def warnings(err: Console, found: Iterable[str]) -> None:
+    from rich.markup import escape
+
     for w in found:
         err.print(f"[yellow]warning[/]: {escape(w)}", highlight=False)
 
@@ -79,23 +85,64 @@ def gpu_rows(gpus: tuple[Gpu, ...]) -> list[dict[str, object]]:
     ]
 
 
-def gpu_table(out: Console, gpus: tuple[Gpu, ...]) -> None:
-    from rich.table import Table  # `gpus` alone prints a table
+GPU_COLUMNS = ("key", "name", "aliases", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform")
+GAP = "  "  # between the columns of the plain table
 
-    table = Table(title="GPUs in the knowledge base", show_lines=False)
-    columns = ("key", "name", "aliases", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform")
-    for column in columns:
-        table.add_column(column)
+
+def gpu_cells(gpus: tuple[Gpu, ...]) -> list[tuple[str, ...]]:
+    """The GPU table's rows, one cell per GPU_COLUMNS entry, by compute capability then key."""
+    rows: list[tuple[str, ...]] = []
     for g in sorted(gpus, key=lambda g: (g.compute_capability, g.key)):
         memory = "/".join(str(m) for m in g.memory_gb) if g.memory_gb else "?"
         aliases = ", ".join(_other_names(g))
-        cells = (g.key, g.name, aliases, str(g.compute_capability), g.architecture, memory, _yes(g.bf16), _yes(g.fp8))
-        table.add_row(*(escape(c) for c in (*cells, g.platform)))
-    out.print(table)
+        rows.append(
+            (
+                g.key,
+                g.name,
+                aliases,
+                str(g.compute_capability),
+                g.architecture,
+                memory,
+                _yes(g.bf16),
+                _yes(g.fp8),
+                g.platform,
+            )
+        )
+    return rows
+
+
+def gpu_table(out: Console | IO[str], gpus: tuple[Gpu, ...]) -> None:
+    """The GPU table: laid out by rich on a console (a terminal), or as plain aligned text on a stream (a pipe
+    or a file): a header line, then one line per GPU, each column starting where its header does and separated
+    by two spaces, no trailing spaces."""
+    if isinstance(out, io.IOBase):  # a stream: no rich import
+        cast("IO[str]", out).write(plain_table(GPU_COLUMNS, gpu_cells(gpus)))
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="GPUs in the knowledge base", show_lines=False)
+    for column in GPU_COLUMNS:
+        table.add_column(column)
+    for cells in gpu_cells(gpus):
+        table.add_row(*(escape(c) for c in cells))
+    cast("Console", out).print(table)
+
+
+def plain_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Columns padded to their widest cell, GAP between them, lines without trailing spaces."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = [
+        GAP.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (header, *rows)
+    ]
+    return "".join(f"{line}\n" for line in lines)
 
 
 def plan(out: Console, p: Plan, detected: dict[str, str]) -> None:
     """The plan, without its warnings (they are diagnostics: `warnings` prints them on stderr)."""
+    from rich.markup import escape
+
     gpus = ", ".join(f"{g.name} (sm_{g.compute_capability.sm})" for g in p.gpus)
     out.print(f"[bold]Target[/]: {escape(gpus)}; driver {escape(str(p.driver or 'not given'))}; {p.platform}")
     for value, origin in detected.items():
@@ -127,6 +174,8 @@ def made(
     out: Console, written: Mapping[Path, Outcome], p: Plan, locked: LockResult | None, out_dir: Path, name: str | None
 ) -> None:
     """What `make` wrote, the stack, and the command that creates the environment (its words shell-quoted)."""
+    from envsolver.writers.environment import default_name
+
     for path, outcome in written.items():
         text(out, f"{path}: {outcome.value}")
     text(

@@ -65,3 +65,42 @@ def test_make_offline_imports_neither_conda_lock_nor_pydantic(tmp_path: Path) ->
 def test_explain_and_gpus_import_neither_conda_lock_pydantic_nor_rattler(tmp_path: Path, args: tuple[str, ...]) -> None:
     loaded = modules_at_exit(tmp_path, *args)
     assert sorted(_top(loaded) & {*HEAVY, "rattler"}) == []
+
+
+# What each command must not import (issue 13): the modules of the other commands, and what only they need.
+OTHER_COMMANDS = (
+    "envsolver.cli_env",
+    "envsolver.cli_cluster",
+    "envsolver.install",
+    "envsolver.http",
+    "envsolver.hook",
+    "envsolver.verify",
+    "envsolver.cluster",
+    "envsolver.lockfile",
+)
+NOT_IMPORTED = {
+    "gpus": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "envsolver.resolve", "rattler", "rich"),
+    "explain": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "rattler"),
+    "make": (*OTHER_COMMANDS, "rattler"),
+    "--help": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
+    "--version": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
+}
+ARGS = {
+    "gpus": ("gpus",),
+    "explain": ("explain", "--gpu", "a100"),
+    "make": ("make", "--gpu", "a100", "--offline", "--out", "out"),
+    "--help": ("--help",),
+    "--version": ("--version",),
+}
+
+
+def _under(loaded: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.parametrize("command", sorted(NOT_IMPORTED))
+def test_each_command_imports_only_its_own_modules(tmp_path: Path, command: str) -> None:
+    """`gpus` on a pipe imports neither the locker nor rich; no command imports another command's modules."""
+    loaded = modules_at_exit(tmp_path, *ARGS[command])
+    assert "envsolver.cli" in loaded
+    assert _under(loaded, NOT_IMPORTED[command]) == []
