@@ -171,6 +171,10 @@ def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
     from envsolver import detect
     from envsolver.inputs import build_target
 
+    if offline:
+        from envsolver import solve
+
+        solve.prestart()  # the offline plan is solved: its worker starts while this process plans
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     if offline:
@@ -274,6 +278,10 @@ def make(
         raise BadInputError(
             "--partition and --skip-partition choose partitions of a cluster file. Pass --cluster FILE."
         )
+    if not no_lock:
+        from envsolver import solve
+
+        solve.prestart()  # rattler's worker starts while this process imports, loads the KB and plans
     from envsolver import detect, lock, outputs, render
     from envsolver.inputs import build_target, make_command
     from envsolver.outputs import cache_dir

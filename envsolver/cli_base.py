@@ -50,6 +50,14 @@ def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
     ctx.exit(code)
 
 
+def _discard_spare_worker() -> None:
+    """A rattler worker a command started ahead (solve.prestart) and did not use ends with the command, also
+    when the command runs in-process (tests, a caller of `main`)."""
+    solve = sys.modules.get("envsolver.solve")
+    if solve is not None:
+        solve.discard_spare()
+
+
 class Command(click.Command):
     """Records whether this command runs with --json, once its options are parsed, for the handler in _Group."""
 
@@ -102,6 +110,12 @@ class Group(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return self._invoke(ctx)
+        finally:
+            _discard_spare_worker()
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.exceptions.UsageError as exc:
