@@ -216,8 +216,8 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     if as_json:
         click.echo(json.dumps({"ok": True, **plan.to_json(), "detected": inputs.detected}, indent=2))
         return
-    render.plan(render.console(), plan, inputs.detected)
-    render.warnings(render.console(stderr=True), plan.warnings)
+    render.plan(render.out(), plan, inputs.detected)
+    render.warnings(render.out(stderr=True), plan.warnings)
 
 
 @main.command(epilog=EPILOG_MAKE)
@@ -297,7 +297,7 @@ def make(
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
-    err = render.console(stderr=True)
+    err = render.out(stderr=True)
 
     def notice(message: str) -> None:
         render.text(err, message)
@@ -308,14 +308,14 @@ def make(
         lock_result = None
     else:
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
-        with err.status("resolving", spinner="dots") as status:
-            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), render.progress(status))
+        with render.spinner(err, "resolving") as progress:
+            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), progress)
         plan = lock_result.plan
         written = outputs.write_all(lock_result, kb, out_dir, command, name, force, on_wait=notice)
     if as_json:
         click.echo(json.dumps(render.made_json(written, plan, lock_result), indent=2))
         return
-    render.made(render.console(), written, plan, lock_result, out_dir, name)
+    render.made(render.out(), written, plan, lock_result, out_dir, name)
     render.warnings(err, [*(lock_result.warnings if lock_result else ()), *plan.warnings])
 
 
@@ -371,7 +371,7 @@ def gpus(as_json: bool) -> None:
         click.echo(json.dumps(render.gpu_rows(kb.gpus), indent=2))
         return
     # rich lays the table out on a terminal; a pipe or a file gets plain aligned columns (and no rich import)
-    render.gpu_table(render.console() if sys.stdout.isatty() else sys.stdout, kb.gpus)
+    render.gpu_table(render.console() if render.is_terminal(sys.stdout) else sys.stdout, kb.gpus)
 
 
 if __name__ == "__main__":  # pragma: no cover

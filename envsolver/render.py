@@ -1,14 +1,18 @@
 """Terminal rendering with rich: the consoles, the plan for `explain`, what `make` wrote, the GPU table for
-`gpus` (a plain table where stdout is not a terminal). Printing only. Values are never read as markup: they are
-escaped, or printed with markup off.
+`gpus`. Printing only. Values are never read as markup: they are escaped, or printed with markup off.
 
-rich is imported by the functions that use it, so `gpus` on a pipe and `gpus --json` never load it."""
+On a terminal rich styles the output; where the stream is not a terminal (a pipe, a file) `out()` gives a
+`Plain` writer instead, which prints the same text without importing rich (rich prints no style there either),
+and `gpu_table` prints plain aligned columns. rich is imported only by the functions that use it."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -38,8 +42,57 @@ def console(stderr: bool = False) -> Console:
     return out
 
 
-def text(out: Console, line: str) -> None:
+class Plain:
+    """Lines as they are, for a stream that is not a terminal: what rich prints there, without rich."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def line(self, segments: Iterable[tuple[str, str]]) -> None:
+        self.stream.write("".join(piece for piece, _ in segments) + "\n")
+        self.stream.flush()
+
+
+def is_terminal(stream: IO[str]) -> bool:
+    """Whether rich would treat `stream` as a terminal: TTY_COMPATIBLE=1/0 and FORCE_COLOR (non-empty) decide
+    first, as in rich; else isatty()."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    force = os.environ.get("FORCE_COLOR")
+    if force is not None:
+        return force != ""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def out(stderr: bool = False) -> Console | Plain:
+    """stdout's (or stderr's) printer: a rich console() on a terminal, else Plain."""
+    stream = sys.stderr if stderr else sys.stdout
+    return console(stderr) if is_terminal(stream) else Plain(stream)
+
+
+def _line(out: Console | Plain, segments: list[tuple[str, str]], highlight: bool = True) -> None:
+    """One line of (text, style) segments: styled by rich on a console (each text escaped, so it is never
+    markup), as it is on Plain."""
+    if isinstance(out, Plain):
+        out.line(segments)
+        return
+    from rich.markup import escape
+
+    out.print(
+        "".join(f"[{style}]{escape(piece)}[/]" if style else escape(piece) for piece, style in segments),
+        highlight=highlight,
+    )
+
+
+def text(out: Console | Plain, line: str) -> None:
     """Print a line as it is: no markup, no highlighting."""
+    if isinstance(out, Plain):
+        out.line([(line, "")])
+        return
     out.print(line, markup=False, highlight=False)
 
 
@@ -50,11 +103,20 @@ def progress(status: Status) -> Callable[[str], None]:
     return lambda message: status.update(Text(message))
 
 
-def warnings(err: Console, found: Iterable[str]) -> None:
-    from rich.markup import escape
+@contextlib.contextmanager
+def spinner(out: Console | Plain, label: str) -> Iterator[Callable[[str], None]]:
+    """A spinner with `label` on a terminal, for the time of the block; the block gets the callback that shows a
+    progress message on it. Plain shows nothing (rich's status shows nothing off a terminal either)."""
+    if isinstance(out, Plain):
+        yield lambda _: None
+        return
+    with out.status(label, spinner="dots") as status:
+        yield progress(status)
 
+
+def warnings(err: Console | Plain, found: Iterable[str]) -> None:
     for w in found:
-        err.print(f"[yellow]warning[/]: {escape(w)}", highlight=False)
+        _line(err, [("warning", "yellow"), (f": {w}", "")], highlight=False)
 
 
 def _yes(value: bool | None) -> str:
@@ -139,39 +201,51 @@ def plain_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def plan(out: Console, p: Plan, detected: dict[str, str]) -> None:
+def plan(out: Console | Plain, p: Plan, detected: dict[str, str]) -> None:
     """The plan, without its warnings (they are diagnostics: `warnings` prints them on stderr)."""
-    from rich.markup import escape
-
     gpus = ", ".join(f"{g.name} (sm_{g.compute_capability.sm})" for g in p.gpus)
-    out.print(f"[bold]Target[/]: {escape(gpus)}; driver {escape(str(p.driver or 'not given'))}; {p.platform}")
+    _line(out, [("Target", "bold"), (f": {gpus}; driver {p.driver or 'not given'}; {p.platform}", "")])
     for value, origin in detected.items():
         text(out, f"  detected {value} (from {origin})")
-    out.print(
-        f"[bold]Stack[/]: torch {p.torch_version} (CUDA {p.torch_cuda} build) + CUDA {p.cuda_version} "
-        f"toolkit, Python {p.python_version}, source {p.source}; compatibility [bold]{p.compatibility}[/]"
+    _line(
+        out,
+        [
+            ("Stack", "bold"),
+            (
+                f": torch {p.torch_version} (CUDA {p.torch_cuda} build) + CUDA {p.cuda_version} toolkit, Python "
+                f"{p.python_version}, source {p.source}; compatibility ",
+                "",
+            ),
+            (str(p.compatibility), "bold"),
+        ],
     )
     if p.snapshot_date:
         locks = "the plan `envsolver make --offline` locks"
         text(out, f"Planned within the bundled snapshot of {p.snapshot_date}: {locks}.")
-    out.print(f"[bold]TORCH_CUDA_ARCH_LIST[/]={escape(p.torch_cuda_arch_list)}")
-    out.print(f"[bold]Channels[/]: {escape(', '.join(p.channels))}")
-    out.print("[bold]Specs[/]: " + escape("  ".join(str(s) for s in p.specs)))
+    _line(out, [("TORCH_CUDA_ARCH_LIST", "bold"), (f"={p.torch_cuda_arch_list}", "")])
+    _line(out, [("Channels", "bold"), (f": {', '.join(p.channels)}", "")])
+    _line(out, [("Specs", "bold"), (": " + "  ".join(str(s) for s in p.specs), "")])
     if p.pip:
-        out.print("[bold]pip[/]: " + escape("  ".join(p.pip)))
-    out.print("[bold]Virtual packages[/]: " + escape("  ".join(f"{k}={v}" for k, v in p.virtual_packages.items())))
-    out.print("[bold]Decisions[/]:")
+        _line(out, [("pip", "bold"), (": " + "  ".join(p.pip), "")])
+    virtual = "  ".join(f"{k}={v}" for k, v in p.virtual_packages.items())
+    _line(out, [("Virtual packages", "bold"), (f": {virtual}", "")])
+    _line(out, [("Decisions", "bold"), (":", "")])
     for r in p.reasons:
-        out.print(f"  - [bold]{escape(r.decision)}[/]: {escape(r.because)}", highlight=False)
-        out.print(f"      [dim]source: {escape(', '.join(r.source))}[/]", highlight=False)
+        _line(out, [("  - ", ""), (r.decision, "bold"), (f": {r.because}", "")], highlight=False)
+        _line(out, [("      ", ""), (f"source: {', '.join(r.source)}", "dim")], highlight=False)
     if p.rejected:
-        out.print("[bold]Rejected newer candidates[/]:")
+        _line(out, [("Rejected newer candidates", "bold"), (":", "")])
         for rej in p.rejected:
             text(out, f"  - {rej.candidate}: {rej.because}")
 
 
 def made(
-    out: Console, written: Mapping[Path, Outcome], p: Plan, locked: LockResult | None, out_dir: Path, name: str | None
+    out: Console | Plain,
+    written: Mapping[Path, Outcome],
+    p: Plan,
+    locked: LockResult | None,
+    out_dir: Path,
+    name: str | None,
 ) -> None:
     """What `make` wrote, the stack, and the command that creates the environment (its words shell-quoted)."""
     from envsolver.writers.environment import default_name

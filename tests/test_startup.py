@@ -81,8 +81,8 @@ OTHER_COMMANDS = (
 )
 NOT_IMPORTED = {
     "gpus": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "envsolver.resolve", "rattler", "rich"),
-    "explain": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "rattler"),
-    "make": (*OTHER_COMMANDS, "rattler"),
+    "explain": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "rattler", "rich"),
+    "make": (*OTHER_COMMANDS, "rattler", "rich"),
     "--help": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
     "--version": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
 }
@@ -101,7 +101,8 @@ def _under(loaded: set[str], names: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("command", sorted(NOT_IMPORTED))
 def test_each_command_imports_only_its_own_modules(tmp_path: Path, command: str) -> None:
-    """`gpus` on a pipe imports neither the locker nor rich; no command imports another command's modules."""
+    """On a pipe, `gpus`, `explain` and `make` print without rich, `gpus` and `explain` without the locker; no
+    command imports another command's modules."""
     loaded = modules_at_exit(tmp_path, *ARGS[command])
     assert "envsolver.cli" in loaded
     assert _under(loaded, NOT_IMPORTED[command]) == []
