@@ -175,8 +175,7 @@ def gpu_cells(gpus: tuple[Gpu, ...]) -> list[tuple[str, ...]]:
 
 def gpu_table(out: Console | IO[str], gpus: tuple[Gpu, ...]) -> None:
     """The GPU table: laid out by rich on a console (a terminal), or as plain aligned text on a stream (a pipe
-    or a file): a header line, then one line per GPU, each column starting where its header does and separated
-    by two spaces, no trailing spaces."""
+    or a file): a header line, then one line per GPU, each column starting where its header does (plain_table)."""
     if isinstance(out, io.IOBase):  # a stream: no rich import
         cast("IO[str]", out).write(plain_table(GPU_COLUMNS, gpu_cells(gpus)))
         return
@@ -192,10 +191,12 @@ def gpu_table(out: Console | IO[str], gpus: tuple[Gpu, ...]) -> None:
 
 
 def plain_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    """Columns padded to their widest cell, GAP between them, lines without trailing spaces."""
+    """rich's layout of a table without a box: each cell padded by one space on either side (so a line starts
+    with one space and GAP separates the columns), each column as wide as its widest cell, lines without
+    trailing spaces."""
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
     lines = [
-        GAP.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        (" " + GAP.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))).rstrip()
         for line in (header, *rows)
     ]
     return "".join(f"{line}\n" for line in lines)
