@@ -10,7 +10,7 @@ Each round runs, one after another, fresh processes of:
   - make:    `python -m envsolver make --gpu GPU --offline --out DIR` (a new DIR each time; one cache directory
              per tree, as a user has, warmed by one untimed round first, so the compiled KB is read from it);
   - explain: `python -m envsolver explain --gpu GPU`;
-  - gpus:    `python -m envsolver gpus`;
+  - gpus:    `python -m envsolver gpus` (on a pipe: the plain table);
   - with --baseline-src DIR (an older tree: `git archive REV envsolver profiles | tar -x -C DIR`), the same
     three commands from that tree, so before and after are measured in the same run.
 Every tree's envsolver package is byte-compiled first (compileall). The timer is time.perf_counter around
@@ -175,6 +175,7 @@ def main() -> int:
     parser.add_argument("--baseline-src", type=Path, help="an older envsolver tree to time alternately")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envsolver-bench-startup-"))
+    before = os.getloadavg()
     try:
         times = run(args.gpu, args.repeat, work, args.baseline_src.resolve() if args.baseline_src else None)
     finally:
@@ -185,7 +186,8 @@ def main() -> int:
     print(
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.machine()}, {os.cpu_count()} "
         f"cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, py-rattler "
-        f"{getattr(rattler, '__version__', '?')}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"{getattr(rattler, '__version__', '?')}; load average {before[0]:.2f} {before[1]:.2f} {before[2]:.2f} at "
+        f"the start, {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end"
     )
     packages = int(times.pop("packages")[0])
     print(

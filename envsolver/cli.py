@@ -1,6 +1,7 @@
 """The `envsolver` command: the `main` group, the plan commands (explain, make, gpus), and the assembly of the
 others (cli_env's install, hook, verify; cli_cluster's `cluster` group), which are defined without importing
-`main`. Parse options, call the library, print, exit. Nothing else lives here.
+`main` and imported only when they run (LAZY). Parse options, call the library, print, exit. Nothing else lives
+here. Each command imports what it needs when it runs, so a command pays for its own modules only.
 
 Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input; 130 interrupted (Ctrl-C). Results go to
 stdout, diagnostics (warnings, progress, errors) to stderr; with --json, stdout is one JSON document whatever
@@ -9,31 +10,62 @@ the outcome (errors.py documents the failure document and its kinds).
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from envsolver import __version__, detect, lock, names, outputs, profile, render, render_cluster
+from envsolver import __version__, profile
 from envsolver.cli_base import INTERNAL, Group
-from envsolver.cli_cluster import cluster
-from envsolver.cli_env import hook_command, install_command, verify_command
-from envsolver.cluster import file as cluster_files
-from envsolver.cluster import make as cluster_make
 from envsolver.errors import BadInputError
-from envsolver.inputs import Inputs, Options, build_target, make_command
-from envsolver.kb import default_kb
-from envsolver.outputs import cache_dir
-from envsolver.plan import Plan
-from envsolver.resolve import resolve
+
+if TYPE_CHECKING:  # each command imports what it uses when it runs (see LAZY): `gpus` needs no locker
+    from envsolver.inputs import Inputs, Options
+    from envsolver.kb.model import KnowledgeBase
+    from envsolver.plan import Plan
+    from envsolver.target import Target
 
 __all__ = ["INTERNAL", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# At exit, Python's final garbage collection walks every object the process still holds (the modules, the KB):
+# a fifth of a second of `make` on a loaded 2-core machine, for nothing a finished command needs. Frozen
+# objects are left out of it (the interpreter still tears the modules down and closes what they hold).
+atexit.register(gc.freeze)
+
+# The commands defined in other modules, imported only when they run: name -> (where, the first paragraph of
+# its help, which `envsolver --help` lists; tests/test_lazy_cli.py checks it against the command's own help).
+LAZY = {
+    "install": (
+        "envsolver.cli_env:install_command",
+        "Install a conda-lock.yml or explicit lock into PREFIX, without conda.",
+    ),
+    "hook": (
+        "envsolver.cli_env:hook_command",
+        "Write activation scripts (TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and CUDA_HOME and\n"
+        "CPATH when the prefix holds the CUDA toolkit), check the toolchain before any compiler runs (verify's build\n"
+        "checks), then build DeepSpeed's ops for the target GPUs (or take them from --op-cache), register them so\n"
+        "DeepSpeed's own load() imports them without compiling, and prove them (cuobjdump; DeepSpeed's load() in a new"
+        "\nprocess). A re-run with nothing changed is decided before torch starts.",
+    ),
+    "verify": (
+        "envsolver.cli_env:verify_command",
+        "Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,\n"
+        "DeepSpeed's ops, the lock. Every failure names its fix.",
+    ),
+    "cluster": (
+        "envsolver.cli_cluster:cluster",
+        "Work with a Slurm cluster as a whole: draft its cluster file from Slurm (`cluster init`), write a job\n"
+        "script for a partition (`cluster sbatch`).",
+    ),
+}
 
 EPILOG_MAKE = """\b
 Examples:
@@ -111,7 +143,23 @@ def target_options(func: F) -> F:
     return func
 
 
+def default_kb() -> KnowledgeBase:
+    """The knowledge base (envsolver.kb.default_kb, imported when a command needs it)."""
+    from envsolver.kb import default_kb as load
+
+    return load()
+
+
+def resolve(target: Target, kb: KnowledgeBase) -> Plan:
+    """The plan for a target (envsolver.resolve.resolve, imported when a command needs it)."""
+    from envsolver.resolve import resolve as plan_for
+
+    return plan_for(target, kb)
+
+
 def _options(kwargs: dict[str, Any]) -> Options:
+    from envsolver.inputs import Options
+
     return Options(
         gpus=tuple(kwargs["gpus"]),
         profile=kwargs["profile"],
@@ -128,14 +176,20 @@ def _options(kwargs: dict[str, Any]) -> Options:
 
 
 def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
+    from envsolver import detect
+    from envsolver.inputs import build_target
+
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     if offline:
+        from envsolver import lock
+        from envsolver.outputs import cache_dir
+
         return inputs, lock.plan_offline(inputs.target, kb, cache_dir())[0]
     return inputs, resolve(inputs.target, kb)
 
 
-@click.group(cls=Group)
+@click.group(cls=Group, lazy=LAZY)
 @click.version_option(__version__, prog_name="envsolver")
 def main() -> None:
     """Resolve GPU models and a driver into a consistent conda GPU training stack
@@ -152,12 +206,18 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (stable keys).")
 def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     """Show the plan for a target: decisions with sources, rejected candidates, warnings."""
+    if offline:
+        from envsolver import solve
+
+        solve.prestart()  # the offline plan is solved: its worker starts while this process plans
+    from envsolver import render
+
     inputs, plan = _plan(kwargs, offline)
     if as_json:
         click.echo(json.dumps({"ok": True, **plan.to_json(), "detected": inputs.detected}, indent=2))
         return
-    render.plan(render.console(), plan, inputs.detected)
-    render.warnings(render.console(stderr=True), plan.warnings)
+    render.plan(render.out(), plan, inputs.detected)
+    render.warnings(render.out(stderr=True), plan.warnings)
 
 
 @main.command(epilog=EPILOG_MAKE)
@@ -213,6 +273,8 @@ def make(
 ) -> None:
     """Resolve the target, solve it for the target platform and write environment.yml, conda-lock.yml and
     conda-<platform>.lock to DIR."""
+    from envsolver import names
+
     if offline and channels:
         raise BadInputError("--offline and --channel exclude each other. Pass one of them.")
     if name is not None:
@@ -224,10 +286,18 @@ def make(
         raise BadInputError(
             "--partition and --skip-partition choose partitions of a cluster file. Pass --cluster FILE."
         )
+    if not no_lock:
+        from envsolver import solve
+
+        solve.prestart()  # rattler's worker starts while this process imports, loads the KB and plans
+    from envsolver import detect, lock, outputs, render
+    from envsolver.inputs import build_target, make_command
+    from envsolver.outputs import cache_dir
+
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
-    err = render.console(stderr=True)
+    err = render.out(stderr=True)
 
     def notice(message: str) -> None:
         render.text(err, message)
@@ -238,14 +308,14 @@ def make(
         lock_result = None
     else:
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
-        with err.status("resolving", spinner="dots") as status:
-            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), render.progress(status))
+        with render.spinner(err, "resolving") as progress:
+            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), progress)
         plan = lock_result.plan
         written = outputs.write_all(lock_result, kb, out_dir, command, name, force, on_wait=notice)
     if as_json:
         click.echo(json.dumps(render.made_json(written, plan, lock_result), indent=2))
         return
-    render.made(render.console(), written, plan, lock_result, out_dir, name)
+    render.made(render.out(), written, plan, lock_result, out_dir, name)
     render.warnings(err, [*(lock_result.warnings if lock_result else ()), *plan.warnings])
 
 
@@ -262,6 +332,11 @@ def _make_cluster(
     as_json: bool,
     kwargs: dict[str, Any],
 ) -> None:
+    from envsolver import lock, render, render_cluster
+    from envsolver.cluster import file as cluster_files
+    from envsolver.cluster import make as cluster_make
+    from envsolver.outputs import cache_dir
+
     kb = default_kb()
     cluster = cluster_files.load(Path(cluster_file), kb)
     mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
@@ -289,15 +364,15 @@ def gpus(as_json: bool) -> None:
       envsolver gpus
       envsolver gpus --json | jq '.[] | select(.compute_capability == "9.0") | .name'
     """
+    from envsolver import render
+
     kb = default_kb()
     if as_json:
         click.echo(json.dumps(render.gpu_rows(kb.gpus), indent=2))
         return
-    render.gpu_table(render.console(), kb.gpus)
+    # rich lays the table out on a terminal; a pipe or a file gets plain aligned columns (and no rich import)
+    render.gpu_table(render.console() if render.is_terminal(sys.stdout) else sys.stdout, kb.gpus)
 
-
-for command in (install_command, hook_command, verify_command, cluster):
-    main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -2,14 +2,18 @@
 and an exit code (0, 1, 2, 130), and the `Command` class that tells it whether the command runs with --json.
 
 Command modules (cli.py's plan commands, cli_env.py) define their commands with `cls=Command`; cli.py builds
-the `main` group from `Group` and adds them. Nothing here imports a command module, so there is no circle.
+the `main` group from `Group` and names the others in its `lazy` table, so that a command's module is imported
+only when that command runs (or its help is shown): `envsolver gpus` does not import install, verify, hook or
+cluster. Nothing here imports a command module by name, so there is no circle.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import click
@@ -46,6 +50,14 @@ def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
     ctx.exit(code)
 
 
+def _discard_spare_worker() -> None:
+    """A rattler worker a command started ahead (solve.prestart) and did not use ends with the command, also
+    when the command runs in-process (tests, a caller of `main`)."""
+    solve = sys.modules.get("envsolver.solve")
+    if solve is not None:
+        solve.discard_spare()
+
+
 class Command(click.Command):
     """Records whether this command runs with --json, once its options are parsed, for the handler in _Group."""
 
@@ -64,11 +76,46 @@ class Group(click.Group):
 
     command_class = Command
 
+    def __init__(self, *args: Any, lazy: Mapping[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        """`lazy`: command name -> ("module:attribute" of the command, the first paragraph of its help). The
+        module is imported when the command is looked up; the group's --help lists it from the summary alone."""
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, str]] = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name][0].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, with a command that is not imported yet shown by its summary: the same line."""
+        loaded, self.commands = (
+            self.commands,
+            {
+                **{name: click.Command(name, help=summary) for name, (_, summary) in self.lazy.items()},
+                **self.commands,
+            },
+        )
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self.commands = loaded
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_ARGV] = tuple(args)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return self._invoke(ctx)
+        finally:
+            _discard_spare_worker()
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.exceptions.UsageError as exc:

@@ -20,7 +20,7 @@ from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
 from envsolver.redact import redact, redact_text
 from envsolver.resolve import choose, refusal, resolve, ways_out
-from envsolver.snapshot import coverage
+from envsolver.snapshot import restricted as snapshot_restricted
 from envsolver.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
 from envsolver.target import Target
 
@@ -221,10 +221,11 @@ def snapshot_kb(kb: KnowledgeBase) -> KnowledgeBase:
 
 
 def _restricted(kb: KnowledgeBase) -> KnowledgeBase:
-    """The KB restricted to what the snapshot holds, computed once per KB (the snapshot never changes)."""
+    """The KB restricted to what the snapshot holds, once per KB in a process (the snapshot never changes), and
+    kept compiled across processes (snapshot/restricted.py)."""
     kept = _RESTRICTED.get(id(kb))
     if kept is None or kept[0] is not kb:
-        kept = (kb, coverage.restrict(kb, snapshot.records(), f"the bundled snapshot ({snapshot.date()})"))
+        kept = (kb, snapshot_restricted.restricted(kb))
         _RESTRICTED.clear()
         _RESTRICTED[id(kb)] = kept
     return kept[1]

@@ -215,10 +215,24 @@ def _exit_when_orphaned(stdin: Any) -> None:
     os._exit(EXIT_ORPHANED)
 
 
+def _warm() -> None:
+    """Import rattler before the request is read: a worker started ahead of its request (solve.prestart) does
+    this while its parent is still working out what to ask. An import that fails here fails again, and is
+    answered, where the op imports it."""
+    try:
+        import rattler
+        import rattler.exceptions  # noqa: F401
+        from rattler.channel import ChannelPriority  # noqa: F401
+        from rattler.package.build_string import BuildString  # noqa: F401
+    except Exception:  # answered by the op
+        return
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever else writes to stdout lands on stderr; stdout carries the answer alone
+    _warm()
     stdin = sys.stdin.buffer
     request = stdin.readline().decode("utf-8", "replace")
     threading.Thread(target=_exit_when_orphaned, args=(stdin,), daemon=True).start()

@@ -1,26 +1,30 @@
 """Terminal rendering with rich: the consoles, the plan for `explain`, what `make` wrote, the GPU table for
-`gpus`. Printing only. Values are never read as markup: they are escaped, or printed with markup off."""
+`gpus`. Printing only. Values are never read as markup: they are escaped, or printed with markup off.
+
+On a terminal rich styles the output; where the stream is not a terminal (a pipe, a file) `out()` gives a
+`Plain` writer instead, which prints the same text without importing rich (rich prints no style there either),
+and `gpu_table` prints plain aligned columns. rich is imported only by the functions that use it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from envsolver.kb.model import Gpu
 from envsolver.plan import Plan
-from envsolver.writers.environment import default_name
-from envsolver.writers.files import Outcome
 
 if TYPE_CHECKING:  # annotations only: explain and gpus need neither the locker nor rich's status
+    from rich.console import Console
     from rich.status import Status
 
     from envsolver.lock import LockResult
+    from envsolver.writers.files import Outcome
 
 # The width of a console that is not a terminal: wide enough that no table column is squeezed.
 UNLIMITED = 100_000
@@ -30,25 +34,89 @@ def console(stderr: bool = False) -> Console:
     """A console that never wraps a line: text is soft-wrapped (a long path, URL or command stays whole on one
     line, for the terminal to fold and for copying), and a pipe or a file gets no width limit, so a table is not
     squeezed to 80 columns. stdout is for results, stderr (`stderr=True`) for warnings and progress."""
+    from rich.console import Console
+
     out = Console(stderr=stderr, soft_wrap=True)
     if not out.is_terminal:
         out.width = UNLIMITED
     return out
 
 
-def text(out: Console, line: str) -> None:
+class Plain:
+    """Lines as they are, for a stream that is not a terminal: what rich prints there, without rich."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def line(self, segments: Iterable[tuple[str, str]]) -> None:
+        self.stream.write("".join(piece for piece, _ in segments) + "\n")
+        self.stream.flush()
+
+
+def is_terminal(stream: IO[str]) -> bool:
+    """Whether rich would treat `stream` as a terminal: TTY_COMPATIBLE=1/0 and FORCE_COLOR (non-empty) decide
+    first, as in rich; else isatty()."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    force = os.environ.get("FORCE_COLOR")
+    if force is not None:
+        return force != ""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def out(stderr: bool = False) -> Console | Plain:
+    """stdout's (or stderr's) printer: a rich console() on a terminal, else Plain."""
+    stream = sys.stderr if stderr else sys.stdout
+    return console(stderr) if is_terminal(stream) else Plain(stream)
+
+
+def _line(out: Console | Plain, segments: list[tuple[str, str]], highlight: bool = True) -> None:
+    """One line of (text, style) segments: styled by rich on a console (each text escaped, so it is never
+    markup), as it is on Plain."""
+    if isinstance(out, Plain):
+        out.line(segments)
+        return
+    from rich.markup import escape
+
+    out.print(
+        "".join(f"[{style}]{escape(piece)}[/]" if style else escape(piece) for piece, style in segments),
+        highlight=highlight,
+    )
+
+
+def text(out: Console | Plain, line: str) -> None:
     """Print a line as it is: no markup, no highlighting."""
+    if isinstance(out, Plain):
+        out.line([(line, "")])
+        return
     out.print(line, markup=False, highlight=False)
 
 
 def progress(status: Status) -> Callable[[str], None]:
     """The callback that shows a progress message on the spinner's line, as it is (a path is not markup)."""
+    from rich.text import Text
+
     return lambda message: status.update(Text(message))
 
 
-def warnings(err: Console, found: Iterable[str]) -> None:
+@contextlib.contextmanager
+def spinner(out: Console | Plain, label: str) -> Iterator[Callable[[str], None]]:
+    """A spinner with `label` on a terminal, for the time of the block; the block gets the callback that shows a
+    progress message on it. Plain shows nothing (rich's status shows nothing off a terminal either)."""
+    if isinstance(out, Plain):
+        yield lambda _: None
+        return
+    with out.status(label, spinner="dots") as status:
+        yield progress(status)
+
+
+def warnings(err: Console | Plain, found: Iterable[str]) -> None:
     for w in found:
-        err.print(f"[yellow]warning[/]: {escape(w)}", highlight=False)
+        _line(err, [("warning", "yellow"), (f": {w}", "")], highlight=False)
 
 
 def _yes(value: bool | None) -> str:
@@ -79,54 +147,110 @@ def gpu_rows(gpus: tuple[Gpu, ...]) -> list[dict[str, object]]:
     ]
 
 
-def gpu_table(out: Console, gpus: tuple[Gpu, ...]) -> None:
-    from rich.table import Table  # `gpus` alone prints a table
+GPU_COLUMNS = ("key", "name", "aliases", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform")
+GAP = "  "  # between the columns of the plain table
 
-    table = Table(title="GPUs in the knowledge base", show_lines=False)
-    columns = ("key", "name", "aliases", "CC", "architecture", "memory (GB)", "bf16", "fp8", "platform")
-    for column in columns:
-        table.add_column(column)
+
+def gpu_cells(gpus: tuple[Gpu, ...]) -> list[tuple[str, ...]]:
+    """The GPU table's rows, one cell per GPU_COLUMNS entry, by compute capability then key."""
+    rows: list[tuple[str, ...]] = []
     for g in sorted(gpus, key=lambda g: (g.compute_capability, g.key)):
         memory = "/".join(str(m) for m in g.memory_gb) if g.memory_gb else "?"
         aliases = ", ".join(_other_names(g))
-        cells = (g.key, g.name, aliases, str(g.compute_capability), g.architecture, memory, _yes(g.bf16), _yes(g.fp8))
-        table.add_row(*(escape(c) for c in (*cells, g.platform)))
-    out.print(table)
+        rows.append(
+            (
+                g.key,
+                g.name,
+                aliases,
+                str(g.compute_capability),
+                g.architecture,
+                memory,
+                _yes(g.bf16),
+                _yes(g.fp8),
+                g.platform,
+            )
+        )
+    return rows
 
 
-def plan(out: Console, p: Plan, detected: dict[str, str]) -> None:
+def gpu_table(out: Console | IO[str], gpus: tuple[Gpu, ...]) -> None:
+    """The GPU table: laid out by rich on a console (a terminal), or as plain aligned text on a stream (a pipe
+    or a file): a header line, then one line per GPU, each column starting where its header does (plain_table)."""
+    if isinstance(out, io.IOBase):  # a stream: no rich import
+        cast("IO[str]", out).write(plain_table(GPU_COLUMNS, gpu_cells(gpus)))
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="GPUs in the knowledge base", show_lines=False)
+    for column in GPU_COLUMNS:
+        table.add_column(column)
+    for cells in gpu_cells(gpus):
+        table.add_row(*(escape(c) for c in cells))
+    cast("Console", out).print(table)
+
+
+def plain_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """rich's layout of a table without a box: each cell padded by one space on either side (so a line starts
+    with one space and GAP separates the columns), each column as wide as its widest cell, lines without
+    trailing spaces."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = [
+        (" " + GAP.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))).rstrip()
+        for line in (header, *rows)
+    ]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def plan(out: Console | Plain, p: Plan, detected: dict[str, str]) -> None:
     """The plan, without its warnings (they are diagnostics: `warnings` prints them on stderr)."""
     gpus = ", ".join(f"{g.name} (sm_{g.compute_capability.sm})" for g in p.gpus)
-    out.print(f"[bold]Target[/]: {escape(gpus)}; driver {escape(str(p.driver or 'not given'))}; {p.platform}")
+    _line(out, [("Target", "bold"), (f": {gpus}; driver {p.driver or 'not given'}; {p.platform}", "")])
     for value, origin in detected.items():
         text(out, f"  detected {value} (from {origin})")
-    out.print(
-        f"[bold]Stack[/]: torch {p.torch_version} (CUDA {p.torch_cuda} build) + CUDA {p.cuda_version} "
-        f"toolkit, Python {p.python_version}, source {p.source}; compatibility [bold]{p.compatibility}[/]"
+    _line(
+        out,
+        [
+            ("Stack", "bold"),
+            (
+                f": torch {p.torch_version} (CUDA {p.torch_cuda} build) + CUDA {p.cuda_version} toolkit, Python "
+                f"{p.python_version}, source {p.source}; compatibility ",
+                "",
+            ),
+            (str(p.compatibility), "bold"),
+        ],
     )
     if p.snapshot_date:
         locks = "the plan `envsolver make --offline` locks"
         text(out, f"Planned within the bundled snapshot of {p.snapshot_date}: {locks}.")
-    out.print(f"[bold]TORCH_CUDA_ARCH_LIST[/]={escape(p.torch_cuda_arch_list)}")
-    out.print(f"[bold]Channels[/]: {escape(', '.join(p.channels))}")
-    out.print("[bold]Specs[/]: " + escape("  ".join(str(s) for s in p.specs)))
+    _line(out, [("TORCH_CUDA_ARCH_LIST", "bold"), (f"={p.torch_cuda_arch_list}", "")])
+    _line(out, [("Channels", "bold"), (f": {', '.join(p.channels)}", "")])
+    _line(out, [("Specs", "bold"), (": " + "  ".join(str(s) for s in p.specs), "")])
     if p.pip:
-        out.print("[bold]pip[/]: " + escape("  ".join(p.pip)))
-    out.print("[bold]Virtual packages[/]: " + escape("  ".join(f"{k}={v}" for k, v in p.virtual_packages.items())))
-    out.print("[bold]Decisions[/]:")
+        _line(out, [("pip", "bold"), (": " + "  ".join(p.pip), "")])
+    virtual = "  ".join(f"{k}={v}" for k, v in p.virtual_packages.items())
+    _line(out, [("Virtual packages", "bold"), (f": {virtual}", "")])
+    _line(out, [("Decisions", "bold"), (":", "")])
     for r in p.reasons:
-        out.print(f"  - [bold]{escape(r.decision)}[/]: {escape(r.because)}", highlight=False)
-        out.print(f"      [dim]source: {escape(', '.join(r.source))}[/]", highlight=False)
+        _line(out, [("  - ", ""), (r.decision, "bold"), (f": {r.because}", "")], highlight=False)
+        _line(out, [("      ", ""), (f"source: {', '.join(r.source)}", "dim")], highlight=False)
     if p.rejected:
-        out.print("[bold]Rejected newer candidates[/]:")
+        _line(out, [("Rejected newer candidates", "bold"), (":", "")])
         for rej in p.rejected:
             text(out, f"  - {rej.candidate}: {rej.because}")
 
 
 def made(
-    out: Console, written: Mapping[Path, Outcome], p: Plan, locked: LockResult | None, out_dir: Path, name: str | None
+    out: Console | Plain,
+    written: Mapping[Path, Outcome],
+    p: Plan,
+    locked: LockResult | None,
+    out_dir: Path,
+    name: str | None,
 ) -> None:
     """What `make` wrote, the stack, and the command that creates the environment (its words shell-quoted)."""
+    from envsolver.writers.environment import default_name
+
     for path, outcome in written.items():
         text(out, f"{path}: {outcome.value}")
     text(

@@ -13,8 +13,10 @@ local copy of a channel, such as the bundled snapshot, gets the public channel's
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -23,7 +25,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from envsolver.errors import ConflictError, EnvsolverError, Kind
 from envsolver.redact import redact, redact_text
@@ -125,22 +127,81 @@ def read_answer(raw: bytes) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and isinstance(doc.get("ok"), bool) else None
 
 
+# A worker started ahead of its request (prestart): the child, its stderr file, and the environment it got.
+_Started = tuple[subprocess.Popen[bytes], IO[bytes]]
+_spare: tuple[subprocess.Popen[bytes], IO[bytes], tuple[str, dict[str, str]]] | None = None
+
+
+def _start() -> _Started:
+    """A new worker process, waiting for its request on stdin; its stderr goes to a temporary file."""
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _call, or by discard_spare)
+    try:
+        child = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+    except BaseException:
+        errors.close()
+        raise
+    return child, errors
+
+
+def prestart() -> None:
+    """Start the next call's worker now, so that its Python start and rattler's import run while this process
+    does its own work (imports, the knowledge base, the plan). The next _call takes it; a worker never taken is
+    killed and reaped when this process exits (atexit), and it leaves by itself when its stdin closes. Best
+    effort: a worker that cannot be started here is started (and its failure reported) by the call."""
+    global _spare
+    if _spare is not None:
+        return
+    try:
+        child, errors = _start()
+    except OSError:
+        return
+    _spare = (child, errors, (sys.executable, dict(os.environ)))
+    atexit.register(discard_spare)
+
+
+def discard_spare() -> None:
+    """Kill and reap a prestarted worker that no call took."""
+    global _spare
+    if _spare is None:
+        return
+    child, errors, _ = _spare
+    _spare = None
+    child.kill()
+    child.wait()
+    for stream in (child.stdin, child.stdout, errors):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _take_spare() -> _Started | None:
+    """The prestarted worker, if one is waiting, alive, and was started with this Python and this environment
+    (else it is discarded, and the call starts a new one: a changed PYTHONPATH must reach the worker)."""
+    global _spare
+    if _spare is None:
+        return None
+    child, errors, started_with = _spare
+    if started_with != (sys.executable, dict(os.environ)) or child.poll() is not None:
+        discard_spare()
+        return None
+    _spare = None
+    return child, errors
+
+
 def _call(request: dict[str, Any], doing: str, fix: str) -> dict[str, Any]:
-    """Carry out one request in a new worker process and return its answer (`ok` true or false). Whatever stops
-    the wait (KeyboardInterrupt above all) kills and reaps the child before it goes on. Raises WorkerCrashed
-    (exit 2) when the child dies without answering; `fix` ends that message."""
-    with tempfile.TemporaryFile() as errors:
+    """Carry out one request in a worker process (the prestarted one, else a new one) and return its answer
+    (`ok` true or false). Whatever stops the wait (KeyboardInterrupt above all) kills and reaps the child before
+    it goes on. Raises WorkerCrashed (exit 2) when the child dies without answering; `fix` ends that message."""
+    started = _take_spare()
+    if started is None:
         try:
-            child = subprocess.Popen(
-                worker_command(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=errors,
-            )
+            started = _start()
         except OSError as exc:
             raise WorkerCrashed(
                 f"could not start a Python process for rattler while {doing} ({exc.strerror or exc}). {fix}"
             ) from None
+    child, stderr_file = started
+    with stderr_file as errors:
         assert child.stdin is not None and child.stdout is not None
         try:
             with contextlib.suppress(BrokenPipeError):  # a child gone already: its exit status says how

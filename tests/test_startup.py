@@ -18,7 +18,8 @@ HEAVY = ("conda_lock", "pydantic", "pydantic_core", "ensureconda")
 HOOK = """\
 import atexit, json, runpy, sys
 out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+import gc
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules) + [f"frozen {gc.get_freeze_count()}"])))
 sys.argv[0] = "envsolver"
 runpy.run_module("envsolver", run_name="__main__", alter_sys=True)
 """
@@ -65,3 +66,50 @@ def test_make_offline_imports_neither_conda_lock_nor_pydantic(tmp_path: Path) ->
 def test_explain_and_gpus_import_neither_conda_lock_pydantic_nor_rattler(tmp_path: Path, args: tuple[str, ...]) -> None:
     loaded = modules_at_exit(tmp_path, *args)
     assert sorted(_top(loaded) & {*HEAVY, "rattler"}) == []
+
+
+# What each command must not import (issue 13): the modules of the other commands, and what only they need.
+OTHER_COMMANDS = (
+    "envsolver.cli_env",
+    "envsolver.cli_cluster",
+    "envsolver.install",
+    "envsolver.http",
+    "envsolver.hook",
+    "envsolver.verify",
+    "envsolver.cluster",
+    "envsolver.lockfile",
+)
+NOT_IMPORTED = {
+    "gpus": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "envsolver.resolve", "rattler", "rich"),
+    "explain": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "rattler", "rich"),
+    "make": (*OTHER_COMMANDS, "rattler", "rich"),
+    "--help": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
+    "--version": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
+}
+ARGS = {
+    "gpus": ("gpus",),
+    "explain": ("explain", "--gpu", "a100"),
+    "make": ("make", "--gpu", "a100", "--offline", "--out", "out"),
+    "--help": ("--help",),
+    "--version": ("--version",),
+}
+
+
+def _under(loaded: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.parametrize("command", sorted(NOT_IMPORTED))
+def test_each_command_imports_only_its_own_modules(tmp_path: Path, command: str) -> None:
+    """On a pipe, `gpus`, `explain` and `make` print without rich, `gpus` and `explain` without the locker; no
+    command imports another command's modules."""
+    loaded = modules_at_exit(tmp_path, *ARGS[command])
+    assert "envsolver.cli" in loaded
+    assert _under(loaded, NOT_IMPORTED[command]) == []
+
+
+def test_the_final_collection_skips_what_the_command_made(tmp_path: Path) -> None:
+    """envsolver freezes its objects at exit (gc.freeze), so Python's last collection does not walk them all."""
+    loaded = modules_at_exit(tmp_path, "gpus", "--json")
+    [frozen] = [m for m in loaded if m.startswith("frozen ")]
+    assert int(frozen.split()[1]) > 10_000

@@ -8,6 +8,10 @@ version and arch-list parsers), so an edit to any of them names another file and
 YAML again. Only a KB that loaded without a problem is ever written, atomically (a temporary file, then
 os.replace).
 
+The KB restricted to the bundled snapshot (envsolver/snapshot/restricted.py) is kept the same way, in a file
+named by the compiled KB's name, the snapshot's content digest and the restricting modules' source (PREFIX
+`snapshot-kb-`); `key_of` gives the name of a KB this module read or wrote, so that file can be found.
+
 Nothing read back is trusted blindly: the file carries the SHA-256 of its payload, which must match, and the
 payload is unpickled with only the KB's own classes allowed (any other global, such as a function a tampered
 file names, is refused), and must be a KnowledgeBase. A file that fails any check is ignored and replaced.
@@ -43,6 +47,7 @@ ALLOWED = frozenset(
             "DeepSpeedRelease",
             "Fact",
             "Gpu",
+            "Holding",
             "KnowledgeBase",
             "OpHeader",
             "OpLibrary",
@@ -58,6 +63,24 @@ ALLOWED = frozenset(
         ("packaging.version", "Version"),
     }
 )
+
+
+# id(kb) -> (kb, the name of its compiled file), for the KBs this process read or wrote (the KB is kept
+# alive with its entry, so an id is never reused for another KB while it is listed).
+_NAMES: dict[int, tuple[KnowledgeBase, str]] = {}
+
+
+def key_of(kb: KnowledgeBase) -> str | None:
+    """The name (key) of the compiled file `kb` was read from or written to in this process; None for a KB
+    that did not pass through the cache (a test's own KB, a restricted copy)."""
+    kept = _NAMES.get(id(kb))
+    return kept[1] if kept is not None and kept[0] is kb else None
+
+
+def _remember(kb: KnowledgeBase, path: Path) -> None:
+    name = path.name
+    if name.startswith(PREFIX) and name.endswith(SUFFIX):
+        _NAMES[id(kb)] = (kb, name[len(PREFIX) : -len(SUFFIX)])
 
 
 class _Refused(pickle.UnpicklingError):
@@ -99,8 +122,8 @@ def key(texts: Mapping[str, bytes]) -> str | None:
     return digest.hexdigest()
 
 
-def path_for(root: Path, name: str) -> Path:
-    return root / "kb" / f"{PREFIX}{name}{SUFFIX}"
+def path_for(root: Path, name: str, prefix: str = PREFIX) -> Path:
+    return root / "kb" / f"{prefix}{name}{SUFFIX}"
 
 
 def read(path: Path) -> tuple[KnowledgeBase, str] | None:
@@ -121,14 +144,16 @@ def read(path: Path) -> tuple[KnowledgeBase, str] | None:
         return None
     if not isinstance(doc.get("date"), str):
         return None
+    _remember(doc["kb"], path)
     return doc["kb"], doc["date"]
 
 
-def write(path: Path, kb: KnowledgeBase, date: str) -> None:
-    """Write `kb` (validated already) and its date to `path` atomically and remove older compiled KBs beside it. Best
-    effort: a cache that cannot be written is skipped, never an error."""
+def write(path: Path, kb: KnowledgeBase, date: str, prefix: str = PREFIX) -> None:
+    """Write `kb` (validated already) and its date to `path` atomically and remove older files of the same
+    `prefix` beside it. Best effort: a cache that cannot be written is skipped, never an error."""
     import tempfile
 
+    _remember(kb, path)
     payload = pickle.dumps({"kb": kb, "date": date}, protocol=pickle.HIGHEST_PROTOCOL)
     data = FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     with contextlib.suppress(OSError):
@@ -142,7 +167,7 @@ def write(path: Path, kb: KnowledgeBase, date: str) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
             raise
-        for old in path.parent.glob(f"{PREFIX}*{SUFFIX}"):
+        for old in path.parent.glob(f"{prefix}*{SUFFIX}"):
             if old != path:
                 with contextlib.suppress(OSError):
                     old.unlink()
