@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -213,3 +215,90 @@ def test_verify_help_lists_each_check_on_its_own_line() -> None:
         line = next(line for line in text.splitlines() if line.split()[:1] == [check])
         assert cli_env.CHECK_MEANINGS[check] in line
     assert "|".join(verify_checks.IDS[:3]) not in text  # not click's one-line [a|b|c...] any more
+
+
+# --- exit codes in --help: each documented code is produced by some input, and no input gives another -------
+
+EXIT_CODES = re.compile(r"(?:Exit codes:|;)\s+(\d+)\s")
+
+
+def documented(command: str) -> set[int]:
+    text = " ".join(invoke([command, "--help"]).stdout.split())
+    section = text.split("Exit codes:", 1)[1]
+    return {int(code) for code in EXIT_CODES.findall("Exit codes: " + section.split(".", 1)[0] + ";")}
+
+
+def _interrupt(*_: Any, **__: Any) -> Any:
+    raise KeyboardInterrupt
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> tuple[Path, Path, dict[str, str | None]]:
+    """A lock of tiny synthetic packages (with envsolver's arch-list metadata) installed without the hook."""
+    from tests.test_install import build_channel, write_lock
+
+    lock = write_lock(build_channel(tmp_path), tmp_path, custom={"envsolver_torch_cuda_arch_list": "8.0"})
+    prefix = tmp_path / "env"
+    env: dict[str, str | None] = {"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
+    assert invoke(["install", str(lock), "-p", str(prefix), "--no-hook"], **env).exit_code == 0
+    return lock, prefix, env
+
+
+def test_each_documented_exit_code_happens_and_no_other(
+    installed: tuple[Path, Path, dict[str, str | None]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envsolver import cli as cli_module
+    from envsolver.verify.checks_base import Check
+
+    lock, prefix, env = installed
+    out = str(tmp_path / "out")
+    target = ["--gpu", "a100", "--driver", "580.65.06"]
+    conflict = ["--gpu", "rtx5090", "--driver", "550.54.14"]
+
+    def checks(status: str) -> Any:
+        chosen = SimpleNamespace(python=Path(sys.executable), prefix=prefix)
+        return lambda *a, **k: (chosen, {}, [Check("driver", status, "x")])
+
+    runs: dict[str, list[tuple[list[str], Any]]] = {
+        "explain": [
+            (["explain", *target], None),
+            (["explain", *conflict], None),
+            (["explain", "--gpu", "a1000"], None),
+            (["explain", "--gpu", "a100", "--bogus"], None),
+            (["explain", *target], (cli_module, "resolve", _interrupt)),
+        ],
+        "make": [
+            (["make", *target, "--offline", "-o", out], None),
+            (["make", *conflict, "--offline", "-o", out], None),
+            (["make", "--gpu", "a100", "--cuda", "12.x"], None),
+            (["make", *target, "--offline", "-o", out], (cli_module.lock, "lock", _interrupt)),
+        ],
+        "install": [
+            (["install", str(lock), "-p", str(prefix), "--no-hook"], None),
+            (["install", str(lock), "-p", str(prefix)], None),  # the hook's pre-flight fails: no torch here
+            (["install", str(tmp_path / "missing.yml"), "-p", str(prefix)], None),
+            (["install", str(lock), "-p", str(prefix)], (cli_env.installer, "install", _interrupt)),
+        ],
+        "hook": [
+            (["hook", "-p", str(prefix), "--print-env"], None),
+            (["hook", "-p", str(prefix)], None),
+            (["hook", "-p", str(prefix), "--ops", "nope"], None),
+            (["hook", "-p", str(prefix)], (cli_env.hook_run, "hook", _interrupt)),
+        ],
+        "verify": [
+            (["verify", "-p", str(prefix)], (cli_env.verify_run, "verify", checks("pass"))),
+            (["verify", "--python", sys.executable], None),  # real checks fail: no driver here
+            (["verify", "-p", str(tmp_path / "none")], None),
+            (["verify", "-p", str(prefix)], (cli_env.verify_run, "verify", _interrupt)),
+        ],
+    }
+    for command, cases in runs.items():
+        seen = set()
+        for args, patch in cases:
+            with monkeypatch.context() as m:
+                if patch is not None:
+                    m.setattr(*patch)
+                result = invoke(args, **env)
+            assert result.exit_code in documented(command), (args, result.exit_code, result.output)
+            seen.add(result.exit_code)
+        assert seen == documented(command) == {0, 1, 2, 130}, command
