@@ -1,14 +1,13 @@
 """Shell completion values for click's completion (`_ENVSOLVER_COMPLETE=bash_source envsolver`): GPU keys and
 aliases for --gpu, profile names for --profile, partition names from the cluster file given on the same line.
 
-Completion runs on every Tab, so it reads only what it needs: gpus.yaml (not the whole knowledge base), the
-profile directory's listing, the cluster file's partition names. It never raises: anything that cannot be read
-completes to nothing. Check ids complete through click.Choice, which needs nothing here.
+Completion runs on every Tab, so it reads only what it needs: the knowledge base's compiled cache (for --gpu
+only), the profile directory's listing, the cluster file's partition names (without the knowledge base). It
+never raises: anything that cannot be read completes to nothing. Check ids complete through click.Choice.
 """
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +23,14 @@ def _starting(words: list[str], incomplete: str) -> list[CompletionItem]:
 
 
 def gpu_names() -> list[str]:
-    """'auto', then every GPU key and alias in the knowledge base's gpus.yaml, in its order."""
-    from envsolver import safeyaml
+    """'auto', then every GPU key and alias in the knowledge base, in its order. default_kb() reads the KB's
+    compiled cache (kb/cache.py), which is faster than parsing gpus.yaml alone."""
+    from envsolver.kb import default_kb
 
-    text = files("envsolver.kb").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
-    doc = safeyaml.load(text, safeyaml.Limits(chars=len(text) + 1))
     names = ["auto"]
-    for row in doc.get("gpus", []) if isinstance(doc, dict) else []:
-        if isinstance(row, dict):
-            names += [str(row.get("key", ""))] + [str(a) for a in row.get("aliases") or []]
-    return [n for n in names if n]
+    for gpu in default_kb().gpus:
+        names += [gpu.key, *gpu.aliases]
+    return names
 
 
 def complete_gpu(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

@@ -98,3 +98,14 @@ def test_completion_functions_never_raise(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(profile, "available", broken)
     assert completion.complete_gpu(None, None, "a") == []  # type: ignore[arg-type]
     assert completion.complete_profile(None, None, "a") == []  # type: ignore[arg-type]
+
+
+def test_main_help_shows_each_shell_line_and_each_works() -> None:
+    """The lines `envsolver --help` documents are the ones that produce a completion script."""
+    from click.testing import CliRunner
+
+    from envsolver.cli import main
+
+    text = CliRunner().invoke(main, ["--help"]).stdout
+    for shell in ("bash", "zsh", "fish"):
+        assert f"_ENVSOLVER_COMPLETE={shell}_source envsolver" in text
