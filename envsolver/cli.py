@@ -287,16 +287,18 @@ def make(
     lock_result: lock.LockResult | None = None
     if no_lock:
         plan = _warned(resolve(inputs.target, kb), inputs)
-        texts = {"environment.yml": _environment_text(plan, command, name)}
     else:
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
         with err.status("resolving", spinner="dots") as status:
             lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), progress(status))
         lock_result = dataclasses.replace(lock_result, plan=_warned(lock_result.plan, inputs))
         plan = lock_result.plan
-        texts = outputs.render_all(lock_result, kb, command, name)
         _solve_details(err, lock_result)
     if dry_run:
+        if lock_result is None:
+            texts = {"environment.yml": _environment_text(plan, command, name)}
+        else:
+            texts = outputs.render_all(lock_result, kb, command, name)
         _dry_run(out_dir, texts, force, plan, lock_result, as_json)
         return
     if lock_result is None:
