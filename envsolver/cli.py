@@ -151,20 +151,19 @@ def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
     return inputs, _warned(resolve(inputs.target, kb), inputs)
 
 
-EPILOG_MAIN = """\b
-Shell completion (commands, options, GPU names, profiles, check ids, a cluster file's partitions):
-  bash (4.4+), in ~/.bashrc:  eval "$(_ENVSOLVER_COMPLETE=bash_source envsolver)"
-  zsh, in ~/.zshrc:           eval "$(_ENVSOLVER_COMPLETE=zsh_source envsolver)"
-  fish, in ~/.config/fish/completions/envsolver.fish:
-                              _ENVSOLVER_COMPLETE=fish_source envsolver | source
-"""
-
-
-@click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG_MAIN)
+@click.group(cls=Group, context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="envsolver")
 def main() -> None:
     """Resolve GPU models and a driver into a consistent conda GPU training stack
-    (PyTorch + CUDA toolkit with nvcc and headers + cuDNN + NCCL + DeepSpeed)."""
+    (PyTorch + CUDA toolkit with nvcc and headers + cuDNN + NCCL + DeepSpeed).
+
+    \b
+    Shell completion (commands, options, GPU names, profiles, check ids, a cluster file's partitions):
+      bash (4.4+), in ~/.bashrc:  eval "$(_ENVSOLVER_COMPLETE=bash_source envsolver)"
+      zsh, in ~/.zshrc:           eval "$(_ENVSOLVER_COMPLETE=zsh_source envsolver)"
+      fish, in ~/.config/fish/completions/envsolver.fish:
+                                  _ENVSOLVER_COMPLETE=fish_source envsolver | source
+    """
 
 
 @main.command(epilog=EPILOG_EXPLAIN)
