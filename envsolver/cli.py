@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from envsolver import __version__, profile
-from envsolver.cli_base import INTERNAL, Group
+from envsolver import __version__, completion, profile
+from envsolver.cli_base import CONTEXT, INTERNAL, Group, detail, diagnostics, err_out, progress, verbosity, with_detail
 from envsolver.errors import BadInputError
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs (see LAZY): `gpus` needs no locker
     from envsolver.inputs import Inputs, Options
     from envsolver.kb.model import KnowledgeBase
+    from envsolver.lock import LockResult
     from envsolver.plan import Plan
     from envsolver.target import Target
 
@@ -78,8 +79,11 @@ Examples:
   envsolver make --gpu a100 --channel https://mirror.example.org/conda-forge
   envsolver make --gpu a100 --no-lock  # environment.yml only
   envsolver make --cluster cluster.yaml --out envs   # one environment per platform of the cluster
+  envsolver make --gpu a100 -o envs/a100 --dry-run    # what would be written, nothing written
 
-Exit codes: 0 ok, 1 no consistent stack for the target (or no solution), 2 bad input.
+Exit codes: 0 ok; 1 no consistent stack for the target (or the solver found no solution); 2 bad input, or
+the files could not be written (a hand edit without --force, a channel that cannot be reached); 130
+interrupted (Ctrl-C).
 """
 
 EPILOG_EXPLAIN = """\b
@@ -88,7 +92,7 @@ Examples:
   envsolver explain --gpu rtx5090 --driver 550.54.14     # exits 1: names the driver upgrade
   envsolver explain --gpu a100 --torch 2.3.1 --json
 
-Exit codes: 0 ok, 1 no consistent stack for the target, 2 bad input.
+Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input; 130 interrupted (Ctrl-C).
 """
 
 
@@ -99,23 +103,35 @@ def target_options(func: F) -> F:
             "gpus",
             multiple=True,
             metavar="NAME",
+            shell_complete=completion.complete_gpu,
             help="Target GPU (repeatable): a key, alias or nvidia-smi name (a100, 'NVIDIA H100 80GB HBM3'), "
             "or 'auto' to detect this host's GPUs and driver.",
         ),
         click.option(
             "--profile",
             metavar="NAME|FILE",
+            shell_complete=completion.complete_profile,
             help=f"A named target: {', '.join(profile.available())}; or a path to a profile YAML.",
         ),
         click.option(
             "--driver",
             metavar="VERSION",
-            help="The oldest NVIDIA driver on the nodes, e.g. 535.104.05. "
-            "Absent: assume a current driver (with a warning).",
+            help="The oldest NVIDIA driver on the nodes, e.g. 535.104.05; a branch alone (535) means its oldest "
+            "release (with a warning). Absent: assume a current driver (with a warning).",
         ),
-        click.option("--python", metavar="X.Y", help="Python version, e.g. 3.11."),
+        click.option(
+            "--python",
+            metavar="X.Y",
+            help="Python version, e.g. 3.11; a major alone (3) narrows to the knowledge base's Pythons (with a "
+            "warning).",
+        ),
         click.option("--torch", metavar="VERSION", help="torch version or range: 2.5, 2.3.1, '>=2.4,<2.6'."),
-        click.option("--cuda", metavar="X.Y", help="CUDA toolkit version for nvcc and the runtime, e.g. 12.4."),
+        click.option(
+            "--cuda",
+            metavar="X.Y",
+            help="CUDA toolkit version for nvcc and the runtime, e.g. 12.4; a major alone (13) means the newest "
+            "13.x the knowledge base knows (with a warning).",
+        ),
         click.option(
             "--driver-compat",
             type=click.Choice(["full", "minor"]),
@@ -135,7 +151,7 @@ def target_options(func: F) -> F:
             default=None,
             help="Conda platform; default: the GPUs' usual host (linux-aarch64 for GH200/GB200/GB300).",
         ),
-        click.option("--glibc", metavar="X.Y", help="The nodes' glibc (default 2.28)."),
+        click.option("--glibc", metavar="X.Y", help="The nodes' glibc, as `ldd --version` prints it (default 2.28)."),
         click.option("--deepspeed/--no-deepspeed", default=None, help="Include DeepSpeed (default: yes)."),
     ]
     for option in reversed(options):
@@ -185,15 +201,30 @@ def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
         from envsolver import lock
         from envsolver.outputs import cache_dir
 
-        return inputs, lock.plan_offline(inputs.target, kb, cache_dir())[0]
-    return inputs, resolve(inputs.target, kb)
+        return inputs, _warned(lock.plan_offline(inputs.target, kb, cache_dir())[0], inputs)
+    return inputs, _warned(resolve(inputs.target, kb), inputs)
 
 
-@click.group(cls=Group, lazy=LAZY)
-@click.version_option(__version__, prog_name="envsolver")
+def _warned(plan: Plan, inputs: Inputs) -> Plan:
+    """The plan with the warnings about the inputs (a partial version, ...) first."""
+    import dataclasses
+
+    return dataclasses.replace(plan, warnings=(*inputs.warnings, *plan.warnings)) if inputs.warnings else plan
+
+
+@click.group(cls=Group, lazy=LAZY, context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="envsolver")
 def main() -> None:
     """Resolve GPU models and a driver into a consistent conda GPU training stack
-    (PyTorch + CUDA toolkit with nvcc and headers + cuDNN + NCCL + DeepSpeed)."""
+    (PyTorch + CUDA toolkit with nvcc and headers + cuDNN + NCCL + DeepSpeed).
+
+    \b
+    Shell completion (commands, options, GPU names, profiles, check ids, a cluster file's partitions):
+      bash (4.4+), in ~/.bashrc:  eval "$(_ENVSOLVER_COMPLETE=bash_source envsolver)"
+      zsh, in ~/.zshrc:           eval "$(_ENVSOLVER_COMPLETE=zsh_source envsolver)"
+      fish, in ~/.config/fish/completions/envsolver.fish:
+                                  _ENVSOLVER_COMPLETE=fish_source envsolver | source
+    """
 
 
 @main.command(epilog=EPILOG_EXPLAIN)
@@ -204,6 +235,7 @@ def main() -> None:
     help="Plan within the bundled snapshot of real channel records: the plan `make --offline` locks.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (stable keys).")
+@verbosity
 def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     """Show the plan for a target: decisions with sources, rejected candidates, warnings."""
     if offline:
@@ -223,10 +255,12 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
 @main.command(epilog=EPILOG_MAKE)
 @target_options
 @click.option(
+    "-n",
     "--name",
     help="Environment name as conda takes it: no '/', ' ', ':', '#', not 'base' (default: envsolver-<gpus>).",
 )
 @click.option(
+    "-o",
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -236,6 +270,7 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
 )
 @click.option("--offline", is_flag=True, help="Lock against the bundled snapshot of real channel records.")
 @click.option(
+    "-c",
     "--channel",
     "channels",
     multiple=True,
@@ -251,13 +286,30 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     "environment per platform, in OUT/<platform>/.",
 )
 @click.option(
-    "--partition", "only", multiple=True, metavar="NAME", help="With --cluster: only this partition (repeatable)."
+    "--partition",
+    "only",
+    multiple=True,
+    metavar="NAME",
+    shell_complete=completion.complete_partition,
+    help="With --cluster: only this partition (repeatable).",
 )
 @click.option(
-    "--skip-partition", "skip", multiple=True, metavar="NAME", help="With --cluster: leave this partition out."
+    "--skip-partition",
+    "skip",
+    multiple=True,
+    metavar="NAME",
+    shell_complete=completion.complete_partition,
+    help="With --cluster: leave this partition out.",
 )
 @click.option("--force", is_flag=True, help="Overwrite files that were edited by hand.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Solve, then print each file that would be written (created, overwritten, unchanged, removed, or refused "
+    "for a hand edit) and write nothing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was written, and the plan, as JSON.")
+@verbosity
 def make(
     name: str | None,
     out_dir: Path,
@@ -268,6 +320,7 @@ def make(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     force: bool,
+    dry_run: bool,
     as_json: bool,
     **kwargs: Any,
 ) -> None:
@@ -280,6 +333,11 @@ def make(
     if name is not None:
         names.validate(name)
     if cluster_file is not None:
+        if dry_run:
+            raise BadInputError(
+                "--dry-run does not apply to --cluster yet. Remove --dry-run, or pass --out a new directory to see "
+                "the files."
+            )
         _make_cluster(cluster_file, only, skip, name, out_dir, offline, channels, no_lock, force, as_json, kwargs)
         return
     if only or skip:
@@ -297,26 +355,84 @@ def make(
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
-    err = render.out(stderr=True)
+    err = err_out()
 
     def notice(message: str) -> None:
         render.text(err, message)
 
+    lock_result: LockResult | None = None
     if no_lock:
-        plan = resolve(inputs.target, kb)
-        written = outputs.write_environment(plan, out_dir, command, name, force, on_wait=notice)
-        lock_result = None
+        plan = _warned(resolve(inputs.target, kb), inputs)
     else:
+        import dataclasses
+
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
-        with render.spinner(err, "resolving") as progress:
-            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), progress)
+        with render.spinner(err, "resolving") as show:
+            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), with_detail(err, show))
+        lock_result = dataclasses.replace(lock_result, plan=_warned(lock_result.plan, inputs))
         plan = lock_result.plan
+        _solve_details(err, lock_result)
+    if dry_run:
+        if lock_result is None:
+            texts = {"environment.yml": _environment_text(plan, command, name)}
+        else:
+            texts = outputs.render_all(lock_result, kb, command, name)
+        _dry_run(out_dir, texts, force, plan, lock_result, as_json)
+        return
+    if lock_result is None:
+        written = outputs.write_environment(plan, out_dir, command, name, force, on_wait=notice)
+    else:
         written = outputs.write_all(lock_result, kb, out_dir, command, name, force, on_wait=notice)
     if as_json:
         click.echo(json.dumps(render.made_json(written, plan, lock_result), indent=2))
         return
     render.made(render.out(), written, plan, lock_result, out_dir, name)
-    render.warnings(err, [*(lock_result.warnings if lock_result else ()), *plan.warnings])
+    render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
+
+
+def _environment_text(plan: Plan, command: str, name: str | None) -> str:
+    from envsolver.kb.load import kb_date
+    from envsolver.writers import environment
+
+    return environment.render(plan, command, kb_date(), name)
+
+
+def _solve_details(err: Any, result: LockResult) -> None:
+    """-v: what was solved: the specs, the channels, each platform's virtual packages."""
+    detail(err, f"solved {len(result.plan.specs)} specs: {' '.join(str(s) for s in result.plan.specs)}")
+    detail(err, f"channels: {' '.join(result.channels)} ({result.used})")
+    for platform, virtual in sorted(result.virtual_packages.items()):
+        detail(err, f"virtual packages for {platform}: {' '.join(f'{k}={v}' for k, v in sorted(virtual.items()))}")
+
+
+def _dry_run(
+    out_dir: Path,
+    texts: dict[str, str],
+    force: bool,
+    plan: Plan,
+    lock_result: LockResult | None,
+    as_json: bool,
+) -> None:
+    """make --dry-run: what writing would do, file by file; nothing is written."""
+    from envsolver import dryrun, render
+
+    actions = dryrun.preview(out_dir, texts, force)
+    if as_json:
+        doc = render.made_json({}, plan, lock_result)
+        del doc["files"]
+        doc = {
+            "ok": True,
+            "dry_run": True,
+            "would_write": dryrun.would_write(actions),
+            "files": {str(path): action for path, action in actions.items()},
+            **doc,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    out = render.out()
+    for line in dryrun.lines(actions):
+        render.text(out, line)
+    render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
 
 
 def _make_cluster(
@@ -341,21 +457,23 @@ def _make_cluster(
     cluster = cluster_files.load(Path(cluster_file), kb)
     mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
     request = cluster_make.Request(cluster_file, _options(kwargs), only, skip, mode, channels, name, no_lock, force)
-    err = render.console(stderr=True)
+    err = diagnostics()
     with err.status("resolving", spinner="dots") as status:
         results = cluster_make.make(
-            cluster, kb, request, out_dir, cache_dir(), render.progress(status), lambda m: render.text(err, m)
+            cluster, kb, request, out_dir, cache_dir(), progress(status), lambda m: render.text(err, m)
         )
     if as_json:
         click.echo(json.dumps(render_cluster.made_json(cluster, results), indent=2))
         return
     render_cluster.made(render.console(), cluster, results, name)
+    warn = render.console(stderr=True)
     for result in results:
-        render.warnings(err, [*(result.locked.warnings if result.locked else ()), *result.plan.warnings])
+        render.warnings(warn, [*(result.locked.warnings if result.locked else ()), *result.plan.warnings])
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of GPUs.")
+@verbosity
 def gpus(as_json: bool) -> None:
     """List the GPUs envsolver knows, with compute capability, memory, bf16 and fp8 support.
 

@@ -13,8 +13,9 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any, NoReturn
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -29,9 +30,27 @@ from envsolver.errors import (
 )
 from envsolver.redact import redact_text
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.status import Status
+
+    from envsolver.render import Plain
+
 INTERNAL = "internal error"
 _JSON = "envsolver.json"  # ctx.meta: whether the command runs with --json (parent and child contexts share meta)
 _ARGV = "envsolver.argv"
+_LEVEL = "envsolver.verbosity"  # ctx.meta: -1 with -q, 1 with -v, else 0
+_START = "envsolver.start"  # ctx.meta: time.monotonic() when the command line was parsed
+# Every command's -h as well as --help: set on the main group, inherited by every subcommand's context.
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+F = TypeVar("F", bound=Callable[..., Any])
+QUIET_HELP = (
+    "Print no progress and no notices on stderr; warnings and errors still print, and --json output is the same."
+)
+VERBOSE_HELP = (
+    "Print more on stderr: each step as it starts, with the seconds since the start (and what `make` solves: "
+    "specs, channels, virtual packages). --json output is the same."
+)
 
 
 def _wants_json(ctx: click.Context) -> bool:
@@ -58,12 +77,90 @@ def _discard_spare_worker() -> None:
         solve.discard_spare()
 
 
+def _set_level(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        level = 1 if param.name == "verbose" else -1
+        if ctx.meta.get(_LEVEL, 0) not in (0, level):
+            raise click.UsageError("-v/--verbose and -q/--quiet exclude each other. Pass one of them.", ctx)
+        ctx.meta[_LEVEL] = level
+    return value
+
+
+def verbosity(func: F) -> F:
+    """-v/--verbose and -q/--quiet on a command; read them with level()."""
+    func = click.option(
+        "-q", "--quiet", is_flag=True, expose_value=False, is_eager=True, callback=_set_level, help=QUIET_HELP
+    )(func)
+    option = click.option(
+        "-v", "--verbose", is_flag=True, expose_value=False, is_eager=True, callback=_set_level, help=VERBOSE_HELP
+    )
+    return option(func)
+
+
+def level() -> int:
+    """-1 with -q, 1 with -v, else 0 (also outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    return int(ctx.meta.get(_LEVEL, 0)) if ctx is not None else 0
+
+
+def diagnostics() -> Console:
+    """The stderr console for progress and notices: silent with -q. Warnings go to render.console(stderr=True)."""
+    from envsolver import render
+
+    err = render.console(stderr=True)
+    err.quiet = level() < 0
+    return err
+
+
+def detail(out: Console | Plain, line: str) -> None:
+    """With -v: `[  1.23s] LINE` on `out` (stderr), the seconds since the command line was parsed."""
+    if level() <= 0:
+        return
+    from envsolver import render
+
+    ctx = click.get_current_context(silent=True)
+    start = float(ctx.meta.get(_START, time.monotonic())) if ctx is not None else time.monotonic()
+    render.text(out, f"[{time.monotonic() - start:7.2f}s] {redact_text(line)}")
+
+
+def err_out() -> Console | Plain:
+    """stderr's printer for progress and notices as render.out makes it (rich only on a terminal); with -q, one
+    that prints nothing. Warnings go to render.out(stderr=True), which -q does not silence."""
+    import io
+
+    from envsolver import render
+
+    return render.Plain(io.StringIO()) if level() < 0 else render.out(stderr=True)
+
+
+def with_detail(out: Console | Plain, show: Callable[[str], None]) -> Callable[[str], None]:
+    """A progress callback; with -v each message also stays on `out`, as a detail line."""
+    if level() <= 0:
+        return show
+
+    def both(message: str) -> None:
+        show(message)
+        detail(out, message)
+
+    return both
+
+
+def progress(status: Status) -> Callable[[str], None]:
+    """The spinner's callback (render.progress); with -v each message also stays, as a detail line."""
+    from envsolver import render
+
+    return with_detail(status.console, render.progress(status))
+
+
 class Command(click.Command):
     """Records whether this command runs with --json, once its options are parsed, for the handler in _Group."""
 
     def invoke(self, ctx: click.Context) -> Any:
         ctx.meta[_JSON] = bool(ctx.params.get("as_json"))
-        return super().invoke(ctx)
+        result = super().invoke(ctx)
+        if level() > 0:
+            detail(diagnostics(), f"{ctx.command_path}: done")
+        return result
 
 
 class Group(click.Group):
@@ -107,6 +204,7 @@ class Group(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_ARGV] = tuple(args)
+        ctx.meta.setdefault(_START, time.monotonic())
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:

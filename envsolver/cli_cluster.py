@@ -15,7 +15,8 @@ from typing import Any
 
 import click
 
-from envsolver import render
+from envsolver import completion, render
+from envsolver.cli_base import diagnostics, verbosity
 from envsolver.cluster import discover, report, sbatch, slurm
 from envsolver.cluster import file as cluster_file
 from envsolver.errors import BadInputError
@@ -56,6 +57,7 @@ Exit codes: 0 ok, 2 bad input or Slurm could not answer (the message ends with t
 
 @cluster.command(name="init", cls=_Command, epilog=EPILOG_INIT)
 @click.option(
+    "-o",
     "--out",
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -93,6 +95,7 @@ Exit codes: 0 ok, 2 bad input or Slurm could not answer (the message ends with t
 )
 @click.option("--force", is_flag=True, help="Overwrite a cluster file that was edited by hand.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was drafted and written as JSON.")
+@verbosity
 def init_command(
     out: Path,
     partitions: tuple[str, ...],
@@ -105,7 +108,7 @@ def init_command(
     """Draft the cluster file through Slurm from a login node: partitions, nodes and GPU GRES from sinfo and
     scontrol, then one short srun step per partition (and GRES type) for what Slurm does not know: nvidia-smi's
     GPU names and driver, glibc (ldd --version) and the architecture (uname -m)."""
-    err = render.console(stderr=True)
+    err = diagnostics()
     command = discover.words(partitions, maps, not no_probe, wait_s, str(out))
     request = discover.Request(partitions, maps, not no_probe, wait_s, command)
     found = discover.discover(request, default_kb(), lambda line: render.text(err, line))
@@ -116,7 +119,7 @@ def init_command(
     console = render.console()
     for line in report.lines(found, out, outcome):
         render.text(console, line)
-    render.warnings(err, found.draft.notes)
+    render.warnings(render.console(stderr=True), found.draft.notes)
 
 
 EPILOG_SBATCH = """\b
@@ -145,7 +148,14 @@ Slurm could not say how many GPUs a node has (pass --gpus-per-node); every messa
     type=click.Path(dir_okay=False, path_type=Path),
     help="The cluster file (from `envsolver cluster init`).",
 )
-@click.option("--partition", "partition_name", required=True, metavar="NAME", help="The partition to run on.")
+@click.option(
+    "--partition",
+    "partition_name",
+    required=True,
+    metavar="NAME",
+    shell_complete=completion.complete_partition,
+    help="The partition to run on.",
+)
 @click.option(
     "-p",
     "--prefix",
@@ -168,11 +178,16 @@ Slurm could not say how many GPUs a node has (pass --gpus-per-node); every messa
     "checks",
     multiple=True,
     type=click.Choice(list(CHECK_IDS)),
-    help="The verify step reports only these checks (repeatable) [default: every check].",
+    metavar="ID",
+    help="The verify step reports only this check (repeatable) [default: every check]; `envsolver verify --help` "
+    "lists the check ids.",
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the script here [default: print].")
+@click.option(
+    "-o", "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the script here [default: print]."
+)
 @click.option("--force", is_flag=True, help="With --out: overwrite a script that was edited by hand.")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, script, partition, ...} as JSON.")
+@verbosity
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def sbatch_command(
     cluster_path: Path,

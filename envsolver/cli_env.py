@@ -16,8 +16,9 @@ from pathlib import Path
 import click
 
 from envsolver import install as installer
-from envsolver import prefixmeta, progress, render
-from envsolver.cli_base import Command
+from envsolver import prefixmeta, render
+from envsolver import progress as byte_progress
+from envsolver.cli_base import Command, diagnostics, progress, verbosity
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
@@ -44,6 +45,40 @@ OP_CACHE = click.option(
     "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
 )
 
+# verify --help's list of checks: what each id looks at, one line each (help text only; the checks themselves
+# live in envsolver/verify). tests/test_cli_flags.py holds it to verify_checks.IDS.
+CHECK_MEANINGS = {
+    "driver": "the NVIDIA driver's version and the CUDA it supports",
+    "gpus": "the GPUs the driver sees",
+    "torch_import": "torch imports in the environment's Python",
+    "torch_cuda_build": "torch is a CUDA build (not CPU-only)",
+    "driver_supports_torch_cuda": "the driver runs the CUDA torch was built with",
+    "cuda_available": "torch.cuda.is_available() and the device count",
+    "arch_coverage": "torch's build has code for every visible GPU's compute capability",
+    "prefix_toolkit": "the prefix holds the CUDA toolkit an op build needs (nvcc and the op headers)",
+    "nvcc": "nvcc is there and says its version",
+    "cuda_version_match": "nvcc's CUDA and torch's CUDA fit together for DeepSpeed's op builds",
+    "headers": "the CUDA headers DeepSpeed's ops include",
+    "op_libraries": "the unversioned CUDA libraries DeepSpeed's ops link (the -dev packages)",
+    "libcudart": "which libcudart torch loads, and no other one on LD_LIBRARY_PATH",
+    "cudnn": "the cuDNN torch uses",
+    "nccl": "the NCCL torch uses",
+    "host_compiler": "a C++ compiler nvcc accepts",
+    "torch_cuda_arch_list": "TORCH_CUDA_ARCH_LIST is set, well-formed, and covers the GPUs",
+    "deepspeed_ops": "DeepSpeed's accelerator and its built ops",
+    "extensions_cache": "no ops in the torch extensions cache built for another Python, torch or CUDA",
+    "pip_conda_mix": "no pip nvidia-* CUDA wheels beside conda's CUDA",
+    "lock_drift": "the installed packages match the lock",
+    "host_vs_lock": "this host's driver and glibc meet what the lock was solved for",
+    "shm": "/dev/shm is large enough for DataLoader workers",
+}
+
+
+def _checks_epilog() -> str:
+    width = max(len(i) for i in verify_checks.IDS)
+    rows = [f"  {i:<{width}}  {CHECK_MEANINGS.get(i, '')}".rstrip() for i in verify_checks.IDS]
+    return "\b\nChecks (--check ID, repeatable; default: all, in this order):\n" + "\n".join(rows)
+
 
 @click.command(name="install", cls=Command)
 @click.argument(
@@ -52,9 +87,15 @@ OP_CACHE = click.option(
 @click.option(
     "-p",
     "--prefix",
-    required=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="The environment directory to create or update.",
+)
+@click.option(
+    "-n",
+    "--name",
+    metavar="NAME",
+    help="Instead of -p: the named environment NAME in conda's envs directory (the first entry of "
+    "CONDA_ENVS_DIRS or CONDA_ENVS_PATH, else ~/.conda/envs), as conda's -n NAME.",
 )
 @click.option(
     "--platform",
@@ -77,9 +118,11 @@ OP_CACHE = click.option(
 )
 @OP_CACHE
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@verbosity
 def install_command(
     lock_path: Path,
-    prefix: Path,
+    prefix: Path | None,
+    name: str | None,
     platform: str | None,
     mirrors: tuple[str, ...],
     no_hook: bool,
@@ -96,17 +139,24 @@ def install_command(
     Examples:
       envsolver install conda-lock.yml -p ~/envs/train
       envsolver install conda-linux-64.lock -p /scratch/envs/train
+      envsolver install conda-lock.yml -n train     # ~/.conda/envs/train (or CONDA_ENVS_DIRS's first)
       envsolver install -p ./env --mirror https://conda.anaconda.org=https://mirror.example.org/conda
+
+    Exit codes: 0 installed (or already up to date) and the hook passed or was not run; 1 the post-install
+    hook failed (a pre-flight check or an op build); 2 bad input or the install could not run (the prefix is
+    left as it was); 130 interrupted (Ctrl-C).
     """
+    prefix = _install_prefix(prefix, name)
     mirror_map = parse_mirrors(mirrors)
     if dry_run:
         _show_plan(installer.plan(lock_path, prefix, platform, mirror_map, cache_dir()), as_json)
         return
-    err = render.console(stderr=True)
+    err = diagnostics()
+    warn = render.console(stderr=True)  # warnings print with -q too
     with err.status("reading the lock", spinner="dots") as status:
         report = installer.install(
-            lock_path, prefix, platform, mirror_map, cache_dir(), render.progress(status), None,
-            lambda warning: render.warnings(err, [warning]),
+            lock_path, prefix, platform, mirror_map, cache_dir(), progress(status), None,
+            lambda warning: render.warnings(warn, [warning]),
         )  # fmt: skip
     meta = report.lock_metadata
     prefixmeta.save(prefix, report.platform, meta)
@@ -129,7 +179,7 @@ def install_command(
                 False,
                 None,
                 os.environ,
-                render.progress(status),
+                progress(status),
                 op_cache=op_cache,
             )
     ok = hook_report is None or hook_report.ok
@@ -175,7 +225,7 @@ def _show_plan(plan: installer.InstallPlan, as_json: bool) -> None:
     out = render.console()
     width = max((len(p.name) for p in plan.packages), default=0)
     for p in plan.packages:
-        size = "" if p.size is None else progress.size(p.size)
+        size = "" if p.size is None else byte_progress.size(p.size)
         render.text(out, f"{p.name:<{width}}  {p.version} {p.build} {p.state} {size}".rstrip())
     counts = {state: sum(p.state == state for p in plan.packages) for state in ("download", "cached", "installed")}
     what = "would link" if plan.changes else "already holds"
@@ -184,6 +234,22 @@ def _show_plan(plan: installer.InstallPlan, as_json: bool) -> None:
         f"{plan.prefix}: {what} {len(plan.packages)} packages for {plan.platform} ({counts['download']} to download,"
         f" {counts['cached']} cached, {counts['installed']} installed already); dry run, nothing was written",
     )
+
+
+def _install_prefix(prefix: Path | None, name: str | None) -> Path:
+    """-p PREFIX, or -n NAME under conda's envs directory (envsdir.py); exactly one of them."""
+    if prefix is not None and name is not None:
+        raise click.UsageError("-n/--name and -p/--prefix exclude each other. Pass one of them.")
+    if name is not None:
+        from envsolver import envsdir
+
+        return envsdir.prefix_for(name, os.environ)
+    if prefix is None:
+        raise click.UsageError(
+            "Missing option '-p' / '--prefix' (or '-n' / '--name'): the environment to install into. Pass -p "
+            "PREFIX (a directory), or -n NAME for a named environment under conda's envs directory."
+        )
+    return prefix
 
 
 @click.command(name="hook", cls=Command)
@@ -220,6 +286,7 @@ def _show_plan(plan: installer.InstallPlan, as_json: bool) -> None:
 )
 @OP_CACHE
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@verbosity
 def hook_command(
     prefix: Path,
     lock_path: Path | None,
@@ -246,7 +313,8 @@ def hook_command(
       envsolver hook -p ~/envs/train --ops fused_adam --arch-list '8.0;9.0+PTX'
       eval "$(envsolver hook -p ~/envs/train --print-env)"
 
-    Exit codes: 0 ok, 1 a pre-flight check or an op build failed, 2 bad input.
+    Exit codes: 0 ok; 1 a pre-flight check or an op build failed; 2 bad input, or the hook could not run;
+    130 interrupted (Ctrl-C).
     """
     kb = default_kb()
     if print_env:
@@ -262,7 +330,7 @@ def hook_command(
     unknown = [o for o in wanted if o not in hook_build.KNOWN_OPS]
     if unknown:
         raise BadInputError(f"unknown op(s) {unknown}. Known: {', '.join(hook_build.KNOWN_OPS)}. Fix --ops.")
-    with render.console(stderr=True).status("hook", spinner="dots") as status:
+    with diagnostics().status("hook", spinner="dots") as status:
         report = hook_run.hook(
             prefix,
             kb,
@@ -273,7 +341,7 @@ def hook_command(
             no_build,
             python,
             os.environ,
-            render.progress(status),
+            progress(status),
             op_cache=op_cache,
         )
     if as_json:
@@ -284,7 +352,7 @@ def hook_command(
         sys.exit(1)
 
 
-@click.command(name="verify", cls=Command)
+@click.command(name="verify", cls=Command, epilog=_checks_epilog())
 @click.option("-p", "--prefix", type=click.Path(file_okay=False, path_type=Path), help="The environment to check.")
 @click.option(
     "--python",
@@ -311,7 +379,8 @@ def hook_command(
     "only",
     multiple=True,
     type=click.Choice(list(verify_checks.IDS)),
-    help="Run only these checks (repeatable).",
+    metavar="ID",
+    help="Run only this check (repeatable); the checks are listed below.",
 )
 @click.option(
     "--nccl",
@@ -329,6 +398,7 @@ def hook_command(
 )
 @click.option("--nccl-timeout", type=float, help="--nccl: seconds for joining and for each collective [default: 120].")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
+@verbosity
 def verify_command(
     prefix: Path | None,
     python: Path | None,
@@ -359,7 +429,8 @@ def verify_command(
     With --nccl, --json also carries nccl_tested (true only for NCCL on GPUs with every check passed), the
     bus bandwidth per size (nccl-tests' busbw), each rank's GPU and NCCL library, and the ranks' own report.
 
-    Exit codes: 0 everything passed (warnings allowed), 1 a check failed, 2 verify could not run.
+    Exit codes: 0 everything passed (warnings allowed); 1 a check failed; 2 bad input, or verify could not
+    run; 130 interrupted (Ctrl-C).
     """
     if nccl and cluster_path is not None:
         raise BadInputError(
@@ -427,8 +498,8 @@ def _verify_nccl(
     chosen = verify_run.target(prefix, python, os.environ)
     env = nccl_run.environ_for(chosen.prefix, os.environ)
     count = nccl_run.processes(chosen.python, gpus, options, env)
-    with render.console(stderr=True).status(f"NCCL check: {count} ranks", spinner="dots") as status:
-        run = nccl_run.run_local(chosen.python, chosen.prefix, count, options, os.environ, render.progress(status))
+    with diagnostics().status(f"NCCL check: {count} ranks", spinner="dots") as status:
+        run = nccl_run.run_local(chosen.python, chosen.prefix, count, options, os.environ, progress(status))
     if as_json:
         click.echo(json.dumps(nccl_run.report_json(run, chosen.python, chosen.prefix), indent=2))
     else:
@@ -457,7 +528,7 @@ def _verify_cluster(
             "--cluster checks an environment prefix on every partition: pass -p PREFIX (on the shared filesystem), "
             "and no --python (each node runs PREFIX/bin/python)."
         )
-    err = render.console(stderr=True)
+    err = diagnostics()
     request = cluster_verify.Request(cluster_path, prefix, lock_path, gpu_test, only)
     report = cluster_verify.verify(request, default_kb(), lambda line: render.text(err, line))
     if as_json:

@@ -42,6 +42,7 @@ class Inputs:
     target: Target
     detected: dict[str, str] = field(default_factory=dict)  # value -> where it came from
     command: str = ""
+    warnings: tuple[str, ...] = ()  # about the values as given: a partial version, a dropped patch
 
 
 def build_target(
@@ -78,22 +79,53 @@ def build_target(
             values["driver"] = facts.driver.value
             detected[f"driver {facts.driver.value}"] = facts.driver.origin
     gpus = tuple(dict.fromkeys(lookup(kb, n) for n in gpu_names))
+    parsed = _versions(values, kb)
     target = Target(
         gpus=gpus,
-        driver=versions.driver(str(values["driver"])) if "driver" in values else None,
-        python=versions.python(str(values["python"])) if "python" in values else None,
+        driver=parsed.driver,
+        python=parsed.python,
         torch=torch_specifier(str(values["torch"])) if "torch" in values else None,
         torch_text=str(values["torch"]) if "torch" in values else None,
-        cuda=versions.cuda(str(values["cuda"])) if "cuda" in values else None,
+        cuda=parsed.cuda,
         source=cast(Any, _choice(values.get("source", "conda-forge"), CHANNELS, "--source")),
         platform=cast(Any, _choice(values["platform"], PLATFORMS, "--platform")) if "platform" in values else None,
         deepspeed=bool(values.get("deepspeed", True)),
-        glibc=versions.parse_major_minor(str(values["glibc"]), "glibc version", "2.28", "--glibc")
-        if "glibc" in values
-        else DEFAULT_GLIBC,
+        glibc=parsed.glibc,
         driver_compat=cast(Any, _choice(values.get("driver_compat", "minor"), ("full", "minor"), "--driver-compat")),
     )
-    return Inputs(target, detected, canonical_command("make", target))
+    return Inputs(target, detected, canonical_command("make", target), parsed.warnings)
+
+
+@dataclass(frozen=True)
+class _Versions:
+    driver: versions.DriverVersion | None
+    python: versions.MajorMinor | None
+    cuda: versions.MajorMinor | None
+    glibc: versions.MajorMinor
+    warnings: tuple[str, ...]
+
+
+def _versions(values: Mapping[str, Any], kb: KnowledgeBase) -> _Versions:
+    """The version options by versions.py's one rule; MAJOR alone for --cuda and --python is narrowed against the
+    releases the knowledge base's torch builds are made for. Raises BadInputError."""
+    found: list[str] = []
+
+    def keep(pair: tuple[Any, str | None]) -> Any:
+        if pair[1] is not None:
+            found.append(pair[1])
+        return pair[0]
+
+    cudas = tuple(sorted({b.cuda for b in kb.torch_builds}))
+    pythons = tuple(sorted({p for b in kb.torch_builds for p in b.python}))
+    driver = keep(versions.driver_given(str(values["driver"]))) if "driver" in values else None
+    python = (
+        None
+        if "python" not in values
+        else keep(versions.wish(str(values["python"]), "Python", "3.11", "--python", pythons))
+    )
+    cuda = None if "cuda" not in values else keep(versions.wish(str(values["cuda"]), "CUDA", "12.4", "--cuda", cudas))
+    glibc = keep(versions.glibc_given(str(values["glibc"]))) if "glibc" in values else DEFAULT_GLIBC
+    return _Versions(driver, python, cuda, glibc, tuple(found))
 
 
 def _choice(value: Any, allowed: tuple[str, ...], flag: str) -> str:

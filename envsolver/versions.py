@@ -125,3 +125,91 @@ def driver(text: str) -> DriverVersion:
         )
     parts = tuple(int(g) for g in match.groups() if g is not None)
     return DriverVersion(parts, value)
+
+
+# The version options, one rule (README: "Versions on the command line"). Every option takes 1 to 3
+# dot-separated components of ASCII digits. What a component fewer or more than the option's own form means
+# depends on what the option says:
+#   a wish (--cuda, --python; form MAJOR.MINOR): MAJOR alone is a range, narrowed to one release the knowledge
+#       base knows (newest first), with a warning that names it; a patch is dropped, with a warning, since
+#       conda-forge's cuda-version and python pins are MAJOR.MINOR.
+#   a fact about the nodes (--driver, form MAJOR.MINOR[.PATCH]; --glibc, form MAJOR.MINOR): the plan must hold
+#       on every node the value may stand for, so a driver branch alone (535) is its oldest release (535.0.0 is
+#       below every 535.x), with a warning; a glibc MAJOR alone stands for every 2.x and has no usable floor,
+#       so it is refused with the form to pass; a glibc patch is dropped, with a warning.
+_COMPONENTS = re.compile(rf"{_N}(?:\.{_N})?(?:\.{_N})?")
+
+
+def components(text: str, what: str, example: str, flag: str, partial: str) -> tuple[int, ...]:
+    """1 to 3 dot-separated components of ASCII digits. Raises BadInputError naming the form; `partial` says
+    what a shorter value means for this option."""
+    match = _COMPONENTS.fullmatch(str(text).strip())
+    if not match:
+        raise BadInputError(f"malformed {what} {text!r}: expected {partial}. Pass {flag} {example}.")
+    return tuple(int(g) for g in match.groups() if g is not None)
+
+
+def wish(
+    text: str, what: str, example: str, flag: str, known: tuple[MajorMinor, ...]
+) -> tuple[MajorMinor | None, str | None]:
+    """(the release a --cuda or --python value asks for, a warning or None). MAJOR alone: None (no narrowing)
+    when every release in `known` has that major (the option then narrows nothing), else the newest known
+    MAJOR.x. Raises BadInputError for a malformed value, or a MAJOR that no known release has."""
+    form = f"MAJOR.MINOR such as {example!r}, or a MAJOR alone for its newest release the knowledge base knows"
+    parts = components(text, f"{what} version", example, flag, form)
+    if len(parts) >= 2:
+        chosen = MajorMinor(parts[0], parts[1])
+        if len(parts) == 2:
+            return chosen, None
+        return chosen, (
+            f"{flag} {text.strip()}: {what} versions are chosen by MAJOR.MINOR, so the plan is for {chosen} (the patch "
+            f"release is whichever the channel has). Pass {flag} {chosen} to say so."
+        )
+    major = parts[0]
+    same = sorted(v for v in set(known) if v.major == major)
+    if not same:
+        majors = ", ".join(str(m) for m in sorted({v.major for v in known})) or "none"
+        newest = max(known) if known else MajorMinor(*(int(p) for p in example.split(".")))
+        raise BadInputError(
+            f"{flag} {text.strip()}: the knowledge base knows no {what} {major}.x (it knows majors {majors}). "
+            f"Pass {flag} {newest}, or leave {flag} out to let envsolver choose."
+        )
+    if len(same) == len(set(known)):
+        return None, (
+            f"{flag} {major} covers every {what} the knowledge base knows ({same[0]} to {same[-1]}), so it narrows "
+            f"nothing: planned as without {flag}. Pass {flag} {same[-1]} (or another MAJOR.MINOR) to choose one."
+        )
+    return same[-1], (
+        f"{flag} {major} names a major version only: planned for {same[-1]}, the newest {what} {major}.x the "
+        f"knowledge base knows ({', '.join(str(v) for v in same)}). Pass {flag} {same[-1]} to say so."
+    )
+
+
+def driver_given(text: str) -> tuple[DriverVersion, str | None]:
+    """(--driver's value, a warning or None): a branch alone (535) is its oldest release, with a warning."""
+    form = "the version nvidia-smi prints, such as '535.104.05' (a branch alone, 535, means its oldest release)"
+    parts = components(text, "driver version", "535.104.05", "--driver", form)
+    value = driver(text)
+    if len(parts) > 1:
+        return value, None
+    return value, (
+        f"--driver {parts[0]} names a driver branch, not a release: planned for the oldest {parts[0]} driver "
+        f"({parts[0]}.0.0 or newer), the safe floor for every node on that branch. Pass the version nvidia-smi "
+        f"prints on the oldest node (e.g. --driver {parts[0]}.104.05) to plan for it exactly."
+    )
+
+
+def glibc_given(text: str) -> tuple[MajorMinor, str | None]:
+    """(--glibc's value, a warning or None): MAJOR.MINOR; a patch is dropped with a warning; a MAJOR alone is
+    refused (it stands for every glibc 2.x, which has no usable floor)."""
+    form = "MAJOR.MINOR as `ldd --version` prints it on the nodes, such as '2.28'"
+    parts = components(text, "glibc version", "2.28", "--glibc", form)
+    if len(parts) == 1:
+        raise BadInputError(
+            f"--glibc {parts[0]} names a major version only, which stands for every glibc {parts[0]}.x and says "
+            f"nothing the plan can use: expected {form}. Pass --glibc 2.28."
+        )
+    chosen = MajorMinor(parts[0], parts[1])
+    if len(parts) == 2:
+        return chosen, None
+    return chosen, f"--glibc {text.strip()}: glibc is compared by MAJOR.MINOR, so the plan is for glibc {chosen}."

@@ -538,7 +538,7 @@ CONFLICTS = [
     ("bad-driver", dict(gpus=("a100",), driver="abc"), 2, ["malformed driver version 'abc'", "--driver"]),
     ("bad-python", dict(gpus=("a100",), python="three"), 2, ["malformed Python version", "--python 3.11"]),
     ("bad-torch", dict(gpus=("a100",), torch="2.x"), 2, ["malformed torch version", "--torch 2.5"]),
-    ("bad-cuda", dict(gpus=("a100",), cuda="12"), 2, ["malformed CUDA version '12'", "--cuda 12.4"]),
+    ("bad-cuda", dict(gpus=("a100",), cuda="12.x"), 2, ["malformed CUDA version '12.x'", "--cuda 12.4"]),
     ("no-gpu", dict(), 2, ["no target GPU", "--gpu"]),
 ]
 

@@ -1,0 +1,118 @@
+"""Issue 13: every version option follows versions.py's one rule. A partial value is accepted where it has a
+meaning (--cuda 13, --python 3, --driver 535) with a warning that names what was planned, on stderr and in
+--json's warnings; where it has none (--glibc 2) it is refused with a fix that works."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from click.testing import CliRunner
+
+from envsolver import versions
+from envsolver.cli import main
+from envsolver.errors import BadInputError
+from envsolver.inputs import Options, build_target
+from envsolver.kb import KnowledgeBase, default_kb
+
+ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None}
+
+
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return default_kb()
+
+
+def _cudas(kb: KnowledgeBase, major: int) -> list[versions.MajorMinor]:
+    return sorted({b.cuda for b in kb.torch_builds if b.cuda.major == major})
+
+
+def test_cuda_major_alone_is_its_newest_known_release(kb: KnowledgeBase) -> None:
+    for major in (12, 13):
+        inputs = build_target(Options(gpus=("a100",), cuda=str(major)), kb)
+        newest = _cudas(kb, major)[-1]
+        assert inputs.target.cuda == newest
+        assert any(f"--cuda {major} names a major version only: planned for {newest}" in w for w in inputs.warnings)
+        assert f"--cuda {newest}" in inputs.command  # the files' regenerate line says what was planned
+
+
+def test_python_major_covering_every_known_python_narrows_nothing(kb: KnowledgeBase) -> None:
+    inputs = build_target(Options(gpus=("a100",), python="3"), kb)
+    assert inputs.target.python is None
+    assert any("--python 3 covers every Python" in w and "planned as without --python" in w for w in inputs.warnings)
+
+
+def test_driver_branch_alone_is_its_oldest_release_with_a_warning(kb: KnowledgeBase) -> None:
+    inputs = build_target(Options(gpus=("a100",), driver="535"), kb)
+    assert inputs.target.driver == versions.driver("535.0.0")
+    assert inputs.target.driver is not None and inputs.target.driver < versions.driver("535.54.03")
+    assert any("--driver 535 names a driver branch" in w for w in inputs.warnings)
+    full = build_target(Options(gpus=("a100",), driver="535.104.05"), kb)
+    assert full.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("options", "dropped"),
+    [(Options(gpus=("a100",), cuda="12.4.1"), "12.4"), (Options(gpus=("a100",), python="3.11.9"), "3.11")],
+)
+def test_a_patch_is_dropped_with_a_warning(kb: KnowledgeBase, options: Options, dropped: str) -> None:
+    inputs = build_target(options, kb)
+    assert any(f"so the plan is for {dropped}" in w for w in inputs.warnings)
+
+
+def test_full_values_warn_nothing(kb: KnowledgeBase) -> None:
+    inputs = build_target(Options(gpus=("a100",), cuda="12.4", python="3.11", glibc="2.28", driver="570.26"), kb)
+    assert inputs.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--glibc", "2"], "--glibc 2 names a major version only"),
+        (["--cuda", "10"], "the knowledge base knows no CUDA 10.x"),
+        (["--python", "2"], "the knowledge base knows no Python 2.x"),
+        (["--cuda", "12.x"], "malformed CUDA version"),
+        (["--python", "3.11.2.1"], "malformed Python version"),
+        (["--driver", "535.1.2.3"], "malformed driver version"),
+        (["--glibc", "two"], "malformed glibc version"),
+    ],
+)
+def test_refusals_name_a_fix_that_works(args: list[str], fragment: str) -> None:
+    """Each refusal exits 2 and ends with `Pass FLAG VALUE`; that command, run, plans the target."""
+    base = ["explain", "--gpu", "a100", "--driver", "580.65.06"]
+    result = CliRunner().invoke(main, [*base, *args], env=ENV)
+    assert result.exit_code == 2, result.output
+    assert fragment in result.output
+    fix = result.output.split(" Pass ", 1)[1].split(",")[0].split(" (")[0].rstrip(".\n")
+    words = shlex.split(fix)
+    assert words[0] == args[0], fix
+    fixed = [*base, *words]
+    again = CliRunner().invoke(main, fixed, env=ENV)
+    assert again.exit_code == 0, (fixed, again.output)
+
+
+@pytest.mark.parametrize(
+    ("args", "warning"),
+    [
+        (["--cuda", "13"], "--cuda 13 names a major version only"),
+        (["--python", "3"], "--python 3 covers every Python"),
+        (["--driver", "580"], "--driver 580 names a driver branch"),
+    ],
+)
+def test_warnings_reach_stderr_and_json(args: list[str], warning: str) -> None:
+    runner = CliRunner()
+    text = runner.invoke(main, ["explain", "--gpu", "a100", *args], env=ENV)
+    assert text.exit_code == 0, text.output
+    assert warning in text.stderr and warning not in text.stdout
+    doc = runner.invoke(main, ["explain", "--gpu", "a100", *args, "--json"], env=ENV)
+    assert doc.exit_code == 0, doc.output
+    assert any(warning in w for w in json.loads(doc.stdout)["warnings"])
+
+
+def test_the_rule_holds_for_every_component_count(kb: KnowledgeBase) -> None:
+    """The same text means the same components in every option: 1 to 3 parts parse, 4 never do."""
+    for text in ("7", "7.1", "7.1.2"):
+        assert versions.components(text, "x", "1.2", "--x", "form") == tuple(int(p) for p in text.split("."))
+    with pytest.raises(BadInputError):
+        versions.components("7.1.2.3", "x", "1.2", "--x", "form")
