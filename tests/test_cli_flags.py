@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from envsolver import __version__, cli_env, envsdir
+from envsolver import lock as lock_module
 from envsolver.cli import main
 from envsolver.errors import BadInputError
 from envsolver.verify import checks as verify_checks
@@ -271,7 +272,7 @@ def test_each_documented_exit_code_happens_and_no_other(
             (["make", *target, "--offline", "-o", out], None),
             (["make", *conflict, "--offline", "-o", out], None),
             (["make", "--gpu", "a100", "--cuda", "12.x"], None),
-            (["make", *target, "--offline", "-o", out], (cli_module.lock, "lock", _interrupt)),
+            (["make", *target, "--offline", "-o", out], (lock_module, "lock", _interrupt)),
         ],
         "install": [
             (["install", str(lock), "-p", str(prefix), "--no-hook"], None),
