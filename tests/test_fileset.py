@@ -505,6 +505,7 @@ def test_the_out_fix_takes_an_empty_directory_and_never_the_failing_one(
 def test_the_out_fix_without_a_directory_to_suggest_is_the_lead_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "home").write_text("a file, so nothing can be created under it\n")
-    (tmp_path / "tmp").write_text("the same\n")
+    for blocker in (tmp_path / "home", tmp_path / "tmp"):  # files, writable and executable: still not directories
+        blocker.write_text("a file, so nothing can be created under it\n")
+        blocker.chmod(0o755)
     assert _suggest(tmp_path, monkeypatch, Path("/readonly/cluster-a")) == "Lead."

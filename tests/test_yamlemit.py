@@ -227,3 +227,17 @@ def test_comment_text_stays_one_comment_line(text: str) -> None:
 @pytest.mark.parametrize("text", ["envsolver make --gpu a100", "--name 'données'", "a b  c", "it's $HOME"])
 def test_comment_text_keeps_printable_text(text: str) -> None:
     assert yamlemit.comment(text) == text
+
+
+@pytest.mark.parametrize(
+    ("char", "escaped"),
+    [
+        ("\xad", "\\xad"),  # a soft hyphen (a format character): two hex digits below U+0100
+        ("\u0378", "\\u0378"),  # unassigned: four digits from U+0100
+        ("\uffff", "\\uffff"),  # the last code point with four digits (a noncharacter)
+        ("\U000e0001", "\\U000e0001"),  # a tag character: eight digits from U+10000
+    ],
+)
+def test_escapes_use_the_shortest_form_yaml_reads_back(char: str, escaped: str) -> None:
+    assert yamlemit.escape(char) == escaped
+    assert yaml.safe_load(f'"{escaped}"') == char
