@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The Ctrl-C tests send SIGINT to this process and to processes it starts. A runner started as a background
+    job of a script (`pytest &`) inherits SIGINT ignored, and so would every process the tests start (an ignored
+    signal stays ignored across exec), so none of them would be interrupted: give this process Python's handler
+    back. Processes it starts then get the default disposition, and Python's handler, as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
