@@ -123,7 +123,13 @@ GROUPS = {
         SEED,
         PRELOAD,
     ),
-    "versions": Group("versions", ("envsolver/versions.py",), ("tests/test_versions.py",), SEED, PRELOAD),
+    "versions": Group(
+        "versions",
+        ("envsolver/versions.py",),
+        ("tests/test_versions.py", "tests/test_version_options.py"),
+        SEED,
+        PRELOAD,
+    ),
 }
 
 # --- mutants ------------------------------------------------------------------------------------------------

@@ -116,3 +116,38 @@ def test_the_rule_holds_for_every_component_count(kb: KnowledgeBase) -> None:
         assert versions.components(text, "x", "1.2", "--x", "form") == tuple(int(p) for p in text.split("."))
     with pytest.raises(BadInputError):
         versions.components("7.1.2.3", "x", "1.2", "--x", "form")
+
+
+def test_glibc_given_keeps_major_and_minor_and_drops_a_patch_with_a_warning() -> None:
+    assert versions.glibc_given("2.28") == (versions.MajorMinor(2, 28), None)
+    assert versions.glibc_given(" 2.31.4 ") == (
+        versions.MajorMinor(2, 31),
+        "--glibc 2.31.4: glibc is compared by MAJOR.MINOR, so the plan is for glibc 2.31.",
+    )
+
+
+def test_wish_with_nothing_known_names_no_majors_and_suggests_the_example() -> None:
+    with pytest.raises(BadInputError) as info:
+        versions.wish("13", "CUDA", "12.4", "--cuda", ())
+    assert str(info.value) == (
+        "--cuda 13: the knowledge base knows no CUDA 13.x (it knows majors none). Pass --cuda 12.4, or leave "
+        "--cuda out to let envsolver choose."
+    )
+
+
+def test_wish_of_a_major_that_covers_everything_names_the_range() -> None:
+    known = (versions.MajorMinor(3, 10), versions.MajorMinor(3, 9), versions.MajorMinor(3, 11))
+    assert versions.wish("3", "Python", "3.11", "--python", known) == (
+        None,
+        "--python 3 covers every Python the knowledge base knows (3.9 to 3.11), so it narrows nothing: planned as "
+        "without --python. Pass --python 3.11 (or another MAJOR.MINOR) to choose one.",
+    )
+
+
+def test_wish_of_a_major_plans_its_newest_and_lists_them() -> None:
+    known = (versions.MajorMinor(12, 6), versions.MajorMinor(11, 8), versions.MajorMinor(12, 4))
+    assert versions.wish("12", "CUDA", "12.4", "--cuda", known) == (
+        versions.MajorMinor(12, 6),
+        "--cuda 12 names a major version only: planned for 12.6, the newest CUDA 12.x the knowledge base knows "
+        "(12.4, 12.6). Pass --cuda 12.6 to say so.",
+    )
