@@ -112,7 +112,13 @@ GROUPS = {
     "writers": Group(
         "writers",
         ("envsolver/writers/*.py",),
-        ("tests/test_writers.py", "tests/test_fileset.py", "tests/test_yamlemit.py", "tests/test_outputs.py"),
+        (
+            "tests/test_writers.py",
+            "tests/test_fileset.py",
+            "tests/test_yamlemit.py",
+            "tests/test_outputs.py",
+            "tests/test_explicit_order.py",
+        ),
         SEED,
         PRELOAD,
     ),
