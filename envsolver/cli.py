@@ -153,6 +153,14 @@ def target_options(func: F) -> F:
         ),
         click.option("--glibc", metavar="X.Y", help="The nodes' glibc, as `ldd --version` prints it (default 2.28)."),
         click.option("--deepspeed/--no-deepspeed", default=None, help="Include DeepSpeed (default: yes)."),
+        click.option(
+            "--deepspeed-from",
+            type=click.Choice(["auto", "conda-forge", "pypi"]),
+            default=None,
+            help="Where DeepSpeed comes from. auto (default): the newest torch some DeepSpeed release supports, "
+            "with conda-forge's DeepSpeed build where one exists for it, else PyPI's (locked by sha256). "
+            "conda-forge: prefer an older torch that conda-forge builds DeepSpeed for. pypi: always PyPI's.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -188,6 +196,7 @@ def _options(kwargs: dict[str, Any]) -> Options:
         deepspeed=kwargs["deepspeed"],
         driver_compat=kwargs["driver_compat"],
         glibc=kwargs["glibc"],
+        deepspeed_from=kwargs["deepspeed_from"],
     )
 
 

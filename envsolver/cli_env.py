@@ -191,6 +191,7 @@ def install_command(
             "packages": report.packages,
             "fetched": report.fetched,
             "changed": report.changed,
+            "pip": {"installed": list(report.pip_installed), "kept": list(report.pip_kept)},
             "hook": hook_render.as_json(hook_report) if hook_report else skipped,
         }
         click.echo(json.dumps(doc, indent=2))
@@ -202,6 +203,9 @@ def install_command(
             f"{report.prefix}: {state} ({report.packages} packages for {report.platform}, "
             f"{report.fetched} fetched and verified)",
         )
+        if report.pip_installed or report.pip_kept:
+            done = [f"{p} installed" for p in report.pip_installed] + [f"{p} in place" for p in report.pip_kept]
+            render.text(out, f"PyPI part (pip, by sha256): {', '.join(done)}")
         if hook_report is not None:
             hook_render.show(out, hook_report)
         else:

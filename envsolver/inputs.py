@@ -17,7 +17,7 @@ from envsolver.kb.gpus import lookup
 from envsolver.kb.model import CHANNELS, PLATFORMS, KnowledgeBase
 from envsolver.profile import load as load_profile
 from envsolver.redact import redact
-from envsolver.target import DEFAULT_GLIBC, Target, torch_specifier
+from envsolver.target import DEEPSPEED_FROM, DEFAULT_GLIBC, Target, torch_specifier
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Options:
     deepspeed: bool | None = None
     driver_compat: str | None = None
     glibc: str | None = None
+    deepspeed_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def build_target(
         deepspeed=bool(values.get("deepspeed", True)),
         glibc=parsed.glibc,
         driver_compat=cast(Any, _choice(values.get("driver_compat", "minor"), ("full", "minor"), "--driver-compat")),
+        deepspeed_from=cast(Any, _choice(values.get("deepspeed_from", "auto"), DEEPSPEED_FROM, "--deepspeed-from")),
     )
     return Inputs(target, detected, canonical_command("make", target), parsed.warnings)
 
@@ -182,6 +184,8 @@ def _choices(target: Target, with_host: bool) -> list[str]:
         parts.append(_option("--platform", target.platform, "linux-64"))
     if not target.deepspeed:
         parts.append("--no-deepspeed")
+    elif target.deepspeed_from != "auto":
+        parts.append(_option("--deepspeed-from", target.deepspeed_from, "conda-forge"))
     if target.driver_compat != "minor":
         parts.append(_option("--driver-compat", target.driver_compat, "full"))
     if with_host and target.glibc != DEFAULT_GLIBC:

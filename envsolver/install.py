@@ -36,6 +36,8 @@ from envsolver.errors import BadInputError, EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.progress import Meter
+from envsolver.pypi import install as pypi_install
+from envsolver.pypi.index import PipRecord
 from envsolver.redact import redact
 from envsolver.writers import files
 
@@ -56,6 +58,8 @@ class InstallReport:
     changed: bool
     lock_metadata: dict[str, str]
     warnings: tuple[str, ...] = ()
+    pip_installed: tuple[str, ...] = ()  # 'deepspeed 0.19.8' for each PyPI file this run installed
+    pip_kept: tuple[str, ...] = ()  # the same for each already in place
 
 
 State = Literal["installed", "cached", "download"]
@@ -72,6 +76,7 @@ class PlannedPackage:
     state: State
     size: int | None
     url: str
+    manager: Literal["conda", "pip"] = "conda"
 
 
 @dataclass(frozen=True)
@@ -304,10 +309,32 @@ def plan(lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str,
             if state == "download" and cached.is_file():
                 state, size = "cached", cached.stat().st_size
         out.append(PlannedPackage(entry.name, entry.version, entry.build, state, size, redact(urls[entry.name])))
+    kept = pypi_install.recorded(prefix) if prefix.exists() else {}
+    for record, url in zip(lock.pip, pip_urls(lock.pip, mirrors), strict=True):
+        cached = cache / pypi_install.CACHE / f"{record.sha256}-{record.filename}"
+        state = "installed" if pypi_install.in_place(prefix, record, kept) else "download"
+        size = None
+        with contextlib.suppress(OSError):
+            if state == "download" and cached.is_file():
+                state, size = "cached", cached.stat().st_size
+        out.append(PlannedPackage(record.name, record.version, "pypi", state, size, redact(url), "pip"))
     unchanged = (
         prefix.exists() and all(p.state == "installed" for p in out) and set(have) == {e.name for e in lock.entries}
     )
     return InstallPlan(prefix, lock.platform, tuple(out), not unchanged)
+
+
+def pip_urls(records: tuple[PipRecord, ...], mirrors: dict[str, str]) -> list[str]:
+    """Where each PyPI file is fetched from: its locked URL, or a mirror's where --mirror rewrites it."""
+    out = []
+    for record in records:
+        url = record.url
+        for old, new in mirrors.items():
+            if url.startswith(old.rstrip("/") + "/"):
+                url = new.rstrip("/") + url[len(old.rstrip("/")) :]
+                break
+        out.append(url)
+    return out
 
 
 def _read_lock(lock_path: Path, platform: str | None) -> lockfile.Lock:
@@ -339,27 +366,68 @@ def install(
     env = os.environ if environ is None else environ
     lock = _read_lock(lock_path, platform)
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
+    pip_from = dict(zip((r.name for r in lock.pip), pip_urls(lock.pip, mirrors), strict=True))
     with _turn(cache, prefix, progress):
         have = records(prefix) if prefix.exists() else {}
         missing = [e for e in lock.entries if not _same(e, have.get(e.name))]
-        if prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}:
-            return InstallReport(prefix, lock.platform, len(lock.entries), 0, False, lock.metadata)
-        warned = tls_warnings(env) if any(fetch_from[e.name].startswith("https:") for e in missing) else ()
+        conda_done = prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}
+        kept = pypi_install.recorded(prefix) if prefix.exists() else {}
+        pip_done = all(pypi_install.in_place(prefix, r, kept) for r in lock.pip)
+        if conda_done and pip_done:
+            names = tuple(f"{r.name} {r.version}" for r in lock.pip)
+            return InstallReport(prefix, lock.platform, len(lock.entries), 0, False, lock.metadata, pip_kept=names)
+        urls = [fetch_from[e.name] for e in missing] + list(pip_from.values())
+        warned = tls_warnings(env) if any(u.startswith("https:") for u in urls) else ()
         if warn is not None:
             for warning in warned:
                 warn(warning)
         staging = pkgcache.staging_dir(cache)
         try:
-            staged = stage_all(missing, fetch_from, cache, staging, progress, env)
-            wanted = {e.name for e in lock.entries}
-            kept = {name: doc for name, doc in have.items() if name in wanted and name not in staged}
-            check_archives(prefix, staged, kept, progress)
-            progress(f"linking {len(lock.entries)} packages into {prefix}")
-            reinstall = {e.name for e in missing if e.name in have}
-            links = [(e, staged[e.name][1].as_uri() if e.name in staged else redact(e.url)) for e in lock.entries]
-            solve.install_records(links, prefix, lock.platform, staging / "pkgs", reinstall)
-            _record_public_urls(prefix, missing)
+            if not conda_done:
+                _link(lock, prefix, have, missing, fetch_from, cache, staging, progress, env)
+            pip = pypi_install.PipReport((), (), 0)
+            if lock.pip:
+                pip = pypi_install.install(
+                    prefix, lock.pip, pip_from, cache, staging, _pip_fetch(env, progress), progress, env
+                )
         finally:
             with contextlib.suppress(OSError):
                 shutil.rmtree(staging)
-    return InstallReport(prefix, lock.platform, len(lock.entries), len(missing), True, lock.metadata, warned)
+    return InstallReport(
+        prefix, lock.platform, len(lock.entries), len(missing) + pip.fetched, True, lock.metadata, warned,
+        pip.installed, pip.kept,
+    )  # fmt: skip
+
+
+def _link(
+    lock: lockfile.Lock,
+    prefix: Path,
+    have: dict[str, dict[str, Any]],
+    missing: list[LockEntry],
+    fetch_from: dict[str, str],
+    cache: Path,
+    staging: Path,
+    progress: Progress,
+    env: Mapping[str, str],
+) -> None:
+    """The conda part: stage and prove the missing archives, check them all, link."""
+    staged = stage_all(missing, fetch_from, cache, staging, progress, env)
+    wanted = {e.name for e in lock.entries}
+    kept = {name: doc for name, doc in have.items() if name in wanted and name not in staged}
+    check_archives(prefix, staged, kept, progress)
+    progress(f"linking {len(lock.entries)} packages into {prefix}")
+    reinstall = {e.name for e in missing if e.name in have}
+    links = [(e, staged[e.name][1].as_uri() if e.name in staged else redact(e.url)) for e in lock.entries]
+    solve.install_records(links, prefix, lock.platform, staging / "pkgs", reinstall)
+    _record_public_urls(prefix, missing)
+
+
+def _pip_fetch(environ: Mapping[str, str], progress: Progress) -> pypi_install.Fetch:
+    """A PyPI file's download: as a conda archive's (proxies, certificates, netrc, retries), one at a time."""
+
+    def fetch(url: str, path: Path) -> None:
+        progress(f"fetching {redact(url).rsplit('/', 1)[-1]}")
+        context = netconf.tls(environ).context() if url.startswith("https:") else None
+        http.download(url, path, environ=environ, context=context)
+
+    return fetch

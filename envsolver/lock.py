@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from envsolver import lockcheck, snapshot
 from envsolver.errors import BadInputError, ConflictError
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
+from envsolver.pypi.index import PipRecord
 from envsolver.redact import redact, redact_text
 from envsolver.resolve import choose, refusal, resolve, ways_out
 from envsolver.snapshot import restricted as snapshot_restricted
 from envsolver.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
 from envsolver.target import Target
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+    from packaging.version import Version
 
 Mode = Literal["live", "offline", "custom"]
 Progress = Callable[[str], None]
@@ -41,6 +47,8 @@ class LockResult:
     snapshot_date: str | None
     virtual_packages: dict[str, dict[str, str]]
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    pip: dict[str, tuple[PipRecord, ...]] = field(default_factory=dict)  # per platform: the locked PyPI files
+    pip_index: str | None = None  # where they were read (public form), when there are any
 
 
 def virtual_packages(kb: KnowledgeBase, plan: Plan) -> dict[str, str]:
@@ -141,13 +149,65 @@ def _reasons(plan: Plan) -> str:
 
 
 def lock(
-    target: Target, kb: KnowledgeBase, mode: Mode, channel_urls: Sequence[str], cache: Path, progress: Progress
+    target: Target,
+    kb: KnowledgeBase,
+    mode: Mode,
+    channel_urls: Sequence[str],
+    cache: Path,
+    progress: Progress,
+    environ: Mapping[str, str] | None = None,
 ) -> LockResult:
-    """Resolve and lock. Raises ConflictError (exit 1) when nothing can be locked.
+    """Resolve and lock, the conda part and then the PyPI part (pypi.pins: each file by its sha256, every one of
+    its requirements held by the conda part). Raises ConflictError (exit 1) when nothing can be locked.
 
     One rule without reachable channels: `offline`, and `live` when the live channels cannot be reached,
     plan within what the bundled snapshot can lock (plan_offline); the live fallback says so in one warning.
+    The PyPI part follows the same rule with the bundled snapshot of PyPI's pages.
     """
+    conda = _lock_conda(target, kb, mode, channel_urls, cache, progress)
+    return with_pip(conda, kb, mode, os.environ if environ is None else environ, progress)
+
+
+def with_pip(
+    result: LockResult, kb: KnowledgeBase, mode: Mode, environ: Mapping[str, str], progress: Progress
+) -> LockResult:
+    """RESULT with its plan's PyPI part locked (nothing to do when the plan takes nothing from PyPI)."""
+    plan = result.plan
+    if not plan.pip:
+        return result
+    from envsolver.pypi import pins
+    from envsolver.resolve import deepspeed as ds_rules
+
+    part = pins.pin(
+        plan.pip,
+        plan.python_version,
+        plan.platform,
+        result.records[plan.platform],
+        lambda _name, version: _requirements(kb, version),
+        lambda name: ds_rules.conda_name(kb, name),
+        mode,
+        environ,
+        progress,
+    )
+    return dataclasses.replace(
+        result,
+        pip={plan.platform: part.records},
+        pip_index=part.index,
+        warnings=result.warnings + part.warnings,
+    )
+
+
+def _requirements(kb: KnowledgeBase, version: Version) -> tuple[Requirement, ...] | None:
+    from envsolver.pypi import pins
+    from envsolver.resolve import deepspeed as ds_rules
+
+    texts = ds_rules.requirements_of(kb, version)
+    return None if texts is None else pins.parse_requirements(texts)
+
+
+def _lock_conda(
+    target: Target, kb: KnowledgeBase, mode: Mode, channel_urls: Sequence[str], cache: Path, progress: Progress
+) -> LockResult:
     if mode == "offline":
         plan, records = plan_offline(target, kb, cache, progress)
         return _snapshot_result(kb, plan, records, [])

@@ -19,6 +19,8 @@ from envsolver import safeyaml
 from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError
 from envsolver.kb.model import PLATFORMS
+from envsolver.pypi import index
+from envsolver.pypi.index import PipRecord
 from envsolver.redact import redact
 
 MAX_BYTES = 32 << 20  # the a100 lock is 70 KiB
@@ -52,6 +54,9 @@ _DEPENDS = re.compile(r"[A-Za-z0-9_.*,<>=!|~+\- ]{0,256}")
 _METADATA_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _EXPLICIT_LINE = re.compile(r"(?P<url>[^\s#]+)(?:#(?:sha256[=:](?P<sha256>[0-9a-f]{64})|(?P<md5>[0-9a-f]{32})))?")
+# conda-lock's explicit form of a PyPI file (render_lockfile_for_platform, kind explicit): `# pip NAME @ URL#sha256=H`.
+_EXPLICIT_PIP = re.compile(r"# pip (?P<name>\S+) @ (?P<url>[^\s#]+)#sha256=(?P<sha256>[0-9a-f]{64})")
+_PIP_SPECIFIER = re.compile(r"\*|[A-Za-z0-9_.*,<>=!~+ ]{1,256}")
 MAX_FIELD = 128
 
 
@@ -74,11 +79,13 @@ class LockEntry:
 
 @dataclass(frozen=True)
 class Lock:
-    """A lock read back: the platform chosen, its entries, and the custom_metadata (empty for explicit locks)."""
+    """A lock read back: the platform chosen, its conda entries, the custom_metadata (empty for explicit locks)
+    and its PyPI part (conda-lock's `manager: pip` entries, or an explicit lock's `# pip` lines)."""
 
     platform: str
     entries: list[LockEntry]
     metadata: dict[str, str]
+    pip: tuple[PipRecord, ...] = ()
 
 
 def split_file_name(file_name: str) -> tuple[str, str, str]:
@@ -197,16 +204,23 @@ def _explicit(text: str, where: str, platform: str | None) -> Lock:
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip() == "@EXPLICIT") + 1
     entries = []
+    pip = []
     for number, raw in enumerate(lines[start:], start=1):
         line = raw.strip()
+        here = f"{where}: line {number} after @EXPLICIT"
+        if line.startswith("# pip "):
+            found = _EXPLICIT_PIP.fullmatch(line)
+            if not found:
+                raise _fail(here, f"is not `# pip NAME @ URL#sha256=HASH`: {redact(line)[:300]!r}")
+            pip.append(_pip_entry(here, found.group("name"), None, found.group("url"), found.group("sha256"), {}))
+            continue
         if not line or line.startswith("#"):
             continue
         match = _EXPLICIT_LINE.fullmatch(line)
-        here = f"{where}: line {number} after @EXPLICIT"
         if not match:
             raise _fail(here, f"is not `url#md5`: {redact(line)!r}")
         entries.append(_entry(here, match.group("url"), chosen, match.group("md5"), match.group("sha256")))
-    return Lock(chosen, _checked(where, entries, chosen), {})
+    return Lock(chosen, _checked(where, entries, chosen), {}, _pip_checked(where, pip))
 
 
 def _checked(where: str, entries: list[LockEntry], platform: str) -> list[LockEntry]:
@@ -274,24 +288,71 @@ def _conda_lock(text: str, where: str, platform: str | None) -> Lock:
         )
     platform = _platform(where, platform)
     entries = []
+    pip: list[PipRecord] = []
     for number, dep in enumerate(lockfile.package, start=1):
         here = f"{where}: package {number} ({str(dep.name)[:MAX_FIELD]!r})"
         if dep.platform not in platforms:
             raise _fail(here, f"is for platform {dep.platform!r}, which metadata.platforms does not list")
+        if dep.manager == "pip":
+            if dep.platform == platform:
+                pip.append(_pip_entry(here, dep.name, dep.version, dep.url, dep.hash.sha256, dep.dependencies))
+            continue
         if dep.manager != "conda":
-            if dep.platform != platform:
-                continue
-            raise BadInputError(
-                f"{here} is a {dep.manager} package; envsolver install installs conda packages only. "
-                "Install it with pip after the environment exists."
-            )
+            raise _fail(here, f"manager {str(dep.manager)[:40]!r} is neither conda nor pip")
         depends = tuple(_depends(here, dep.dependencies))
         entry = _entry(
             here, dep.url, dep.platform, dep.hash.md5, dep.hash.sha256, (dep.name, dep.version, dep.build), depends
         )
         if dep.platform == platform:
             entries.append(entry)
-    return Lock(platform, _checked(where, entries, platform), _metadata(where, lockfile.metadata.custom_metadata))
+    return Lock(
+        platform,
+        _checked(where, entries, platform),
+        _metadata(where, lockfile.metadata.custom_metadata),
+        _pip_checked(where, pip),
+    )
+
+
+def _pip_entry(
+    where: str, name: str, version: str | None, url: str, sha256: str | None, dependencies: dict[str, str]
+) -> PipRecord:
+    """One PyPI file of a lock, every field checked: a normalized project name, a PEP 440 version, an http(s)
+    or file URL ending in a wheel or sdist of that release, a sha256, and plain requirement specifiers."""
+    if not isinstance(name, str) or len(name) > MAX_FIELD or index.normalize(name) != name or not _NAME.fullmatch(name):
+        raise _fail(where, f"PyPI name {str(name)[:MAX_FIELD]!r} is not a normalized project name (PEP 503)")
+    if sha256 is None or not _SHA256.fullmatch(sha256):
+        raise _fail(where, "has no sha256 (64 lowercase hex digits), so its file cannot be verified")
+    filename = urlsplit(url).path.rsplit("/", 1)[-1] if isinstance(url, str) else ""
+    problem = index.check_file(name, filename, url, sha256, None) if filename else "it has no file name"
+    if problem is not None:
+        raise _fail(where, problem)
+    found = index.name_version(filename)
+    if found is None or (version is not None and found[1] != _canonical(version)):
+        raise _fail(where, f"version {str(version)[:MAX_FIELD]!r} does not match its file name {filename!r}")
+    deps = []
+    for dep, spec in sorted(dependencies.items()):
+        if index.normalize(dep) != dep or not _NAME.fullmatch(dep) or not _PIP_SPECIFIER.fullmatch(spec):
+            raise _fail(where, f"dependency {dep[:MAX_FIELD]!r}: {spec[:MAX_FIELD]!r} is not a name and specifier")
+        deps.append((dep, spec))
+    return PipRecord(name, found[1], filename, url, sha256, tuple(deps))
+
+
+def _canonical(version: str) -> str | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        return None
+
+
+def _pip_checked(where: str, pip: list[PipRecord]) -> tuple[PipRecord, ...]:
+    seen: set[str] = set()
+    for record in pip:
+        if record.name in seen:
+            raise _fail(where, f"lists the PyPI package {record.name!r} twice")
+        seen.add(record.name)
+    return tuple(pip)
 
 
 def _depends(where: str, dependencies: dict[str, str]) -> list[str]:

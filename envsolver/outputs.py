@@ -17,7 +17,7 @@ from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import LockResult
 from envsolver.plan import Plan
 from envsolver.resolve.driver import floor_text
-from envsolver.writers import condalock, environment, explicit, files, fileset
+from envsolver.writers import condalock, environment, explicit, files, fileset, pipreqs
 
 
 def cache_dir() -> Path:
@@ -71,8 +71,8 @@ def custom_metadata(result: LockResult, kb: KnowledgeBase) -> dict[str, str]:
             meta[f"envsolver_virtual_{platform}_{key.lstrip('_')}"] = value
     if result.snapshot_date:
         meta["envsolver_snapshot_date"] = result.snapshot_date
-    if plan.pip:
-        meta["envsolver_pip_not_locked"] = " ".join(plan.pip)
+    if result.pip_index:
+        meta["envsolver_pip_index"] = result.pip_index
     return meta
 
 
@@ -94,10 +94,14 @@ def render_all(
             {**custom_metadata(result, kb), **(extra or {})},
             command,
             kb_date(),
+            result.pip,
         ),
     }
     for platform, records in sorted(result.records.items()):
-        texts[f"conda-{platform}.lock"] = explicit.render(records, platform, command, kb_date())
+        pip = result.pip.get(platform, ())
+        texts[explicit.file_name(platform)] = explicit.render(records, platform, command, kb_date(), pip)
+        if pip:
+            texts[explicit.pip_file_name(platform)] = pipreqs.render(pip, platform, command, kb_date())
     return texts
 
 

@@ -94,8 +94,29 @@ def stage(entry: LockEntry, fetch_url: str, cache: Path, staging: Path, fetch: F
             "Regenerate the lock with envsolver make."
         )
     algorithm, expected = expected_hash(entry)
-    cached = cache / f"{expected}-{entry.file_name}"
-    target = staging / entry.file_name
+    return stage_file(
+        f"{entry.name} {entry.version}", entry.file_name, (algorithm, expected), fetch_url, (cache, staging), fetch,
+        progress, "If the channel moved, rewrite its URLs with --mirror FROM=TO.",
+    )  # fmt: skip
+
+
+def stage_file(
+    label: str,
+    file_name: str,
+    digest: tuple[str, str],
+    fetch_url: str,
+    dirs: tuple[Path, Path],
+    fetch: Fetch,
+    progress: Progress,
+    moved_hint: str,
+) -> Path:
+    """The file FILE_NAME (already checked against its grammar by the caller), proven against DIGEST
+    ((algorithm, hex)), in the staging directory of DIRS ((cache, staging)): from the cache when a copy there
+    matches, else fetched from FETCH_URL. Raises IntegrityError or FetchError, naming LABEL."""
+    algorithm, expected = digest
+    cache, staging = dirs
+    cached = cache / f"{expected}-{file_name}"
+    target = staging / file_name
     if cached.is_file():
         try:
             if _copy_hashed(cached, target, algorithm) == expected:
@@ -103,23 +124,23 @@ def stage(entry: LockEntry, fetch_url: str, cache: Path, staging: Path, fetch: F
         except OSError:
             pass
         target.unlink(missing_ok=True)
-        progress(f"the cached {entry.file_name} does not match the lock's {algorithm}: dropped, fetching it again")
+        progress(f"the cached {file_name} does not match the lock's {algorithm}: dropped, fetching it again")
         cached.unlink(missing_ok=True)
-    partial = staging / f".{entry.file_name}.part"
+    partial = staging / f".{file_name}.part"
     try:
         fetch(fetch_url, partial)
     except (OSError, EnvsolverError) as exc:
         partial.unlink(missing_ok=True)
         why = str(exc) if isinstance(exc, EnvsolverError) else f"cannot fetch {redact_text(fetch_url)}: {exc}."
-        hint = "" if "--mirror" in why else " If the channel moved, rewrite its URLs with --mirror FROM=TO."
-        raise FetchError(f"{entry.name} {entry.version}: {redact_text(why)}{hint}") from None
+        hint = "" if "--mirror" in why else f" {moved_hint}"
+        raise FetchError(f"{label}: {redact_text(why)}{hint}") from None
     actual = _digest(partial, algorithm)
     if actual != expected:
         partial.unlink(missing_ok=True)
         raise IntegrityError(
-            f"{entry.name} {entry.version} ({entry.file_name}) does not match the lock: {algorithm} {actual}, "
-            f"expected {expected}. The archive is tampered or truncated; nothing was installed. Fetch it again "
-            "from the original channel, or check the mirror."
+            f"{label} ({file_name}) does not match the lock: {algorithm} {actual}, expected {expected}. The file "
+            "is tampered or truncated; nothing was installed. Fetch it again from the original channel or index, or "
+            "check the mirror."
         )
     os.replace(partial, target)
     _keep(target, cached)

@@ -19,7 +19,10 @@ LIMITS = safeyaml.Limits(chars=MAX_BYTES, depth=8, aliases=100, nodes=10_000)
 
 # The keys and the YAML type each value must have. Versions are quoted strings: unquoted, `python: 3.10` is the
 # float 3.1.
-STRINGS = ("description", "driver", "python", "torch", "cuda", "source", "platform", "driver_compat", "glibc")
+STRINGS = (
+    "description", "driver", "python", "torch", "cuda", "source", "platform", "driver_compat", "glibc",
+    "deepspeed_from",
+)  # fmt: skip
 KEYS = {*STRINGS, "gpus", "deepspeed"}
 _EXAMPLES = {"driver": "'535.104.05'", "python": "'3.11'", "torch": "'2.5'", "cuda": "'12.4'", "glibc": "'2.28'"}
 

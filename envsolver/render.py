@@ -10,14 +10,15 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shlex
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from envsolver import howto
 from envsolver.kb.model import Gpu
 from envsolver.plan import Plan
+from envsolver.redact import redact
 
 if TYPE_CHECKING:  # annotations only: explain and gpus need neither the locker nor rich's status
     from rich.console import Console
@@ -258,19 +259,23 @@ def made(
         f"torch {p.torch_version} (CUDA {p.torch_cuda} build), CUDA {p.cuda_version}, Python {p.python_version}, "
         f"TORCH_CUDA_ARCH_LIST={p.torch_cuda_arch_list}",
     )
+    env_name = name or default_name(p)
     if locked is None:
-        text(out, f"Create it with: conda env create -f {shlex.quote(str(out_dir / 'environment.yml'))}")
+        text(out, f"Create it with: {howto.environment_steps(str(out_dir / 'environment.yml'), env_name)}")
+        text(out, f"  ({howto.HOOK_WHY})")
         return
     where = (
         f"the bundled snapshot of {locked.snapshot_date}" if locked.used == "snapshot" else ", ".join(locked.channels)
     )
     text(out, f"locked {sum(len(r) for r in locked.records.values())} packages against {where}")
-    lockfile = shlex.quote(str(out_dir / "conda-lock.yml"))
-    env_name = shlex.quote(name or default_name(p))
-    text(
-        out,
-        f"Create it with: conda-lock install -n {env_name} {lockfile}   (or: envsolver install {lockfile} -p PREFIX)",
-    )
+    pip = [r for records in locked.pip.values() for r in records]
+    if pip:
+        files = ", ".join(f"{r.name} {r.version} ({r.filename}, sha256 {r.sha256[:12]}…)" for r in pip)
+        text(out, f"and from PyPI ({locked.pip_index}): {files}")
+    envsolver_way, conda_lock_way = howto.conda_lock_steps(str(out_dir / "conda-lock.yml"), env_name)
+    text(out, f"Create it with: {envsolver_way}")
+    text(out, f"            or: {conda_lock_way}")
+    text(out, f"  ({howto.HOOK_WHY})")
 
 
 def made_json(written: Mapping[Path, Outcome], p: Plan, locked: LockResult | None) -> dict[str, Any]:
@@ -281,6 +286,11 @@ def made_json(written: Mapping[Path, Outcome], p: Plan, locked: LockResult | Non
             "used": locked.used,
             "snapshot_date": locked.snapshot_date,
             "packages": {platform: len(r) for platform, r in locked.records.items()},
+            "pip": {
+                platform: [{"name": r.name, "version": r.version, "url": redact(r.url), "sha256": r.sha256} for r in rs]
+                for platform, rs in locked.pip.items()
+            },
+            "pip_index": locked.pip_index,
             "warnings": list(locked.warnings),
         }
     return doc

@@ -13,6 +13,11 @@ from envsolver.kb.model import Channel, Gpu, Platform
 from envsolver.versions import MAX_DIGITS, DriverVersion, MajorMinor
 
 DriverCompat = Literal["full", "minor"]
+# Where DeepSpeed comes from. auto: the newest torch some DeepSpeed release supports, with conda-forge's build of
+# DeepSpeed where one exists for that torch, else PyPI's (locked by its sha256). conda-forge: prefer a torch
+# that conda-forge builds DeepSpeed for (an older torch), PyPI's only where none has one. pypi: always PyPI's.
+DeepSpeedFrom = Literal["auto", "conda-forge", "pypi"]
+DEEPSPEED_FROM: tuple[DeepSpeedFrom, ...] = ("auto", "conda-forge", "pypi")
 DEFAULT_GLIBC = MajorMinor(2, 28)
 
 
@@ -37,6 +42,7 @@ class Target:
     deepspeed: bool = True
     glibc: MajorMinor = DEFAULT_GLIBC
     driver_compat: DriverCompat = "minor"
+    deepspeed_from: DeepSpeedFrom = "auto"
 
     @property
     def ccs(self) -> tuple[MajorMinor, ...]:

@@ -182,7 +182,7 @@ def test_install_tampered_archive_is_integrity(tmp_path: Path) -> None:
     archive.write_bytes(archive.read_bytes() + b"extra")
     result, doc = run_json(["install", str(lock_path), "-p", str(tmp_path / "env"), "--json"])
     error = assert_failure(result, doc, 2, "integrity")
-    assert error["fix"] == "Fetch it again from the original channel, or check the mirror."
+    assert error["fix"] == "Fetch it again from the original channel or index, or check the mirror."
 
 
 def test_hook_without_an_arch_list(tmp_path: Path) -> None:

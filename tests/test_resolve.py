@@ -23,17 +23,17 @@ from tests.conftest import error_for, plan_for
 OK = [
     # conda-forge's deepspeed 0.18.8 cuda130 needs cuda-version >= 13.2 (libcublas 13.3), which DeepSpeed's
     # op builder rejects against torch built with 13.0: the newest fully conda stack is CUDA 12.9.
-    ("a100-default", dict(gpus=("a100",)), "2.10.0", "12.9", "12.9", "3.13", "8.0+PTX", "full", "conda:0.18.8"),
+    ("a100-default", dict(gpus=("a100",)), "2.13.0", "13.0", "13.0", "3.13", "8.0+PTX", "full", "pip:0.19.8"),
     (
         "a100-driver-535-minor",
         dict(gpus=("a100",), driver="535.104.05"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "8.0+PTX",
         "minor",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     # 535 fully supports CUDA <= 12.2: conda-forge's newest build at or below that is 2.5.1 cuda120.
     (
@@ -61,24 +61,24 @@ OK = [
     (
         "a100-driver-575-full",
         dict(gpus=("a100",), driver="575.51.03", driver_compat="full"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "8.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "a100-driver-580",
         dict(gpus=("a100",), driver="580.65.06"),
-        "2.10.0",
-        "12.9",
-        "12.9",
+        "2.13.0",
+        "13.0",
+        "13.0",
         "3.13",
         "8.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     # Guide case 1: conda-forge has 2.3.1 with CUDA 12.0, and deepspeed 0.15.0 built for torch 2.3.
     (
@@ -171,27 +171,17 @@ OK = [
         "full",
         "conda:0.17.4",
     ),
-    (
-        "a100-py3.8",
-        dict(gpus=("a100",), python="3.8"),
-        "2.3.1",
-        "12.0",
-        "12.0",
-        "3.8",
-        "8.0+PTX",
-        "full",
-        "conda:0.15.0",
-    ),
+    ("a100-py3.8", dict(gpus=("a100",), python="3.8"), "2.4.0", "12.0", "12.0", "3.8", "8.0+PTX", "full", "pip:0.19.8"),
     (
         "a100-py3.14",
         dict(gpus=("a100",), python="3.14"),
-        "2.10.0",
-        "12.9",
-        "12.9",
+        "2.13.0",
+        "13.0",
+        "13.0",
         "3.14",
         "8.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "a100-no-deepspeed",
@@ -207,13 +197,13 @@ OK = [
     (
         "a100-cuda-12.9",
         dict(gpus=("a100",), cuda="12.9"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "8.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "a100-cuda-12.4",
@@ -230,36 +220,36 @@ OK = [
     (
         "a100-glibc-2.17",
         dict(gpus=("a100",), glibc="2.17"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "8.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "a100-smi-name",
         dict(gpus=("NVIDIA A100-SXM4-80GB",), driver="550.90.07"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "8.0+PTX",
         "minor",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     # Volta: CUDA 13 builds and nvcc 13 have no sm_70; CUDA 12.9 keeps it.
     (
         "v100-driver-580",
         dict(gpus=("v100",), driver="580.65.06"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "7.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "v100-torch-2.13",
@@ -272,19 +262,9 @@ OK = [
         "full",
         "pip:0.19.8",
     ),
-    ("p100-default", dict(gpus=("p100",)), "2.10.0", "12.9", "12.9", "3.13", "6.0+PTX", "full", "conda:0.18.8"),
+    ("p100-default", dict(gpus=("p100",)), "2.13.0", "12.9", "12.9", "3.13", "6.0+PTX", "full", "pip:0.19.8"),
     # SASS 6.0 runs on 6.1: the GTX 1080 Ti is served by the 12.9 build's sm_60.
-    (
-        "gtx1080ti-default",
-        dict(gpus=("gtx1080ti",)),
-        "2.10.0",
-        "12.9",
-        "12.9",
-        "3.13",
-        "6.1+PTX",
-        "full",
-        "conda:0.18.8",
-    ),
+    ("gtx1080ti-default", dict(gpus=("gtx1080ti",)), "2.13.0", "12.9", "12.9", "3.13", "6.1+PTX", "full", "pip:0.19.8"),
     (
         "t4-driver-470-legacy",
         dict(gpus=("t4",), driver="470.82.01", source="pytorch"),
@@ -296,28 +276,28 @@ OK = [
         "minor",
         "pip:0.19.8",
     ),
-    ("l4-default", dict(gpus=("l4",)), "2.10.0", "12.9", "12.9", "3.13", "8.9+PTX", "full", "conda:0.18.8"),
+    ("l4-default", dict(gpus=("l4",)), "2.13.0", "13.0", "13.0", "3.13", "8.9+PTX", "full", "pip:0.19.8"),
     (
         "l40s-driver-550",
         dict(gpus=("l40s",), driver="550.54.14"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "8.9+PTX",
         "minor",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "rtx3090-py3.10",
         dict(gpus=("rtx3090",), python="3.10"),
-        "2.10.0",
-        "12.9",
-        "12.9",
+        "2.13.0",
+        "13.0",
+        "13.0",
         "3.10",
         "8.6+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "rtx4090-legacy",
@@ -333,13 +313,13 @@ OK = [
     (
         "h100-driver-525-minor",
         dict(gpus=("h100",), driver="525.60.13"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "9.0+PTX",
         "minor",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "h100-driver-520-legacy",
@@ -355,63 +335,53 @@ OK = [
     (
         "h200-driver-580",
         dict(gpus=("h200",), driver="580.159.04"),
-        "2.10.0",
-        "12.9",
-        "12.9",
+        "2.13.0",
+        "13.0",
+        "13.0",
         "3.13",
         "9.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     # conda-forge builds no deepspeed for linux-aarch64: it comes from PyPI.
     ("gh200-default", dict(gpus=("gh200",)), "2.13.0", "13.0", "13.0", "3.13", "9.0+PTX", "full", "pip:0.19.8"),
     (
         "gh200-on-x86",
         dict(gpus=("gh200",), platform="linux-64"),
-        "2.10.0",
-        "12.9",
-        "12.9",
+        "2.13.0",
+        "13.0",
+        "13.0",
         "3.13",
         "9.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "b200-driver-570-minor",
         dict(gpus=("b200",), driver="570.133.20"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "10.0+PTX",
         "minor",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     # SASS 10.0 runs on 10.3; nvcc 12.9 builds sm_103.
-    ("b300-default", dict(gpus=("b300",)), "2.10.0", "12.9", "12.9", "3.13", "10.3+PTX", "full", "conda:0.18.8"),
+    ("b300-default", dict(gpus=("b300",)), "2.13.0", "13.0", "13.0", "3.13", "10.3+PTX", "full", "pip:0.19.8"),
     ("gb200-default", dict(gpus=("gb200",)), "2.13.0", "13.0", "13.0", "3.13", "10.0+PTX", "full", "pip:0.19.8"),
     (
         "rtx5090-driver-575",
         dict(gpus=("rtx5090",), driver="575.51.03"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "12.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
-    (
-        "rtx-pro-6000",
-        dict(gpus=("rtx-pro-6000",)),
-        "2.10.0",
-        "12.9",
-        "12.9",
-        "3.13",
-        "12.0+PTX",
-        "full",
-        "conda:0.18.8",
-    ),
+    ("rtx-pro-6000", dict(gpus=("rtx-pro-6000",)), "2.13.0", "13.0", "13.0", "3.13", "12.0+PTX", "full", "pip:0.19.8"),
     # CUDA 13 aarch64 builds serve Jetson (tegra and sbsa are one platform from 13.0); 2.13 adds sm_87.
     ("jetson-orin", dict(gpus=("jetson-orin",)), "2.13.0", "13.0", "13.0", "3.13", "8.7+PTX", "full", "pip:0.19.8"),
     ("jetson-thor", dict(gpus=("jetson-thor",)), "2.13.0", "13.0", "13.0", "3.13", "11.0+PTX", "full", "pip:0.19.8"),
@@ -419,35 +389,35 @@ OK = [
     (
         "cluster-v100-a100-h100-535",
         dict(gpus=("v100", "a100", "h100"), driver="535.104.05"),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "7.0;8.0;9.0+PTX",
         "minor",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "cluster-v100-h100-b200",
         dict(gpus=("v100", "h100", "b200")),
-        "2.10.0",
+        "2.13.0",
         "12.9",
         "12.9",
         "3.13",
         "7.0;9.0;10.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
     (
         "cluster-a100-l40s-h100-580",
         dict(gpus=("a100", "l40s", "h100"), driver="580.65.06"),
-        "2.10.0",
-        "12.9",
-        "12.9",
+        "2.13.0",
+        "13.0",
+        "13.0",
         "3.13",
         "8.0;8.9;9.0+PTX",
         "full",
-        "conda:0.18.8",
+        "pip:0.19.8",
     ),
 ]
 
@@ -557,12 +527,12 @@ def test_rtx5090_message_pinned(kb: KnowledgeBase) -> None:
     assert str(error) == (
         "GeForce RTX 5090 (sm_120) needs CUDA >= 12.8, which needs driver >= 570.26 (Blackwell GPUs need driver "
         "branch R570 or newer); driver 550.54.14 supports CUDA <= 12.4. Fix: upgrade the driver to 570.26 or newer "
-        "(`--driver 570.26` gives torch 2.10.0 cu129 with CUDA 12.9)."
+        "(`--driver 570.26` gives torch 2.13.0 cu129 with CUDA 12.9)."
     )
 
 
 def test_rejected_candidates_say_why(kb: KnowledgeBase) -> None:
-    plan = plan_for(kb, gpus=("a100",), driver="580.65.06")
+    plan = plan_for(kb, gpus=("a100",), driver="580.65.06", deepspeed_from="conda-forge")
     why = {r.candidate: r.because for r in plan.rejected}
     assert "no deepspeed build for torch 2.13" in why["torch 2.13.0 cu130"]
     assert "needs cuda-version >= 13.2" in why["torch 2.10.0 cu130"]
@@ -571,7 +541,13 @@ def test_rejected_candidates_say_why(kb: KnowledgeBase) -> None:
 
 def test_driver_absent_warns_with_the_driver_the_plan_needs(kb: KnowledgeBase) -> None:
     plan = plan_for(kb, gpus=("a100",))
-    assert any("the plan assumes a driver that runs CUDA 12.9" in w and "575.51.03" in w for w in plan.warnings)
+    assert any("the plan assumes a driver that runs CUDA 13.0" in w and "580.65.06" in w for w in plan.warnings), (
+        plan.warnings
+    )
+    older = plan_for(kb, gpus=("a100",), deepspeed_from="conda-forge")
+    assert any("the plan assumes a driver that runs CUDA 12.9" in w and "575.51.03" in w for w in older.warnings), (
+        older.warnings
+    )
 
 
 def test_minor_compatibility_warns_about_ptx_jit(kb: KnowledgeBase) -> None:
@@ -620,7 +596,8 @@ def test_legacy_nvcc_may_be_a_newer_minor_of_the_same_major(kb: KnowledgeBase) -
 
 
 def test_gxx_is_capped_by_nvcc(kb: KnowledgeBase) -> None:
-    assert "gxx <15" in [str(s) for s in plan_for(kb, gpus=("a100",)).specs]  # nvcc 12.9 accepts GCC <= 14
+    assert "gxx <15" in [str(s) for s in plan_for(kb, gpus=("a100",), cuda="12.9").specs]  # nvcc 12.9: GCC <= 14
+    assert "gxx <16" in [str(s) for s in plan_for(kb, gpus=("a100",)).specs]  # nvcc 13.0 accepts GCC <= 15
     legacy = [str(s) for s in plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch").specs]
     assert "gxx_linux-64 <13" in legacy  # nvcc 12.1 accepts GCC <= 12
     assert not any(s.startswith("gxx ") for s in legacy)  # nvidia's nvcc depends on gxx_linux-64 only
@@ -809,23 +786,47 @@ def test_when_no_deepspeed_release_fits_the_newest_releases_reason_is_named(kb: 
         "DeepSpeed 0.19.1-0.19.8: its op builder rejects nvcc 13.1 with torch built for CUDA 13.0"
     )
     assert str(error).endswith(
-        "Ways out: `--cuda 12.9` gives torch 2.10.0 cu129 with CUDA 12.9; `--no-deepspeed` gives torch 2.13.0 cu130 "
+        "Ways out: `--cuda 13.0` gives torch 2.13.0 cu130 with CUDA 13.0; `--no-deepspeed` gives torch 2.13.0 cu130 "
         "with CUDA 13.1."
     )
     empty = replace(kb, deepspeed_releases=())
     assert "no DeepSpeed release in the knowledge base" in str(error_for(empty, gpus=("a100",)))
 
 
-def test_pypi_deepspeed_beside_conda_forge_torch_is_a_warning_with_the_reason(kb: KnowledgeBase) -> None:
+def _ds_reason(plan: Plan) -> str:
+    return next(f"{r.decision}: {r.because}" for r in plan.reasons if r.decision.startswith("deepspeed"))
+
+
+def test_pypi_deepspeed_beside_conda_forge_torch_is_a_reason_naming_the_conda_forge_alternative(
+    kb: KnowledgeBase,
+) -> None:
+    """DeepSpeed from PyPI is locked by its sha256 like any package, so it is no warning: the reason says why
+    conda-forge's build was not taken and what `--deepspeed-from conda-forge` plans instead (planned)."""
     plan = plan_for(kb, gpus=("jetson-thor",))
-    assert plan.warnings[1:] == (
-        "DeepSpeed comes from PyPI (pip section): conda-forge has no deepspeed build for torch 2.13 with CUDA 13.0 "
-        "(conda-forge has no deepspeed CUDA builds for linux-aarch64).",
+    assert len(plan.warnings) == 1, plan.warnings  # only the missing --driver
+    assert _ds_reason(plan).startswith(
+        "deepspeed 0.19.8 from PyPI, locked by its sha256; its Python dependencies from conda: conda-forge has no "
+        "deepspeed build for torch 2.13 with CUDA 13.0 (conda-forge has no deepspeed CUDA builds for linux-aarch64)."
+    )
+    a100 = plan_for(kb, gpus=("a100",), driver="580.65.06")
+    assert (a100.torch_version, a100.pip) == ("2.13.0", ("deepspeed==0.19.8",))
+    assert (
+        "; `--deepspeed-from conda-forge` plans torch 2.10.0 cu129 with conda-forge's deepspeed 0.18.8 instead. "
+        in _ds_reason(a100)
+    )
+    older = plan_for(kb, gpus=("a100",), driver="580.65.06", deepspeed_from="conda-forge")
+    assert (older.torch_version, older.deepspeed, older.pip) == ("2.10.0", "0.18.8", ())
+    forced = plan_for(kb, gpus=("a100",), driver="580.65.06", torch="2.10", deepspeed_from="pypi")
+    assert (forced.torch_version, forced.pip) == ("2.10.0", ("deepspeed==0.19.8",))
+    assert "from PyPI, locked by its sha256; its Python dependencies from conda: --deepspeed-from pypi." in (
+        _ds_reason(forced)
     )
     legacy = plan_for(kb, gpus=("a100",), torch="2.3.1", source="pytorch", python="3.11")
     assert legacy.pip == ("deepspeed==0.19.8",) and len(legacy.warnings) == 1  # the pytorch channel: no warning
-    assert len(plan_for(kb, gpus=("a100",)).warnings) == 1  # conda-forge's deepspeed: no warning
-    rejected = dict((r.candidate, r.because) for r in plan_for(kb, gpus=("a100",), driver="580.65.06").rejected)
+    rejected = dict(
+        (r.candidate, r.because)
+        for r in plan_for(kb, gpus=("a100",), driver="580.65.06", deepspeed_from="conda-forge").rejected
+    )
     assert rejected["torch 2.13.0 cu129"] == (
         "conda-forge has no deepspeed build for torch 2.13 with CUDA 12.9 (the newest is deepspeed 0.18.8, built for "
         "torch 2.10)"
@@ -833,7 +834,8 @@ def test_pypi_deepspeed_beside_conda_forge_torch_is_a_warning_with_the_reason(kb
 
 
 def test_only_newer_candidates_than_the_chosen_one_are_listed_as_rejected(kb: KnowledgeBase) -> None:
-    plan = plan_for(kb, gpus=("a100",), driver="580.65.06")
+    assert plan_for(kb, gpus=("a100",), driver="580.65.06").rejected == ()
+    plan = plan_for(kb, gpus=("a100",), driver="580.65.06", deepspeed_from="conda-forge")
     assert [r.candidate for r in plan.rejected] == [
         "torch 2.13.0 cu130",
         "torch 2.13.0 cu129",
@@ -851,7 +853,7 @@ def test_only_newer_candidates_than_the_chosen_one_are_listed_as_rejected(kb: Kn
 def test_the_chosen_candidate_is_labelled_as_resolve_names_it(kb: KnowledgeBase) -> None:
     target = build_target(Options(gpus=("a100",)), kb).target
     chosen, _, _ = candidates.pick(kb, target, "linux-64")
-    assert chosen is not None and chosen.label == "torch 2.10.0 cu129"
+    assert chosen is not None and chosen.label == "torch 2.13.0 cu130"
     legacy = build_target(Options(gpus=("a100",), source="pytorch"), kb).target
     chosen, _, _ = candidates.pick(kb, legacy, "linux-64")
     assert chosen is not None and chosen.label == "torch 2.5.1 cu124 (pytorch channel)"
@@ -886,9 +888,9 @@ def test_a_rejected_candidate_says_why_word_for_word(
 
 def test_a_toolkit_whose_sm_list_is_unknown_is_not_used(kb: KnowledgeBase) -> None:
     unknown = replace(kb, toolkits=tuple(replace(t, sm=None) if str(t.version) == "12.9" else t for t in kb.toolkits))
-    plan = plan_for(unknown, gpus=("a100",))
+    plan = plan_for(unknown, gpus=("v100",))  # CUDA 13 has no sm_70: every build V100 can use needs nvcc 12.x
     rejected = dict((r.candidate, r.because) for r in plan.rejected)
-    assert rejected["torch 2.10.0 cu129"] == "the SM targets of nvcc 12.9 are not confirmed in the knowledge base"
+    assert rejected["torch 2.13.0 cu129"] == "the SM targets of nvcc 12.9 are not confirmed in the knowledge base"
 
 
 def test_the_conflict_names_at_most_two_distinct_problems_and_the_channel(kb: KnowledgeBase) -> None:
@@ -908,7 +910,7 @@ def test_platforms_a_gpu_does_not_run_on(kb: KnowledgeBase) -> None:
     assert str(error_for(kb, gpus=("gh200", "h100"))) == (
         "the target GPUs need different platforms (NVIDIA H100 on linux-64; NVIDIA GH200 Grace Hopper Superchip (GPU) "
         "on linux-aarch64); one conda environment serves one platform. Fix: make one environment for each platform, "
-        "`--gpu h100` (torch 2.10.0 cu129 with CUDA 12.9 on linux-64) and `--gpu gh200` (torch 2.13.0 cu130 with "
+        "`--gpu h100` (torch 2.13.0 cu130 with CUDA 13.0 on linux-64) and `--gpu gh200` (torch 2.13.0 cu130 with "
         "CUDA 13.0 on linux-aarch64)."
     )
     assert str(error_for(kb, gpus=("l4",), platform="linux-aarch64", source="pytorch")) == (
@@ -944,7 +946,7 @@ def test_the_torch_reason_says_where_the_python_comes_from(kb: KnowledgeBase) ->
     ("options", "decision", "because", "extra_source"),
     [
         (
-            dict(gpus=("a100",)),
+            dict(gpus=("a100",), deepspeed_from="conda-forge"),
             "CUDA 12.9 (nvcc, runtime and headers)",
             "nvcc 12.9 is the same major.minor as torch.version.cuda, which torch's and DeepSpeed's extension checks "
             "accept.",
@@ -1211,7 +1213,7 @@ def test_within_a_snapshot_a_toolkit_it_does_not_hold_is_named(kb: KnowledgeBase
     ("options", "specs"),
     [
         (
-            dict(gpus=("a100",)),
+            dict(gpus=("a100",), deepspeed_from="conda-forge"),
             "python 3.13.*|pytorch ==2.10.0 cuda129*|cuda-version 12.9.*|cuda-nvcc|cuda-cudart-dev|libcusparse-dev|"
             "libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx <15|gxx_linux-64 <15|ninja|"
             "cudnn <9.11|nccl|deepspeed ==0.18.8 cuda129*",
@@ -1220,13 +1222,15 @@ def test_within_a_snapshot_a_toolkit_it_does_not_hold_is_named(kb: KnowledgeBase
             dict(gpus=("a100",), torch="2.3.1", source="pytorch", python="3.11"),
             "python 3.11.*|pytorch ==2.3.1 *cuda12*|pytorch-cuda 12.1.*|cuda-nvcc 12.1.*|cuda-cudart-dev|"
             "libcusparse-dev|libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx_linux-64 <13|ninja|"
-            "einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py",
+            "einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py|pip|"
+            "setuptools >=70.1",
         ),
         (
             dict(gpus=("jetson-thor",)),
             "python 3.13.*|pytorch ==2.13.0 cuda130*|cuda-version 13.0.*|cuda-nvcc|cuda-cudart-dev|libcusparse-dev|"
             "libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx <16|gxx_linux-aarch64 <16|ninja|cudnn|"
-            "nccl|einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py",
+            "nccl|einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py|pip|"
+            "setuptools >=70.1",
         ),
     ],
 )
@@ -1309,8 +1313,8 @@ def test_a_build_with_sass_for_the_gpu_still_needs_an_nvcc_that_builds_it(kb: Kn
 def test_at_most_three_ways_out_are_named(kb: KnowledgeBase) -> None:
     error = error_for(kb, gpus=("a100",), driver="535.104.05", driver_compat="full", torch="2.7", python="3.14")
     assert str(error).split("Ways out: ", 1)[1] == (
-        "`--driver 575.51.03 --torch 2.10.0` gives torch 2.10.0 cu129 with CUDA 12.9; `--driver 560.28.03 --python "
-        "3.13` gives torch 2.7.1 cu126 with CUDA 12.6; `--driver-compat minor --torch 2.10.0` gives torch 2.10.0 cu129 "
+        "`--driver 575.51.03 --torch 2.13.0` gives torch 2.13.0 cu129 with CUDA 12.9; `--driver 560.28.03 --python "
+        "3.13` gives torch 2.7.1 cu126 with CUDA 12.6; `--driver-compat minor --torch 2.13.0` gives torch 2.13.0 cu129 "
         "with CUDA 12.9."
     )
 

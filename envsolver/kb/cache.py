@@ -45,6 +45,7 @@ ALLOWED = frozenset(
             "DeepSpeedCondaBuild",
             "DeepSpeedDefaultCcs",
             "DeepSpeedRelease",
+            "DeepSpeedRequirements",
             "Fact",
             "Gpu",
             "Holding",

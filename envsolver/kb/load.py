@@ -29,6 +29,7 @@ from envsolver.kb.model import (
     DeepSpeedCondaBuild,
     DeepSpeedDefaultCcs,
     DeepSpeedRelease,
+    DeepSpeedRequirements,
     Fact,
     Gpu,
     KnowledgeBase,
@@ -339,6 +340,31 @@ def _ds_conda(r: _Row) -> DeepSpeedCondaBuild:
     )
 
 
+def _requirement(value: Any) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = _str(value)
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{text!r} is not a PEP 508 requirement ({exc})") from None
+    return text
+
+
+def _ds_requirements(r: _Row) -> DeepSpeedRequirements:
+    requires = r.get("requires", lambda v: tuple(_requirement(x) for x in (v if isinstance(v, list) else [v])))
+    return DeepSpeedRequirements(r.get("since", _version), r.get("latest", _version), requires, r.source())
+
+
+def _pypi_conda_name(r: _Row) -> tuple[str, Fact]:
+    import re
+
+    pypi = r.get("pypi", _str)
+    if re.sub(r"[-_.]+", "-", pypi).lower() != pypi:
+        raise ValueError(f"pypi name {pypi!r} is not normalized (PEP 503)")
+    return pypi, Fact(r.get("conda", _str), r.source())
+
+
 def _ds_default_ccs(r: _Row) -> DeepSpeedDefaultCcs:
     return DeepSpeedDefaultCcs(
         since=r.get("since", _version),
@@ -428,6 +454,7 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
     ds = docs["deepspeed.yaml"]
     conda = docs["conda.yaml"]
     pip_deps = ds.one("pip_run_deps", lambda r: (r.get("names", _str_list), r.source()))
+    pip_build = ds.one("pip_build", lambda r: (r.get("names", _str_list), r.source()))
     no_mixing = conda.one("no_mixing", lambda r: (r.get("first", _mm), r.get("last", _mm), r.source()))
     cxx = conda.one("toolchain", lambda r: _toolchain(r))
     targets = conda.rows("targets_include", _target_include)
@@ -442,6 +469,9 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
         deepspeed_conda_builds=ds.rows("conda_forge_builds", _ds_conda),
         deepspeed_pip_run_deps=pip_deps[0] if pip_deps else (),
         deepspeed_pip_run_deps_source=pip_deps[1] if pip_deps else (),
+        pip_build=pip_build or ((), ()),
+        deepspeed_requirements=ds.rows("pypi_requirements", _ds_requirements),
+        pypi_conda_names=dict(ds.rows("pypi_conda_names", _pypi_conda_name)),
         op_headers=ds.rows("op_headers", _op_header),
         targets_include=dict(targets),
         split_packages_since=conda.one("split_packages_since", _fact("cuda")) or Fact("", ()),

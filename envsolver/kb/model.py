@@ -116,6 +116,16 @@ class DeepSpeedRelease:
 
 
 @dataclass(frozen=True)
+class DeepSpeedRequirements:
+    """The run requirements of PyPI's deepspeed `since`..`latest` on Linux with a CUDA torch (PEP 508 strings)."""
+
+    since: Version
+    latest: Version
+    requires: tuple[str, ...]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DeepSpeedDefaultCcs:
     """What DeepSpeed's op builder targets, releases `since`..`latest`, when TORCH_CUDA_ARCH_LIST is unset and
     ops are built ahead of time with an nvcc of `cuda_major`."""
@@ -212,6 +222,10 @@ class KnowledgeBase:
     deepspeed_conda_builds: tuple[DeepSpeedCondaBuild, ...]
     deepspeed_pip_run_deps: tuple[str, ...]
     deepspeed_pip_run_deps_source: tuple[str, ...]
+    # What an env needs to build a PyPI sdist into itself without build isolation (conda names), with sources.
+    pip_build: tuple[tuple[str, ...], tuple[str, ...]]
+    deepspeed_requirements: tuple[DeepSpeedRequirements, ...]
+    pypi_conda_names: dict[str, Fact]  # PyPI project (normalized) -> the conda-forge package that provides it
     op_headers: tuple[OpHeader, ...]
     targets_include: dict[str, Fact]
     split_packages_since: Fact

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from envsolver.errors import ConflictError, Kind
 from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
 from envsolver.plan import Plan, Reason
 from envsolver.resolve import archs, driver, ways_out
 from envsolver.resolve.candidates import Candidate, Problem, pick
-from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.specs import assemble
 from envsolver.target import Target
 
@@ -68,10 +68,7 @@ def choose(target: Target, kb: KnowledgeBase) -> Plan:
             "minor-version compatibility: every target GPU has SASS in this torch build, but PTX JIT of code built "
             f"with a newer toolkit fails. {upgrade} for full support."
         )
-    if chosen.deepspeed is not None and chosen.deepspeed.conda is None and chosen.build.channel == "conda-forge":
-        why = no_conda_text(kb, chosen.build, chosen.torch, chosen.toolkit.version, chosen.python)
-        warnings.append(f"DeepSpeed comes from PyPI (pip section): {why}.")
-    assembly = assemble(kb, target, chosen)
+    assembly = assemble(kb, target, chosen, _conda_alternative(target, kb, chosen))
     arch_list = archs.arch_list(kb, target.ccs, chosen.toolkit)
     reasons = [
         *platform_reasons,
@@ -119,6 +116,24 @@ def choose(target: Target, kb: KnowledgeBase) -> Plan:
         rejected=tuple(rejected),
         warnings=tuple(warnings),
         sources=dict(kb.sources),
+    )
+
+
+def _conda_alternative(target: Target, kb: KnowledgeBase, chosen: Candidate) -> str | None:
+    """What `--deepspeed-from conda-forge` plans instead, when DeepSpeed comes from PyPI by default and that
+    option gives conda-forge's DeepSpeed with another torch (planned, so the sentence is true); else None."""
+    ds = chosen.deepspeed
+    if target.deepspeed_from != "auto" or ds is None or ds.conda is not None or chosen.build.channel != "conda-forge":
+        return None
+    try:
+        other = choose(replace(target, deepspeed_from="conda-forge"), kb)
+    except ConflictError:
+        return None
+    if other.pip or other.deepspeed is None:
+        return None
+    return (
+        f"`--deepspeed-from conda-forge` plans torch {other.torch_version} cu{other.torch_cuda.nodot} with "
+        f"conda-forge's deepspeed {other.deepspeed} instead"
     )
 
 

@@ -183,8 +183,8 @@ def _evaluate(
     build: TorchBuild,
     torch: Version,
 ) -> tuple[Candidate | None, Problem | None, Problem | None]:
-    """(candidate, hard problem, soft problem). A soft problem (no conda DeepSpeed build) only
-    loses to a candidate without one."""
+    """(candidate, hard problem, soft problem). A soft problem (no conda DeepSpeed build, with
+    --deepspeed-from conda-forge) only loses to a candidate without one."""
     python = _python(target, build)
     if isinstance(python, Problem):
         return None, python, None
@@ -198,10 +198,13 @@ def _evaluate(
     soft = None
     if target.deepspeed:
         conda, pypi, why = choose(kb, build, torch, target.ccs, toolkit.version, python)
+        if target.deepspeed_from == "pypi":
+            conda = None
         if conda is None and pypi is None:
             return None, Problem(why), None
         ds_choice = conda or pypi
-        if conda is None and build.channel == "conda-forge" and target.torch is None:
+        prefer_conda = target.deepspeed_from == "conda-forge" and target.torch is None
+        if conda is None and build.channel == "conda-forge" and prefer_conda:
             soft = Problem(no_conda_text(kb, build, torch, toolkit.version, python))
     compat = _compatibility(kb, target, toolkit.version)
     return Candidate(build, torch, toolkit, compat, python, ds_choice), None, soft

@@ -54,6 +54,19 @@ def default_ccs(kb: KnowledgeBase, version: Version, cuda_major: int) -> DeepSpe
     )
 
 
+def requirements_of(kb: KnowledgeBase, version: Version) -> tuple[str, ...] | None:
+    """PyPI's deepspeed VERSION's run requirements on Linux with a CUDA torch (PEP 508); None where the KB does
+    not know them."""
+    row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
+    return row.requires if row else None
+
+
+def conda_name(kb: KnowledgeBase, pypi_name: str) -> str | None:
+    """The conda-forge package that provides the PyPI project (normalized name); None where the KB does not say."""
+    fact = kb.pypi_conda_names.get(pypi_name)
+    return fact.value if fact else None
+
+
 def op_libraries(kb: KnowledgeBase, version: Version | None = None) -> tuple[OpLibrary, ...]:
     """The CUDA libraries DeepSpeed's ops link in this release (every release's, when None)."""
     return tuple(lib for lib in kb.op_libraries if version is None or lib.since <= version <= lib.latest)

@@ -5,8 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
 from envsolver.kb.model import KnowledgeBase, Toolkit
 from envsolver.plan import CondaSpec, Reason
+from envsolver.resolve import deepspeed as ds_rules
 from envsolver.resolve.candidates import Candidate
 from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.target import Target
@@ -67,7 +72,9 @@ def _links_text(kb: KnowledgeBase) -> str:
     return "; " + "; ".join(parts) if parts else ""
 
 
-def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
+def assemble(kb: KnowledgeBase, target: Target, c: Candidate, conda_alternative: str | None = None) -> Assembly:
+    """The channels, specs, PyPI requirements and reasons of a candidate. CONDA_ALTERNATIVE: what
+    `--deepspeed-from conda-forge` would plan instead, said in the reason when DeepSpeed comes from PyPI."""
     build = c.build
     legacy = build.channel == "pytorch"
     specs: list[CondaSpec] = [CondaSpec("python", f"{c.python}.*")]
@@ -187,23 +194,59 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate) -> Assembly:
             )
         )
     elif ds is not None:
-        specs.extend(CondaSpec(*_split(n)) for n in kb.deepspeed_pip_run_deps)
+        run_deps = pypi_run_specs(kb, ds.version)
+        specs.extend(s for s in run_deps if s.name not in {spec.name for spec in specs})
+        build_names = [s for s in kb.pip_build[0] if _split(s)[0] not in {spec.name for spec in specs}]
+        specs.extend(CondaSpec(*_split(n)) for n in build_names)
         pip.append(f"deepspeed=={ds.version}")
-        why = (
-            "the pytorch channel's torch cannot satisfy conda-forge's deepspeed CUDA builds, which need "
-            "conda-forge's pytorch"
-            if legacy
-            else no_conda_text(kb, build, c.torch, c.toolkit.version, c.python)
-        )
+        if legacy:
+            why = (
+                "the pytorch channel's torch cannot satisfy conda-forge's deepspeed CUDA builds, which need "
+                "conda-forge's pytorch"
+            )
+        elif target.deepspeed_from == "pypi":
+            why = "--deepspeed-from pypi"
+        else:
+            why = no_conda_text(kb, build, c.torch, c.toolkit.version, c.python)
+        instead = f"; {conda_alternative}" if conda_alternative else ""
         reasons.append(
             Reason(
-                f"deepspeed {ds.version} from PyPI (pip section); its Python dependencies from conda",
-                f"{why}. PyPI's deepspeed is a source package that installs as pure Python without torch at build "
-                "time; the post-install hook builds its CUDA ops for the target GPUs.",
-                ds.release.source + kb.deepspeed_pip_run_deps_source,
+                f"deepspeed {ds.version} from PyPI, locked by its sha256; its Python dependencies from conda",
+                f"{why}{instead}. PyPI's deepspeed is a source package: `envsolver install` builds it into the "
+                f"env's python with pip --no-deps --require-hashes --no-build-isolation and DS_BUILD_OPS=0 (so "
+                f"the env holds {', '.join(build_names) or 'pip and setuptools'}), and the post-install hook "
+                "builds its CUDA ops for the target GPUs.",
+                ds.release.source + _requirements_source(kb, ds.version) + kb.pip_build[1],
             )
         )
     return Assembly(channels(c), tuple(specs), tuple(pip), tuple(reasons))
+
+
+# PEP 440 operators that conda's match-spec grammar reads the same way.
+_CONDA_OPERATORS = ("==", "!=", ">=", "<=", ">", "<")
+
+
+def pypi_run_specs(kb: KnowledgeBase, version: Version) -> list[CondaSpec]:
+    """The conda specs that hold PyPI's deepspeed VERSION's run requirements (KB), torch left out (the plan pins
+    pytorch). A requirement's specifier is kept where conda reads it the same way; the lock checks each one
+    against the solved records either way (pypi.pins)."""
+    out = []
+    for text in ds_rules.requirements_of(kb, version) or ():
+        requirement = Requirement(text)
+        name = ds_rules.conda_name(kb, canonicalize_name(requirement.name))
+        if name is None or name == "pytorch" or requirement.marker is not None:
+            continue
+        clauses = [f"{s.operator}{s.version}" for s in requirement.specifier]
+        same = all(s.operator in _CONDA_OPERATORS and "*" not in s.version for s in requirement.specifier)
+        out.append(CondaSpec(name, ",".join(clauses) if clauses and same else None))
+    return out
+
+
+def _requirements_source(kb: KnowledgeBase, version: Version) -> tuple[str, ...]:
+    row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
+    names = {ds_rules.conda_name(kb, canonicalize_name(Requirement(t).name)) for t in (row.requires if row else ())}
+    mapped = tuple(s for n, f in kb.pypi_conda_names.items() if f.value in names for s in f.source)
+    return tuple(dict.fromkeys((row.source if row else ()) + mapped))
 
 
 def _split(text: str) -> tuple[str, str | None]:

@@ -69,7 +69,8 @@ def render(plan: Plan, command: str, kb_date: str, name: str | None = None) -> s
         *[f"  - {scalar(str(s))}" for s in plan.specs],
     ]
     if plan.pip:
-        body += ["  - pip", "  - pip:", *[f"    - {scalar(p)}" for p in plan.pip]]
+        has_pip = any(s.name == "pip" for s in plan.specs)
+        body += [*([] if has_pip else ["  - pip"]), "  - pip:", *[f"    - {scalar(p)}" for p in plan.pip]]
     variables = [f"  {scalar(k)}: {scalar(v)}" for k, v in plan.env.items() if "$" not in v]
     body += ["variables:", *variables] if variables else ["variables: {}"]
     return "\n".join(lines + body) + "\n"
