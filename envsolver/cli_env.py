@@ -256,9 +256,30 @@ def _install_prefix(prefix: Path | None, name: str | None) -> Path:
     return prefix
 
 
+def _hook_prefix(prefix: Path | None, name: str | None) -> Path:
+    """-p PREFIX, or -n NAME of an existing environment (envsdir.existing); exactly one of them."""
+    if prefix is not None and name is not None:
+        raise click.UsageError("-n/--name and -p/--prefix exclude each other. Pass one of them.")
+    if name is not None:
+        from envsolver import envsdir
+
+        return envsdir.existing(name, os.environ)
+    if prefix is None:
+        raise click.UsageError(
+            "Missing option '-p' / '--prefix' (or '-n' / '--name'): the environment to set up. Pass -p PREFIX, or "
+            "-n NAME for a named environment (as conda-lock install -n NAME made it)."
+        )
+    return prefix
+
+
 @click.command(name="hook", cls=Command)
+@click.option("-p", "--prefix", type=click.Path(file_okay=False, path_type=Path), help="The environment to set up.")
 @click.option(
-    "-p", "--prefix", required=True, type=click.Path(file_okay=False, path_type=Path), help="The environment to set up."
+    "-n",
+    "--name",
+    metavar="NAME",
+    help="Instead of -p: the existing environment NAME, found as conda finds it (CONDA_ENVS_DIRS, the root "
+    "prefix's envs, ~/.conda/envs, ~/.conda/environments.txt).",
 )
 @click.option(
     "--lock",
@@ -292,7 +313,8 @@ def _install_prefix(prefix: Path | None, name: str | None) -> Path:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @verbosity
 def hook_command(
-    prefix: Path,
+    prefix: Path | None,
+    name: str | None,
     lock_path: Path | None,
     arch_list: str | None,
     ops: str,
@@ -312,6 +334,7 @@ def hook_command(
     \b
     Examples:
       envsolver hook -p ~/envs/train
+      envsolver hook -n train     # after `conda-lock install -n train conda-lock.yml`
       envsolver hook -p /shared/envs/train --op-cache /shared/envsolver-ops
       envsolver hook -p ~/envs/train --no-build
       envsolver hook -p ~/envs/train --ops fused_adam --arch-list '8.0;9.0+PTX'
@@ -320,6 +343,7 @@ def hook_command(
     Exit codes: 0 ok; 1 a pre-flight check or an op build failed; 2 bad input, or the hook could not run;
     130 interrupted (Ctrl-C).
     """
+    prefix = _hook_prefix(prefix, name)
     kb = default_kb()
     if print_env:
         where = hook_run.arch_list_and_platform(prefix, lock_path, arch_list, kb)

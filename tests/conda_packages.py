@@ -17,7 +17,12 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mtime = 0
+    info.mode = 0o755 if name.startswith("bin/") else 0o644  # what lies in bin/ is run
     tar.addfile(info, io.BytesIO(data))
+
+
+def _bytes(content: str | bytes) -> bytes:
+    return content if isinstance(content, bytes) else content.encode()
 
 
 def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
@@ -44,7 +49,7 @@ def build_package(
     channel: Path,
     name: str,
     version: str,
-    files: dict[str, str],
+    files: dict[str, str] | dict[str, bytes] | dict[str, str | bytes],
     depends: tuple[str, ...] = (),
     subdir: str = "linux-64",
     build: str = "h0_0",
@@ -53,8 +58,8 @@ def build_package(
     index: dict[str, Any] | None = None,
     fmt: str = "tar.bz2",
 ) -> Path:
-    """Write CHANNEL/SUBDIR/NAME-VERSION-BUILD.<fmt> holding `files` (path -> text) and `symlinks` (path ->
-    target). `paths` replaces the generated paths.json entries; `index` overrides index.json keys."""
+    """Write CHANNEL/SUBDIR/NAME-VERSION-BUILD.<fmt> holding `files` (path -> text or bytes) and `symlinks` (path
+    -> target). `paths` replaces the generated paths.json entries; `index` overrides index.json keys."""
     target = channel / subdir
     target.mkdir(parents=True, exist_ok=True)
     path = target / f"{name}-{version}-{build}.{fmt}"
@@ -73,13 +78,13 @@ def build_package(
         {
             "_path": p,
             "path_type": "hardlink",
-            "sha256": hashlib.sha256(t.encode()).hexdigest(),
-            "size_in_bytes": len(t.encode()),
+            "sha256": hashlib.sha256(_bytes(t)).hexdigest(),
+            "size_in_bytes": len(_bytes(t)),
         }
         for p, t in sorted(files.items())
     ] + [{"_path": p, "path_type": "softlink"} for p in sorted(links)]
     paths_doc = {"paths_version": 1, "paths": paths if paths is not None else generated}
-    payload = [(rel, text.encode(), None) for rel, text in sorted(files.items())]
+    payload = [(rel, _bytes(text), None) for rel, text in sorted(files.items())]
     payload += [(rel, None, target_) for rel, target_ in sorted(links.items())]
     info = [
         ("info/index.json", json.dumps(index_doc).encode(), None),

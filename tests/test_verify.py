@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from envsolver.cli import main
 from envsolver.kb import KnowledgeBase
 from envsolver.lockfile import LockEntry
+from envsolver.pypi.index import PipRecord
 from envsolver.verify import checks, probe
 from envsolver.verify import run as verify_run
 from tests.conftest import DATA
@@ -444,12 +445,18 @@ def test_probe_output_in_one_read_is_not_lost(tmp_path: Path) -> None:
 
 
 def test_op_libraries_reads_deepspeeds_version_from_conda_or_the_lock(kb: KnowledgeBase) -> None:
-    """DeepSpeed not probed: its conda package, else the lock's pip line, tells which ops link what."""
+    """DeepSpeed not probed: its conda package, else the lock's PyPI part, tells which ops link what."""
     doc = {**healthy(), "deepspeed": None, "conda_meta": [*CONDA_META, {"name": "deepspeed", "version": "0.18.8"}]}
     assert result(kb, "op_libraries", doc).status == "fail"
     doc = {**healthy(), "deepspeed": None, "conda_meta": CONDA_META}
-    pip = {"envsolver_pip_not_locked": "deepspeed==0.19.8"}
-    assert result(kb, "op_libraries", doc, lock_meta=pip).status == "pass"
+    assert result(kb, "op_libraries", doc, lock_pip=(_pip_record("0.19.8"),)).status == "pass"
+
+
+def _pip_record(version: str) -> PipRecord:
+    return PipRecord(
+        "deepspeed", version, f"deepspeed-{version}.tar.gz", f"https://files.pythonhosted.org/deepspeed-{version}.tar.gz",
+        "0" * 64,
+    )  # fmt: skip
 
 
 def test_the_shipped_no_driver_lock_fits_the_h200_it_was_made_for(kb: KnowledgeBase) -> None:
@@ -818,17 +825,17 @@ def test_unset_arch_list_is_skipped_without_what_it_needs(kb: KnowledgeBase, cha
     assert (check.status, check.detail) == ("skip", "TORCH_CUDA_ARCH_LIST is not set")
 
 
-def test_deepspeed_version_skips_a_malformed_pin() -> None:
+def test_deepspeed_version_skips_a_malformed_version() -> None:
     from envsolver.kb import default_kb
     from envsolver.verify.checks_deepspeed import deepspeed_version
 
     def version(pip: str) -> str | None:
-        found = deepspeed_version(checks.Context({}, default_kb(), {"envsolver_pip_not_locked": pip}))
+        found = deepspeed_version(checks.Context({}, default_kb(), lock_pip=(_pip_record(pip),)))
         return str(found) if found else None
 
-    assert version("einops deepspeed==0.19.8") == "0.19.8"
-    assert version("deepspeed==0.19.8==1") is None
-    assert version("deepspeed==latest") is None
+    assert version("0.19.8") == "0.19.8"
+    assert version("0.19.8==1") is None
+    assert version("latest") is None
 
 
 def test_op_libraries_names_the_first_library_the_build_stops_at(kb: KnowledgeBase) -> None:

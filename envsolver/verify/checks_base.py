@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lockfile import LockEntry
+from envsolver.pypi.index import PipRecord
 from envsolver.versions import DriverVersion
 from envsolver.versions import driver as parse_driver
 
@@ -31,6 +32,7 @@ class Context:
     lock_entries: tuple[LockEntry, ...] = ()
     deepspeed_wanted: bool = False
     gpu_test: bool = False
+    lock_pip: tuple[PipRecord, ...] = ()  # the lock's PyPI part
 
 
 def driver_version(ctx: Context) -> DriverVersion | None:

@@ -13,12 +13,11 @@ from envsolver.versions import MajorMinor, leading_major_minor
 
 
 def deepspeed_version(ctx: Context) -> Version | None:
-    """DeepSpeed's version: probed, else its conda package, else the lock's pip line; None when unknown."""
+    """DeepSpeed's version: probed, else its conda package, else the lock's PyPI part; None when unknown."""
     ds = ctx.facts.get("deepspeed")
     texts = [ds.get("version") if isinstance(ds, dict) else None]
     texts += [m.get("version") for m in ctx.facts.get("conda_meta") or [] if m.get("name") == "deepspeed"]
-    pip = ctx.lock_meta.get("envsolver_pip_not_locked", "").split()
-    texts += [p.split("==", 1)[1] for p in pip if p.startswith("deepspeed==")]
+    texts += [r.version for r in ctx.lock_pip if r.name == "deepspeed"]
     for text in texts:
         try:
             if text:

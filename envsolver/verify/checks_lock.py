@@ -16,8 +16,18 @@ def check_lock_drift(ctx: Context) -> Check:
     missing = sorted(set(want) - set(have))
     extra = sorted(set(have) - set(want))
     changed = sorted(n for n in set(want) & set(have) if want[n] != have[n])
+    dists = ctx.facts.get("distributions") or {}
+    for record in ctx.lock_pip:
+        held = dists.get(record.name)
+        if held is None:
+            missing.append(f"{record.name} (PyPI)")
+        elif held != record.version:
+            have[record.name], want[record.name] = (str(held), "pypi"), (record.version, "pypi")
+            changed.append(record.name)
+    total = len(ctx.lock_entries) + len(ctx.lock_pip)
     if not (missing or extra or changed):
-        return Check("lock_drift", "pass", f"the {len(want)} packages match the lock")
+        pypi = f", {len(ctx.lock_pip)} of them from PyPI" if ctx.lock_pip else ""
+        return Check("lock_drift", "pass", f"the {total} packages match the lock{pypi}")
     parts = []
     if missing:
         parts.append(f"missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")

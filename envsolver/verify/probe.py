@@ -326,6 +326,19 @@ def conda_meta() -> list[dict[str, str]]:
     return out
 
 
+def distributions(names: list[str]) -> dict[str, Any]:
+    """The installed version of each distribution NAMES lists (a lock's PyPI part), None where it is absent."""
+    from importlib import metadata
+
+    out: dict[str, Any] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def pip_cuda_wheels() -> list[dict[str, str]]:
     """pip-installed NVIDIA CUDA wheels (nvidia-cublas-cu12, nvidia-cuda-runtime, nvidia-cudnn-cu13, ...)."""
     from importlib import metadata
@@ -408,6 +421,9 @@ def main(argv: list[str]) -> int:
     fact(facts, "torch_installer", torch_installer)
     fact(facts, "conda_meta", conda_meta)
     fact(facts, "pip_cuda_wheels", pip_cuda_wheels)
+    wanted = [n for n in (_option(argv, "--dists") or "").split(",") if n]
+    if wanted:
+        fact(facts, "distributions", lambda: distributions(wanted))
     fact(facts, "extensions_cache", extensions_cache)
     fact(facts, "shm", shm)
     if "--stream" in argv:  # the host facts now, for checks that need no torch; everything at the end

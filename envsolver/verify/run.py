@@ -14,6 +14,7 @@ from typing import Any
 from envsolver import lockfile, prefixmeta
 from envsolver.errors import EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
+from envsolver.pypi.index import PipRecord
 from envsolver.verify.checks import HOST_ONLY, Check, Context, run
 
 PROBE = Path(__file__).with_name("probe.py")
@@ -78,6 +79,7 @@ def probe(
     headers: tuple[str, ...] = (),
     on_partial: Callable[[dict[str, Any]], None] | None = None,
     toolkit: ToolkitQuery | None = None,
+    dists: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run the probe in `python`. `on_partial` gets the host facts as soon as the probe has them (before
     torch has finished importing in its child). `toolkit` asks about a prefix's own CUDA toolkit (the hook's
@@ -87,6 +89,7 @@ def probe(
     argv += toolkit.argv() if toolkit is not None else []
     argv += ["--deepspeed"] if deepspeed else []
     argv += ["--gpu-test"] if gpu_test else []
+    argv += ["--dists", ",".join(dists)] if dists else []
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(environ))
     except OSError as exc:
@@ -140,13 +143,15 @@ def context(
 ) -> Context:
     meta: dict[str, str] = {}
     entries: tuple[lockfile.LockEntry, ...] = ()
+    pip: tuple[PipRecord, ...] = ()
     if lock is not None:
         entries = tuple(lock.entries)
         meta = lock.metadata
+        pip = lock.pip
     elif prefix is not None:
         kept = prefixmeta.load(prefix)
         meta = kept.custom if kept else {}
-    return Context(facts, kb, meta, entries, deepspeed_wanted=bool(meta), gpu_test=gpu_test)
+    return Context(facts, kb, meta, entries, deepspeed_wanted=bool(meta), gpu_test=gpu_test, lock_pip=pip)
 
 
 def verify(
@@ -176,7 +181,8 @@ def verify(
             if on_check is not None:
                 on_check(check)
 
-    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks)
+    dists = tuple(r.name for r in read.pip) if read is not None else ()
+    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks, dists=dists)
     chosen = Target(chosen.python, _prefix_of(chosen, facts))
     checks = run(context(facts, kb, chosen.prefix, read, gpu_test), only or None)
     if on_check is not None:
