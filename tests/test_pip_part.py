@@ -118,17 +118,9 @@ def write_locks(channel: Path, out: Path, release: PipRecord) -> tuple[Path, Pat
     custom = {"envsolver_torch_cuda_arch_list": ARCH_LIST}
     out.mkdir(parents=True, exist_ok=True)
     lock = out / "conda-lock.yml"
-    lock.write_text(
-        condalock.render(
-            {"linux-64": records},
-            [channel.as_uri()],
-            {"linux-64": "0" * 64},
-            custom,
-            "test",
-            "test",
-            {"linux-64": (release,)},
-        )  # fmt: skip
-    )
+    pip = {"linux-64": (release,)}
+    hashes = {"linux-64": "0" * 64}
+    lock.write_text(condalock.render({"linux-64": records}, [channel.as_uri()], hashes, custom, "test", "test", pip))
     plain = out / explicit.file_name("linux-64")
     plain.write_text(explicit.render(records, "linux-64", "test", "test", (release,)))
     (out / explicit.pip_file_name("linux-64")).write_text(pipreqs.render((release,), "linux-64", "test", "test"))
