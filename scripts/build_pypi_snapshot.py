@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the bundled snapshot of PyPI's simple pages for the projects envsolver's plans take from PyPI.
 
-    python scripts/build_pypi_snapshot.py [--out envsolver/snapshot/data/pypi] [--since 0.14.0]
+    python scripts/build_pypi_snapshot.py [--out envsolver/pypi/data] [--since 0.14.0]
 
 Reads each project's PEP 691 JSON simple page from https://pypi.org/simple/PROJECT/ and keeps the entries of
 its releases from --since on (the releases the knowledge base covers), as PyPI gives them (file name, URL,
@@ -50,7 +50,7 @@ def keep(entry: dict[str, object], since: Version) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "snapshot" / "data" / "pypi")
+    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "pypi" / "data")
     parser.add_argument("--since", default="0.14.0", help="the oldest release kept")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -24,6 +25,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Tests never read PyPI's index through make: a closed port stands for it (every process the tests start
+    inherits this), so a lock's PyPI part comes from the bundled snapshot, as on a machine without network.
+    tests/test_pins.py serves a real simple page from a local index to test the live path."""
+    os.environ.setdefault("ENVSOLVER_PYPI_INDEX", "http://127.0.0.1:9/simple")
 
 
 def pytest_configure(config: pytest.Config) -> None:

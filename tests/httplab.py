@@ -68,6 +68,8 @@ def _handler(lab: Lab) -> type[http.server.BaseHTTPRequestHandler]:
             faults = lab.faults
             time.sleep(faults.delay_s)
             file = (lab.root / path.lstrip("/")).resolve()
+            if file.is_dir():  # a directory's index.html, as a static index (a PEP 503 simple page) serves it
+                file = file / "index.html"
             if lab.root.resolve() not in file.parents or not file.is_file():
                 self._status(404)
                 return

@@ -44,9 +44,10 @@ class PipPart:
 
 
 def snapshot_dir() -> Path:
-    from envsolver import snapshot
+    """The bundled snapshot of PyPI's simple pages (scripts/build_pypi_snapshot.py writes it)."""
+    from importlib import resources
 
-    return snapshot.data_dir() / "pypi"
+    return Path(str(resources.files("envsolver.pypi").joinpath("data")))
 
 
 def bundled(project: str) -> tuple[str, list[index.PypiFile]]:

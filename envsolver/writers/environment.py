@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
-from envsolver import __version__
+from envsolver import __version__, howto
 from envsolver.plan import Plan
 from envsolver.writers.yamlemit import comment, scalar
 
@@ -43,8 +43,11 @@ def render(plan: Plan, command: str, kb_date: str, name: str | None = None) -> s
         ),
         *_comment(
             f"The post-install hook sets TORCH_CUDA_ARCH_LIST={plan.torch_cuda_arch_list}, CUDA_HOME, CPATH "
-            "and DS_ACCELERATOR=cuda."
+            "and DS_ACCELERATOR=cuda, and builds DeepSpeed's ops."
         ),
+        *_comment(f"Install the lock beside this file: {howto.conda_lock_steps('conda-lock.yml', 'NAME')[0]}"),
+        *_comment(f"or: {howto.conda_lock_steps('conda-lock.yml', 'NAME')[1]}", "#   "),
+        *_comment(f"Without a lock: {howto.environment_steps('environment.yml', 'NAME')}"),
     ]
     for warning in plan.warnings:
         lines += _comment("WARNING: " + warning)

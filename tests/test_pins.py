@@ -1,0 +1,151 @@
+"""The PyPI part of a lock (envsolver.pypi.index, pins): reading a real simple page, choosing the release's file,
+the live index and its fallback to the bundled snapshot, and the check that the conda part holds every run
+requirement of what pip installs without dependencies.
+
+tests/data/pypi/deepspeed-simple.html is PyPI's page as served on 2026-12-01 (`curl
+https://pypi.org/simple/deepspeed/`), unchanged."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envsolver.errors import ConflictError, EnvsolverError
+from envsolver.kb import KnowledgeBase
+from envsolver.pypi import index, pins
+from envsolver.resolve import deepspeed as ds_rules
+from envsolver.solve import Record
+from envsolver.versions import MajorMinor
+from tests import httplab
+
+PAGE = Path(__file__).parent / "data" / "pypi" / "deepspeed-simple.html"
+SHA_0198 = "9e491abd0827ea5c389dd702e15e11e13d83d904bac4a20d6c2a4cb37207a9af"
+
+
+def _record(name: str, version: str) -> Record:
+    return Record(name, version, "h0_0", 0, "noarch", "conda-forge", f"https://x/noarch/{name}-{version}-h0_0.conda",
+                  "0" * 32, "0" * 64, None, (), ())  # fmt: skip
+
+
+CONDA = [
+    _record(name, version)
+    for name, version in [
+        ("einops", "0.8.1"), ("hjson-py", "3.1.0"), ("msgpack-python", "1.1.2"), ("ninja", "1.13.2"),
+        ("numpy", "2.3.5"), ("packaging", "25.0"), ("psutil", "7.2.2"), ("py-cpuinfo", "9.0.0"),
+        ("pydantic", "2.12.5"), ("pytorch", "2.13.0"), ("tqdm", "4.67.3"), ("nvidia-ml-py", "13.580.82"),
+    ]
+]  # fmt: skip
+
+
+def _pin(kb: KnowledgeBase, mode: pins.Mode, environ: dict[str, str], conda: list[Record] = CONDA) -> pins.PipPart:
+    def needs(_name: str, version: object) -> object:
+        texts = ds_rules.requirements_of(kb, version)  # type: ignore[arg-type]
+        return None if texts is None else pins.parse_requirements(texts)
+
+    return pins.pin(
+        ["deepspeed==0.19.8"], MajorMinor(3, 13), "linux-64", conda, needs,  # type: ignore[arg-type]
+        lambda name: ds_rules.conda_name(kb, name), mode, environ,
+    )  # fmt: skip
+
+
+def test_pypis_real_simple_page_parses_into_its_lockable_files() -> None:
+    files = index.parse_html(PAGE.read_text(), "deepspeed", "https://pypi.org/simple/deepspeed/")
+    assert len(files) >= 140, len(files)
+    found = index.release_file(files, "0.19.8")
+    assert found is not None
+    assert (found.filename, found.sha256) == ("deepspeed-0.19.8.tar.gz", SHA_0198)
+    assert found.url.startswith("https://files.pythonhosted.org/packages/") and "#" not in found.url
+    # The bundled snapshot was read from the same index: every file it holds is on the page, byte for byte.
+    _, bundled = pins.bundled("deepspeed")
+    page = {(f.filename, f.url, f.sha256) for f in files}
+    assert {(f.filename, f.url, f.sha256) for f in bundled} <= page
+
+
+@pytest.mark.parametrize(
+    ("anchor", "kept"),
+    [
+        ('<a href="https://h/p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', True),
+        ('<a href="https://h/p/deepspeed-1.0.tar.gz#md5=' + "a" * 32 + '">x</a>', False),  # no sha256
+        ('<a href="https://h/p/deepspeed-1.0.tar.gz">x</a>', False),  # no hash at all
+        ('<a href="https://h/p/other-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),  # another project
+        ('<a href="https://h/p/deepspeed-1.0.zip#sha256=' + "a" * 64 + '">x</a>', False),  # not wheel or sdist
+        ('<a href="https://h/p/deep speed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),  # a space
+        ('<a href="javascript:alert(1)//deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),
+        ('<a href="https://h/p/deepspeed-1.0.tar.gz;rm%20-rf#sha256=' + "a" * 64 + '">x</a>', False),
+        ('<a href="../p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', True),  # relative to the page
+        ('<a href="https://h/p/deepspeed-1.0.tar.gz#sha256=' + "A" * 64 + '">x</a>', False),  # not lowercase hex
+        (
+            '<a href="https://h/p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '" data-requires-python="&gt;=3.9">x</a>',
+            True,
+        ),
+        ('<a href="https://h/p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '" data-requires-python="3.x!">x</a>', False),
+    ],
+)
+def test_a_simple_pages_entries_are_held_to_their_grammar(anchor: str, kept: bool) -> None:
+    files = index.parse_html(f"<html><body>{anchor}</body></html>", "deepspeed", "https://h/simple/deepspeed/")
+    assert bool(files) == kept, files
+
+
+def test_a_yanked_file_is_never_chosen_and_a_py3_none_any_wheel_is_preferred() -> None:
+    sha = "b" * 64
+    page = (
+        f'<a href="https://h/deepspeed-1.0.tar.gz#sha256={sha}" data-yanked="">a</a>'
+        f'<a href="https://h/deepspeed-2.0.tar.gz#sha256={sha}">b</a>'
+        f'<a href="https://h/deepspeed-2.0-py3-none-any.whl#sha256={sha}">c</a>'
+    )
+    files = index.parse_html(page, "deepspeed", "https://h/simple/deepspeed/")
+    assert index.release_file(files, "1.0") is None
+    chosen = index.release_file(files, "2.0")
+    assert chosen is not None and chosen.filename == "deepspeed-2.0-py3-none-any.whl"
+
+
+def test_offline_the_pypi_part_comes_from_the_bundled_snapshot_without_a_warning(kb: KnowledgeBase) -> None:
+    part = _pin(kb, "offline", {})
+    (record,) = part.records
+    assert (record.name, record.version, record.sha256, part.warnings) == ("deepspeed", "0.19.8", SHA_0198, ())
+    assert part.index.startswith("the bundled PyPI snapshot of ")
+    assert dict(record.dependencies)["torch"] == ">=2.0.0" and dict(record.dependencies)["einops"] == "*"
+
+
+def test_a_live_index_is_read_and_an_unreachable_one_falls_back_with_one_warning(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    root = tmp_path / "index"
+    (root / "simple" / "deepspeed").mkdir(parents=True)
+    shutil.copyfile(PAGE, root / "simple" / "deepspeed" / "index.html")
+    with httplab.serve(root) as lab:
+        part = _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple"})
+    assert (part.records[0].sha256, part.index, part.warnings) == (SHA_0198, f"{lab.url}/simple", ())
+    assert lab.requests[0][0] == "/simple/deepspeed/"
+    closed = _pin(kb, "live", {index.INDEX_ENV: "http://127.0.0.1:9/simple"})
+    assert closed.records[0].sha256 == SHA_0198
+    (warning,) = closed.warnings
+    assert warning.startswith("the Python package index could not be read (") and "bundled snapshot" in warning
+
+
+def test_an_index_that_serves_another_file_under_pypis_name_is_refused(kb: KnowledgeBase, tmp_path: Path) -> None:
+    root = tmp_path / "index"
+    (root / "simple" / "deepspeed").mkdir(parents=True)
+    (root / "simple" / "deepspeed" / "index.html").write_text(PAGE.read_text().replace(SHA_0198, "c" * 64))
+    with httplab.serve(root) as lab, pytest.raises(EnvsolverError) as info:
+        _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple"})
+    assert f"gives deepspeed-0.19.8.tar.gz the sha256 {'c' * 64}, but PyPI's is {SHA_0198}" in str(info.value)
+
+
+def test_the_conda_part_must_hold_every_run_requirement(kb: KnowledgeBase) -> None:
+    without = [r for r in CONDA if r.name != "hjson-py"]
+    old = [r if r.name != "pydantic" else _record("pydantic", "1.10.16") for r in CONDA]
+    with pytest.raises(ConflictError) as missing:
+        _pin(kb, "offline", {}, without)
+    assert "hjson (the conda part holds no hjson-py)" in str(missing.value)
+    with pytest.raises(ConflictError) as wrong:
+        _pin(kb, "offline", {}, old)
+    assert "pydantic>=2.0.0 (the conda part holds pydantic 1.10.16)" in str(wrong.value)
+
+
+def test_every_bundled_page_reads() -> None:
+    for path in sorted(pins.snapshot_dir().glob("*.json")):
+        date, files = index.read_snapshot(path, path.stem)
+        assert files and len(date) == 10, path
