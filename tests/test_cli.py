@@ -44,7 +44,7 @@ def test_make_a100_writes_environment_yml(runner: CliRunner, tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     doc = yaml.safe_load((tmp_path / "x" / "environment.yml").read_text())
     assert doc["name"] == "envsolver-a100"
-    assert "pytorch ==2.10.0 cuda129*" in doc["dependencies"]
+    assert "pytorch ==2.13.0 cuda130*" in doc["dependencies"]
     assert "written" in result.output
     again = runner.invoke(main, ["make", "--gpu", "a100", "--no-lock", "--out", str(tmp_path / "x")])
     assert again.exit_code == 0 and "unchanged" in again.output

@@ -122,7 +122,7 @@ def test_explain_conflict_exits_1() -> None:
     error = assert_failure(result, doc, 1, "conflict")
     assert (
         error["fix"]
-        == "upgrade the driver to 570.26 or newer (`--driver 570.26` gives torch 2.10.0 cu129 with CUDA 12.9)."
+        == "upgrade the driver to 570.26 or newer (`--driver 570.26` gives torch 2.13.0 cu129 with CUDA 12.9)."
     )
     assert error["message"].endswith("driver 550.54.14 supports CUDA <= 12.4.")
 

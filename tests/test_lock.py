@@ -131,9 +131,19 @@ def test_gh200_offline_locks_linux_aarch64(tmp_path: Path) -> None:
     assert list(doc["lock"]["packages"]) == ["linux-aarch64"]
     lockfile = parse_conda_lock_file(tmp_path / "conda-lock.yml")
     assert {p.platform for p in lockfile.package} == {"linux-aarch64"}
-    assert all("/linux-aarch64/" in p.url or "/noarch/" in p.url for p in lockfile.package)
-    # DeepSpeed has no conda-forge aarch64 build: it is named as not locked.
-    assert lockfile.metadata.custom_metadata["envsolver_pip_not_locked"].startswith("deepspeed==")
+    conda = [p for p in lockfile.package if p.manager == "conda"]
+    assert all("/linux-aarch64/" in p.url or "/noarch/" in p.url for p in conda)
+    # DeepSpeed has no conda-forge aarch64 build: it is locked from PyPI, PyPI's own URL and sha256.
+    (deepspeed,) = [p for p in lockfile.package if p.manager == "pip"]
+    assert (deepspeed.name, deepspeed.version, deepspeed.hash.sha256) == (
+        "deepspeed", "0.19.8", "9e491abd0827ea5c389dd702e15e11e13d83d904bac4a20d6c2a4cb37207a9af"
+    )  # fmt: skip
+    assert deepspeed.url == (
+        "https://files.pythonhosted.org/packages/bc/d8/3162fc810870df1183e686ec70b57028b464a5940b148a90767c727f113c/"
+        "deepspeed-0.19.8.tar.gz"
+    )
+    assert {"pip", "setuptools", "hjson-py", "msgpack-python"} <= {p.name for p in conda}
+    assert doc["lock"]["pip"]["linux-aarch64"][0]["sha256"] == deepspeed.hash.sha256
 
 
 def test_offline_rejects_candidates_the_snapshot_cannot_solve(kb: KnowledgeBase, tmp_path: Path) -> None:
@@ -167,7 +177,7 @@ def test_live_unreachable_falls_back_to_the_snapshot(
 
 def test_custom_channel_is_used_and_named(kb: KnowledgeBase, tmp_path: Path) -> None:
     local = snapshot.channels()["https://conda.anaconda.org/conda-forge"]
-    target = build_target(Options(gpus=("a100",)), kb).target
+    target = build_target(Options(gpus=("a100",), deepspeed_from="conda-forge"), kb).target
     result = lock.lock(target, kb, "custom", (local,), tmp_path / "cache", _no_progress)
     assert result.used == "custom" and result.channels == (local,)
     torch = next(r for r in result.records["linux-64"] if r.name == "pytorch")
@@ -350,9 +360,10 @@ def test_without_network_gh200_plans_within_the_snapshot(tmp_path: Path, monkeyp
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["lock"]["used"] == "snapshot" and doc["plan"]["torch_version"] == "2.10.0"
-    [warning] = doc["lock"]["warnings"]
+    warning, pypi = doc["lock"]["warnings"]  # the conda channels', then PyPI's index (a closed port in tests)
     assert "\n" not in warning and "could not be reached" in warning and snapshot.date() in warning
     assert "torch 2.13.0" in warning  # what the live channels would have given
+    assert "\n" not in pypi and pypi.startswith("the Python package index could not be read (")
     parse_conda_lock_file(tmp_path / "conda-lock.yml")
 
 

@@ -41,12 +41,14 @@ def test_make_results_on_stdout_warnings_on_stderr_nothing_wrapped(tmp_path: Pat
     env_yml = out / "environment.yml"
     assert result.stdout.splitlines() == [
         f"{env_yml}: written",
-        "torch 2.10.0 (CUDA 12.9 build), CUDA 12.9, Python 3.13, TORCH_CUDA_ARCH_LIST=8.0+PTX",
-        f"Create it with: conda env create -f {shlex.quote(str(env_yml))}",
+        "torch 2.13.0 (CUDA 13.0 build), CUDA 13.0, Python 3.13, TORCH_CUDA_ARCH_LIST=8.0+PTX",
+        f"Create it with: conda env create -n envsolver-a100 -f {shlex.quote(str(env_yml))} && envsolver hook -n "
+        "envsolver-a100",
+        "  (the hook sets TORCH_CUDA_ARCH_LIST, CUDA_HOME, CPATH, DS_ACCELERATOR and builds DeepSpeed's ops)",
     ]
     assert result.stderr.splitlines() == [
-        "warning: no --driver given: the plan assumes a driver that runs CUDA 12.9 (its lock records __cuda 12.9). "
-        "This plan needs driver >= 575.51.03 (CUDA 12.9); "
+        "warning: no --driver given: the plan assumes a driver that runs CUDA 13.0 (its lock records __cuda 13.0). "
+        "This plan needs driver >= 580.65.06 (CUDA 13.0); "
         "pass --driver with the compute nodes' version, or use --gpu auto there."
     ]
 
@@ -57,10 +59,12 @@ def test_make_offline_lock_summary_is_whole(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lock = shlex.quote(str(out / "conda-lock.yml"))
     lines = result.stdout.splitlines()
-    assert lines[-2].startswith("locked ") and lines[-2].endswith(" against the bundled snapshot of 2026-07-02")
-    assert lines[-1] == (
-        f"Create it with: conda-lock install -n envsolver-v100 {lock}   (or: envsolver install {lock} -p PREFIX)"
-    )
+    assert lines[-4].startswith("locked ") and lines[-4].endswith(" against the bundled snapshot of 2026-07-02")
+    assert lines[-3:] == [
+        f"Create it with: envsolver install {lock} -n envsolver-v100",
+        f"            or: conda-lock install -n envsolver-v100 {lock} && envsolver hook -n envsolver-v100",
+        "  (the hook sets TORCH_CUDA_ARCH_LIST, CUDA_HOME, CPATH, DS_ACCELERATOR and builds DeepSpeed's ops)",
+    ]
     assert result.stderr == ""
 
 
@@ -96,7 +100,8 @@ def test_paths_are_not_markup_and_the_printed_command_names_the_file(tmp_path: P
     assert f"{out / 'environment.yml'}: written" in result.stdout.splitlines()
     command = next(line for line in result.stdout.splitlines() if line.startswith("Create it with: "))
     words = shlex.split(command.removeprefix("Create it with: "))
-    assert words[:4] == ["conda", "env", "create", "-f"] and Path(words[4]).is_file()
+    assert words[:6] == ["conda", "env", "create", "-n", "envsolver-a100", "-f"] and Path(words[6]).is_file()
+    assert words[7:] == ["&&", "envsolver", "hook", "-n", "envsolver-a100"]
 
 
 def test_install_line_is_whole_and_literal(tmp_path: Path) -> None:
