@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver.hook import opcache, opkey
+from envsolver.hook import opcache, opkey, optrust
 from tests import oplibs
 
 KEY = "a" * 64
@@ -98,6 +98,13 @@ def test_op_and_module_names_outside_their_grammar_are_refused(tmp_path: Path, o
 # --- corrupt entries ----------------------------------------------------------------------------------------
 
 
+def writable(entry: Path) -> None:
+    """Let the entry's writer change its own immutable entry (root may anyway): 0755, files 0644."""
+    os.chmod(entry, 0o755)
+    for path in entry.iterdir():
+        os.chmod(path, 0o644)
+
+
 def truncate(entry: Path) -> None:
     lib = entry / "fused_adam_op.so"
     lib.write_bytes(lib.read_bytes()[:100])
@@ -152,6 +159,7 @@ def test_a_corrupt_entry_is_refused_and_replaced_by_the_next_store(tmp_path: Pat
     cache = tmp_path / "cache"
     built = library(tmp_path)
     opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
+    writable(cache / KEY)
     damage(cache / KEY)  # type: ignore[operator]
     line = refused(opcache.lookup(cache, KEY))
     assert line.startswith(f"op cache entry {cache / KEY}: "), line
@@ -167,6 +175,7 @@ def test_storing_over_a_corrupt_entry_replaces_it(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     built = library(tmp_path)
     opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
+    writable(cache / KEY)
     flip_a_byte(cache / KEY)
     stored = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
     assert stored.library.read_bytes() == built.read_bytes()
@@ -265,9 +274,10 @@ def test_an_entry_that_others_could_change_is_refused_and_replaced_by_the_next_s
     cache = tmp_path / "cache"
     built = library(tmp_path)
     stored = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
-    how(cache / KEY if part == "entry" else cache / KEY / part)
+    changed = cache / KEY if part == "entry" else cache / KEY / part
+    how(changed)
     line = refused(opcache.lookup(cache, KEY))
-    who = "group 0 (root)" if how is group_writable else "others"
+    who = optrust.group(changed.stat().st_gid) if how is group_writable else "others"
     assert f"is writable by {who}" in line, line
     again = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
     assert again == stored and opcache.lookup(cache, KEY) == again
@@ -385,7 +395,7 @@ def test_an_entry_that_is_no_regular_file_is_refused_in_under_a_second(
     cache = tmp_path / "cache"
     built = library(tmp_path)
     opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
-    os.chmod(cache / KEY, 0o755)  # the writer changing its own entry (root could anyway)
+    writable(cache / KEY)
     damage(cache / KEY)
     got, seconds = within(1.0, lambda: opcache.lookup(cache, KEY))
     line = refused(got)
@@ -401,7 +411,7 @@ def test_install_refuses_a_library_swapped_after_its_lookup_in_under_a_second(
 ) -> None:
     cache = tmp_path / "cache"
     entry = opcache.store(cache, KEY, "fused_adam", MODULE, library(tmp_path), META)
-    os.chmod(cache / KEY, 0o755)
+    writable(cache / KEY)
     damage(cache / KEY)
     dest = tmp_path / "prefix" / "fused_adam_op.so"
     got, seconds = within(1.0, lambda: opcache.install(entry, dest))
@@ -489,6 +499,7 @@ def test_install_copies_the_library_and_proves_the_copy(tmp_path: Path) -> None:
 
 def test_install_refuses_a_library_that_changed_since_it_was_proven(tmp_path: Path) -> None:
     entry = opcache.store(tmp_path / "cache", KEY, "fused_adam", MODULE, library(tmp_path), META)
+    writable(entry.library.parent)
     flip_a_byte(entry.library.parent)
     dest = tmp_path / "prefix" / "fused_adam_op.so"
     with pytest.raises(OSError, match="does not match its SHA-256"):
