@@ -154,9 +154,11 @@ def _remove(path: Path) -> None:
     if path.is_symlink() or not path.is_dir():
         path.unlink(missing_ok=True)
         return
-    for directory, _, _ in os.walk(path):  # real directories only: links are not followed
-        with contextlib.suppress(OSError):
-            os.chmod(directory, 0o700)
+    with contextlib.suppress(OSError):
+        # fwalk: each directory through a descriptor, never through a link, whatever is renamed meanwhile
+        for _, _, _, directory in os.fwalk(path):
+            with contextlib.suppress(OSError):
+                os.fchmod(directory, 0o700)
     shutil.rmtree(path, ignore_errors=True)
 
 
