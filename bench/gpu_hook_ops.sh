@@ -7,9 +7,13 @@
 #   envJ  DeepSpeed's JIT, as users get it without envsolver (the baseline);
 #   envA  `envsolver hook` cold into an empty op cache, then re-run with nothing changed;
 #   envB, envC  `envsolver hook` with the op cache envA filled (other environments, the same key).
+# With BASELINE_SRC=DIR (an older tree: `git archive REV envsolver | tar -x -C DIR`), envD and envE take the op
+# cache too, alternating an older envsolver (which loads every cached op again in a new process) with this one:
+#   hook_cached_old1, hook_cached_new1, hook_cached_old2, hook_cached_new2 (issue 20), after an untimed-in-effect
+#   warm round (hook_cached_oldwarm, hook_cached_newwarm) that compiles each tree's KB into a cache of its own.
 set -u
 OUT=${1:?usage: bash bench/gpu_hook_ops.sh OUTDIR}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=$(command -v python3)
 TIMES="$OUT/times.txt"
 TORCH_SITE=$("$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
@@ -28,7 +32,7 @@ make_env() {
 { date -u; nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader; nvcc --version | tail -2
   g++ --version | head -1; nproc; } > "$OUT/machine.txt" 2>&1
 "$PY" -m compileall -q -j 16 "$TORCH_SITE" > /dev/null 2>&1   # the image keeps no bytecode
-for e in envJ envA envB envC; do make_env "/tmp/$e"; done
+for e in envJ envA envB envC ${BASELINE_SRC:+envD envE}; do make_env "/tmp/$e"; done
 /tmp/envJ/bin/python -c 'import torch, deepspeed; print(torch.__version__, torch.version.cuda, deepspeed.__version__)' >> "$OUT/machine.txt" 2>&1
 # envsolver itself runs under the image's python, with what it lacks from .whl/ (platformdirs)
 "$PY" -m pip install -q --no-index --no-deps --target /tmp/esdeps .whl/platformdirs-*.whl
@@ -58,6 +62,17 @@ hook cold /tmp/envA
 hook rerun /tmp/envA
 hook cached /tmp/envB
 hook cached2 /tmp/envC
+if [ -n "${BASELINE_SRC:-}" ]; then  # both from /tmp: a `-m` process puts its cwd (the repository) first on sys.path
+  reset_ops() { rm -rf "$1/lib/envsolver-ops" "$1"/lib/python3*/site-packages/envsolver_ds_ops.*; }
+  for round in warm 1 2; do
+    for which in old new; do
+      src=$PWD; [ "$which" = old ] && src=$(cd "$BASELINE_SRC" && pwd)
+      env=/tmp/envD; [ "$which" = new ] && env=/tmp/envE
+      reset_ops "$env"
+      (cd /tmp && PYTHONPATH=$src:/tmp/esdeps ENVSOLVER_CACHE_DIR=/tmp/kbc-$which hook "cached_$which$round" "$env")
+    done
+  done
+fi
 # 4b. The cached env's ops through DeepSpeed's own API (constructing the optimizers), nothing compiled.
 mkdir -p /tmp/empty_b
 TORCH_EXTENSIONS_DIR=/tmp/empty_b /tmp/envB/bin/python bench/gpu_construct.py >> "$OUT/construct-cached.jsonl" 2>> "$OUT/construct.log"

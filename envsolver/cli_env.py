@@ -24,6 +24,7 @@ from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
 from envsolver.hook import activation as hook_activation
 from envsolver.hook import build as hook_build
+from envsolver.hook import opcache
 from envsolver.hook import render as hook_render
 from envsolver.hook import run as hook_run
 from envsolver.http import parse_mirrors
@@ -43,6 +44,27 @@ OP_CACHE = click.option(
     envvar="ENVSOLVER_OP_CACHE",
     help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
     "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
+)
+
+
+def _op_cache_trust(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> frozenset[int]:
+    try:
+        return opcache.parse_trust(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+# hook's and install's --op-cache-trust: the op cache's trust model is in SECURITY.md
+OP_CACHE_TRUST = click.option(
+    "--op-cache-trust",
+    "op_cache_trust",
+    multiple=True,
+    metavar="USER",
+    envvar="ENVSOLVER_OP_CACHE_TRUST",
+    callback=_op_cache_trust,
+    help="Also use op cache entries written by USER (a user name or uid; repeatable; env "
+    "ENVSOLVER_OP_CACHE_TRUST, space-separated). Entries by you, root and the cache directory's owner are used "
+    "without it; an entry anyone else could have written is refused and the op is built.",
 )
 
 # verify --help's list of checks: what each id looks at, one line each (help text only; the checks themselves
@@ -117,6 +139,7 @@ def _checks_epilog() -> str:
     help="Print what would be linked (each package: installed already, cached or to download) and write nothing.",
 )
 @OP_CACHE
+@OP_CACHE_TRUST
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @verbosity
 def install_command(
@@ -128,6 +151,7 @@ def install_command(
     no_hook: bool,
     dry_run: bool,
     op_cache: Path | None,
+    op_cache_trust: frozenset[int],
     as_json: bool,
 ) -> None:
     """Install a conda-lock.yml or explicit lock into PREFIX, without conda.
@@ -181,6 +205,7 @@ def install_command(
                 os.environ,
                 progress(status),
                 op_cache=op_cache,
+                op_cache_trust=op_cache_trust,
             )
     ok = hook_report is None or hook_report.ok
     if as_json:
@@ -310,6 +335,7 @@ def _hook_prefix(prefix: Path | None, name: str | None) -> Path:
     help="The env's python (default: PREFIX/bin/python).",
 )
 @OP_CACHE
+@OP_CACHE_TRUST
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @verbosity
 def hook_command(
@@ -323,6 +349,7 @@ def hook_command(
     print_env: bool,
     python: Path | None,
     op_cache: Path | None,
+    op_cache_trust: frozenset[int],
     as_json: bool,
 ) -> None:
     """Write activation scripts (TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and CUDA_HOME and
@@ -371,6 +398,7 @@ def hook_command(
             os.environ,
             progress(status),
             op_cache=op_cache,
+            op_cache_trust=op_cache_trust,
         )
     if as_json:
         click.echo(json.dumps(hook_render.as_json(report), indent=2))

@@ -10,13 +10,17 @@ register.write put in the prefix's site-packages. The real DeepSpeed runs on the
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from envsolver.hook import ops, register
+from tests import oplibs
 
 MODULES = {
     "fused_adam": "deepspeed.ops.adam.fused_adam_op",
@@ -45,7 +49,6 @@ class FakePython:
         self.site.mkdir(parents=True, exist_ok=True)
         self.calls: list[list[str]] = []
         self.loaded_from: dict[str, str] = {}  # op -> a file DeepSpeed should claim to load instead
-        self.direct_error = ""  # what `registered --direct` refuses the whole registry with
 
     def __call__(self, argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
         self.calls.append(argv)
@@ -78,8 +81,6 @@ class FakePython:
             return 0, json.dumps(
                 {"op": op, "ok": True, "seconds": 30.5, "file": str(lib), "module": MODULES[op], **META}
             )
-        if mode == "registered" and argv[3] == "--direct" and self.direct_error:
-            return 1, json.dumps({"ok": False, "error": self.direct_error})
         if mode == "registered":
             doc = register.read(self.site) or {"ops": {}}
             rows = []
@@ -155,12 +156,14 @@ def test_a_second_env_with_the_same_key_takes_the_cache_and_builds_nothing(
     assert [(r.op, r.ok, r.source) for r in got.results] == [(op, True, "cache") for op in OPS]
     assert not any(m.startswith("install") for m in python_b.modes())
     assert all(Path(str(r.file)).is_relative_to(prefix_b) for r in got.results)
-    # proven without DeepSpeed's import: each library imported from the registry (op_runner.py registered --direct)
-    assert python_b.modes() == ["key", "registered --direct fused_adam cpu_adam fused_lamb"]
+    # every entry trusted (written by this user, immutable): copied with its SHA-256, no process loads it again
+    assert python_b.modes() == ["key"], python_b.calls
     assert got.notes == [
-        "the ops from the op cache were proven by importing each from the registry in a new process "
-        "(torch, not DeepSpeed); each entry was proven through DeepSpeed's load() when it was stored"
+        "the ops came from op cache entries written by trusted users (each proven through DeepSpeed's load() when "
+        "it was stored) and were copied with their SHA-256; they were not loaded again"
     ]
+    doc = register.read(python_b.site)
+    assert doc is not None and {op: e["file"] for op, e in doc["ops"].items()} == {r.op: r.file for r in got.results}
 
 
 def test_a_partly_cached_run_proves_every_op_through_deepspeed(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:
@@ -168,6 +171,7 @@ def test_a_partly_cached_run_proves_every_op_through_deepspeed(tmp_path: Path, e
     entries = sorted((tmp_path / "cache").iterdir())
     lamb = [e for e in entries if "fused_lamb" in (e / "manifest.json").read_text()]
     assert len(lamb) == 1
+    os.chmod(lamb[0], 0o755)  # entries are 0555
     shutil.rmtree(lamb[0])
     python_b = FakePython(tmp_path / "env-b", tmp_path / "ext-b")
     got = provide(tmp_path / "env-b", python_b, tmp_path / "cache")
@@ -179,19 +183,56 @@ def test_a_partly_cached_run_proves_every_op_through_deepspeed(tmp_path: Path, e
     assert python_b.modes()[-1] == "registered fused_adam cpu_adam fused_lamb" and got.notes == []
 
 
-def test_a_registry_the_direct_proof_refuses_fails_every_cached_op(
-    tmp_path: Path, env_a: tuple[Path, FakePython]
+LOAD_ALL = """
+import ctypes, sys
+for path in sys.argv[1:]:
+    try:
+        ctypes.CDLL(path)  # dlopen, as DeepSpeed's import of a registered op does first: constructors run
+    except OSError:
+        pass  # the stand-in builds are no ELF files
+"""
+
+
+def test_a_group_members_rewritten_entry_is_built_instead_and_its_code_never_runs(
+    tmp_path: Path,
 ) -> None:
-    provide(*env_a, tmp_path / "cache")
-    python_b = FakePython(tmp_path / "env-b", tmp_path / "ext-b")
-    python_b.direct_error = (
-        "the registry is for DeepSpeed 0.19.8 and torch 2.11.0+cu130, not DeepSpeed 0.19.8 and torch 2.12.0"
-    )
-    got = provide(tmp_path / "env-b", python_b, tmp_path / "cache")
-    assert [r.ok for r in got.results] == [False, False, False]
-    assert {r.error for r in got.results} == {f"the registry's import did not run: {python_b.direct_error}"}
-    doc = register.read(python_b.site)
-    assert doc is None or doc["ops"] == {}
+    """Issue 20, finding 1, end to end: env A's hook fills a group's cache under the group umask; a member of the
+    group (uid 65534, a forked child) puts a library with a constructor in place of fused_adam's and fixes the
+    manifest's SHA-256. Env B's hook refuses that entry with one line, builds fused_adam instead and takes the
+    others from the cache; loading every library env B registered (what DeepSpeed does) runs no foreign code."""
+    with oplibs.shared_dir() as base:
+        cache = oplibs.group_cache(base)
+        old = os.umask(0o002)
+        try:
+            provide(tmp_path / "env-a", FakePython(tmp_path / "env-a", tmp_path / "ext-a"), cache)
+        finally:
+            os.umask(old)
+        (entry,) = [e for e in cache.iterdir() if "fused_adam_op" in (e / "manifest.json").read_text()]
+        canary = base / "canary"
+        evil = oplibs.compile_op(tmp_path / "evil", canary=canary).read_bytes()
+        code, said = oplibs.as_user(oplibs.ATTACKER, oplibs.attack(entry, evil))
+        assert code == 0 and said in ("rewritten", "replaced"), f"the attack did not take place: {said}"
+        python_b = FakePython(tmp_path / "env-b", tmp_path / "ext-b")
+        got = provide(tmp_path / "env-b", python_b, cache)
+        doc = register.read(python_b.site)
+        assert doc is not None
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", LOAD_ALL, *(e["file"] for e in doc["ops"].values())],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert not canary.exists(), f"foreign code ran: {canary.read_text()} (hook notes: {got.notes})"
+        assert [(r.op, r.ok, r.source) for r in got.results] == [
+            ("fused_adam", True, "built"),
+            ("cpu_adam", True, "cache"),
+            ("fused_lamb", True, "cache"),
+        ], got.notes
+        refusals = [n for n in got.notes if n.startswith(f"op cache entry {entry}: ")]
+        assert len(refusals) == 1 and "uid 65534 (nobody)" in refusals[0], got.notes
+        assert refusals[0].endswith("fused_adam is built instead"), refusals
+        assert "install fused_adam" in python_b.modes() and "install cpu_adam" not in python_b.modes()
 
 
 def test_another_nvcc_is_another_key_and_is_built(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:
@@ -296,3 +337,37 @@ def test_libraries_of_an_earlier_key_are_removed(tmp_path: Path, env_a: tuple[Pa
     assert sorted(p.name for p in (prefix / "lib" / "envsolver-ops").iterdir()) == sorted(
         [Path(str(r.file)).parent.name for r in second.results] + ["state.json"]
     )
+
+
+def test_cached_ops_show_the_sass_they_were_proven_with_when_stored(
+    tmp_path: Path, env_a: tuple[Path, FakePython]
+) -> None:
+    """A cached op is not loaded again: the report says where it came from and the SASS its proof listed when it
+    was stored (kept in the manifest), not a load time it did not measure."""
+    from rich.console import Console
+
+    from envsolver.hook import render
+    from envsolver.hook.run import HookReport
+
+    provide(*env_a, tmp_path / "cache")
+    python_b = FakePython(tmp_path / "env-b", tmp_path / "ext-b")
+    got = provide(tmp_path / "env-b", python_b, tmp_path / "cache")
+    assert [(r.op, r.sass, r.load_seconds) for r in got.results] == [
+        ("fused_adam", (90,), None),
+        ("cpu_adam", None, None),
+        ("fused_lamb", (90,), None),
+    ]
+    report = HookReport(tmp_path / "env-b", "9.0", ops=got.results, notes=got.notes)
+    console = Console(record=True, width=300)
+    render.show(console, report)
+    text = console.export_text()
+    assert (
+        "op fused_adam: from the op cache, copied with its SHA-256; SASS sm_90 and DeepSpeed's load() proven when "
+        "it was stored" in text
+    ), text
+    assert "in a new process" not in text, text
+    assert [(o["source"], o["sass"]) for o in render.as_json(report)["ops"]] == [
+        ("cache", [90]),
+        ("cache", None),
+        ("cache", [90]),
+    ]

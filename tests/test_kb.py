@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -471,3 +472,104 @@ def test_an_old_compiled_kb_is_removed_when_a_new_one_is_written(kb_cache: Path)
     stale.write_bytes(b"old")
     load.default_kb()
     assert [p.name for p in cached_files(kb_cache)] != ["kb-0000.pickle"] and not stale.exists()
+
+
+def _forge_date(path: Path, date: str) -> None:
+    """Rewrite a compiled KB with another date: a well-formed file with a valid digest and only the KB's own
+    classes, as anyone who can write the cache directory could make one (issue 20, finding 8)."""
+    import hashlib
+    import pickle
+
+    from envsolver.kb import cache
+
+    payload = path.read_bytes()[len(cache.FORMAT) + 65 :]
+    doc = pickle.loads(payload)
+    doc["date"] = date
+    forged = pickle.dumps(doc, protocol=pickle.HIGHEST_PROTOCOL)
+    path.write_bytes(cache.FORMAT + hashlib.sha256(forged).hexdigest().encode() + b"\n" + forged)
+
+
+def _another_owner(path: Path) -> None:
+    os.chown(path, 65534, 65534)
+    os.chmod(path, 0o644)
+
+
+def _group_writable(path: Path) -> None:
+    os.chmod(path, 0o660)
+
+
+def _other_writable(path: Path) -> None:
+    os.chmod(path, 0o602)
+
+
+def _link_elsewhere(path: Path) -> None:
+    elsewhere = path.parent.parent / "elsewhere.pickle"
+    os.rename(path, elsewhere)
+    path.symlink_to(elsewhere)
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [_another_owner, _group_writable, _other_writable, _link_elsewhere, _fifo],
+    ids=["another-owner", "group-writable", "other-writable", "symlink", "fifo"],
+)
+def test_a_compiled_kb_anyone_else_could_have_written_is_ignored_quietly_and_rebuilt(
+    kb_cache: Path, capfd: pytest.CaptureFixture[str], how: Callable[[Path], None]
+) -> None:
+    """The compiled KB is trusted only from a regular file that this user owns and nobody else can write (checked
+    on the opened file, without following a link); anything else is ignored without a word, the YAML is loaded,
+    and the file is written anew."""
+    import stat
+    import threading
+
+    from envsolver.kb import load
+
+    if how is _another_owner and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    load.default_kb()
+    (path,) = cached_files(kb_cache)
+    _forge_date(path, "1999-01-01")
+    how(path)
+    load.packaged.cache_clear()
+    capfd.readouterr()
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.update(got=load.packaged()), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert "got" in box, "still reading the compiled KB after 30 s"
+    _, date = box["got"]  # type: ignore[misc]
+    assert date == load._read_date(), f"the forged compiled KB ({how.__name__}) was used"
+    assert capfd.readouterr() == ("", ""), "something was printed"
+    mode = path.lstat()
+    assert stat.S_ISREG(mode.st_mode) and mode.st_uid == os.geteuid() and stat.S_IMODE(mode.st_mode) == 0o600
+    load.packaged.cache_clear()
+    assert load.packaged()[1] == load._read_date()  # and the new file is the one read
+
+
+def test_the_users_own_compiled_kb_is_still_read(kb_cache: Path) -> None:
+    """The checks refuse nothing that this user wrote: a forged date in a file the user owns is read (what the
+    user writes is the user's own business), so the tests above fail for the reason they name."""
+    from envsolver.kb import load
+
+    load.default_kb()
+    (path,) = cached_files(kb_cache)
+    _forge_date(path, "1999-01-01")
+    load.packaged.cache_clear()
+    assert load.packaged()[1] == "1999-01-01"
+
+
+def test_a_compiled_kb_past_its_bound_is_not_read(kb_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing past cache.MAX_BYTES is read: a valid file of this user's, larger than the bound, is ignored (the
+    bound lowered below the real file's size)."""
+    from envsolver.kb import cache, load
+
+    load.default_kb()
+    (path,) = cached_files(kb_cache)
+    assert cache.read(path) is not None
+    monkeypatch.setattr(cache, "MAX_BYTES", path.stat().st_size - 1)
+    assert cache.read(path) is None

@@ -10,13 +10,17 @@ import json
 import multiprocessing
 import os
 import stat
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver.hook import opcache, opkey
+from envsolver.hook import opcache, opkey, optrust
+from tests import oplibs
 
 KEY = "a" * 64
 MODULE = "deepspeed.ops.adam.fused_adam_op"
@@ -45,7 +49,7 @@ def test_a_stored_op_is_found_proven_with_its_manifest(tmp_path: Path) -> None:
     assert stored.library.read_bytes() == built.read_bytes()
     assert stored.sha256 == opcache.sha256_file(built)
     found = opcache.lookup(cache, KEY)
-    assert found == stored
+    assert found == stored, found
     assert found is not None and found.meta == META and found.module == MODULE and found.op == "fused_adam"
     assert entries(cache) == [KEY]  # no temporary directory left behind
     manifest = json.loads((cache / KEY / opcache.MANIFEST).read_text())
@@ -56,15 +60,25 @@ def test_an_absent_key_is_none(tmp_path: Path) -> None:
     assert opcache.lookup(tmp_path, KEY) is None
 
 
-def test_entries_are_readable_by_the_group_under_a_shared_umask(tmp_path: Path) -> None:
-    old = os.umask(0o002)
+@pytest.mark.parametrize("umask", [0o002, 0o022, 0o077], ids=["group-umask", "default-umask", "private-umask"])
+def test_entries_are_written_immutable_and_owned_by_their_writer_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    """Files 0444 and the directory 0555 once complete: under a shared cache's group umask (002) nobody but the
+    writer could change them (the audit's 0664/0775 let every group member), and every user can read them."""
+    old = os.umask(umask)
     try:
         stored = opcache.store(tmp_path / "cache", KEY, "fused_adam", MODULE, library(tmp_path), META)
     finally:
         os.umask(old)
-    assert stat.S_IMODE(stored.library.stat().st_mode) == 0o664
-    assert stat.S_IMODE((stored.library.parent / opcache.MANIFEST).stat().st_mode) == 0o664
-    assert stat.S_IMODE(stored.library.parent.stat().st_mode) == 0o775
+    modes = {
+        name: oct(stat.S_IMODE(path.stat().st_mode))
+        for name, path in (
+            ("library", stored.library),
+            ("manifest", stored.library.parent / opcache.MANIFEST),
+            ("entry", stored.library.parent),
+        )
+    }
+    assert modes == {"library": "0o444", "manifest": "0o444", "entry": "0o555"}, modes
+    assert {p.stat().st_uid for p in (stored.library, stored.library.parent)} == {os.geteuid()}
 
 
 @pytest.mark.parametrize("bad", ["not-a-key", "A" * 64, "a" * 63, "../" + "a" * 61, ""])
@@ -82,6 +96,13 @@ def test_op_and_module_names_outside_their_grammar_are_refused(tmp_path: Path, o
 
 
 # --- corrupt entries ----------------------------------------------------------------------------------------
+
+
+def writable(entry: Path) -> None:
+    """Let the entry's writer change its own immutable entry (root may anyway): 0755, files 0644."""
+    os.chmod(entry, 0o755)
+    for path in entry.iterdir():
+        os.chmod(path, 0o644)
 
 
 def truncate(entry: Path) -> None:
@@ -132,16 +153,21 @@ def manifest_points_outside(entry: Path) -> None:
         manifest_points_outside,
     ],
 )
-def test_a_corrupt_entry_is_moved_aside_never_returned_and_stored_again(tmp_path: Path, damage: object) -> None:
+def test_a_corrupt_entry_is_refused_and_replaced_by_the_next_store(tmp_path: Path, damage: object) -> None:
+    """The writer's own entry, damaged (root may write its 0444 files): refused by a reader, which only reads;
+    the next store moves it aside, removes it and puts its own in place."""
     cache = tmp_path / "cache"
     built = library(tmp_path)
     opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
+    writable(cache / KEY)
     damage(cache / KEY)  # type: ignore[operator]
-    assert opcache.lookup(cache, KEY) is None
-    assert entries(cache) == []  # moved aside and removed
+    line = refused(opcache.lookup(cache, KEY))
+    assert line.startswith(f"op cache entry {cache / KEY}: "), line
+    assert entries(cache) == [KEY]  # a reader changes nothing
     again = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
     assert opcache.lookup(cache, KEY) == again
     assert again.library.read_bytes() == built.read_bytes()
+    assert entries(cache) == [KEY]  # moved aside and removed
 
 
 def test_storing_over_a_corrupt_entry_replaces_it(tmp_path: Path) -> None:
@@ -149,11 +175,272 @@ def test_storing_over_a_corrupt_entry_replaces_it(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     built = library(tmp_path)
     opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
+    writable(cache / KEY)
     flip_a_byte(cache / KEY)
     stored = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
     assert stored.library.read_bytes() == built.read_bytes()
     assert opcache.lookup(cache, KEY) == stored
     assert entries(cache) == [KEY]
+
+
+# --- who may have written an entry (the trust model, SECURITY.md) ------------------------------------------
+
+
+def refused(got: object) -> str:
+    """The refusal's line; fails, saying what was returned, when the entry was not refused."""
+    assert not isinstance(got, opcache.Entry), f"the entry was accepted: {got}"
+    assert isinstance(got, opcache.Refused), f"expected a refusal, got {got!r}"
+    return got.line
+
+
+def test_a_group_members_rewritten_entry_is_refused_naming_the_entry_and_the_member(tmp_path: Path) -> None:
+    """Issue 20, finding 1: a member of the cache's group (uid 65534, in a forked child) replaces a stored
+    library and the SHA-256 in its manifest. The reader refuses the entry, in one line that names it and who could
+    have changed it."""
+    with oplibs.shared_dir() as base:
+        cache = oplibs.group_cache(base)
+        old = os.umask(0o002)  # the umask a shared cache implies
+        try:
+            opcache.store(cache, KEY, "fused_adam", MODULE, library(tmp_path), META)
+        finally:
+            os.umask(old)
+        evil = oplibs.compile_op(tmp_path / "evil", canary=base / "canary").read_bytes()
+        code, said = oplibs.as_user(oplibs.ATTACKER, oplibs.attack(cache / KEY, evil))
+        assert code == 0 and said in ("rewritten", "replaced"), f"the attack did not take place: {said}"
+        assert (cache / KEY / "fused_adam_op.so").read_bytes() == evil, "the attacker's library is not in place"
+        line = refused(opcache.lookup(cache, KEY))
+        assert line.startswith(f"op cache entry {cache / KEY}: "), line
+        assert "uid 65534 (nobody)" in line and "--op-cache-trust" in line, line
+        assert "\n" not in line, line
+        assert (cache / KEY / "fused_adam_op.so").read_bytes() == evil  # left for its owner: the reader only refuses
+
+
+def test_an_entry_by_a_user_the_reader_trusts_is_used(tmp_path: Path) -> None:
+    """An entry is owned by its writer (here uid 65534, through opcache.store in a forked child); another user's
+    reader uses it only when it trusts that uid (--op-cache-trust)."""
+    with oplibs.shared_dir() as base:
+        cache = oplibs.group_cache(base)
+        built = base / "fused_adam_op.so"
+        built.write_bytes(library(tmp_path).read_bytes())
+        os.chmod(built, 0o644)
+        code, said = oplibs.as_user(
+            oplibs.ATTACKER, lambda: opcache.store(cache, KEY, "fused_adam", MODULE, built, META).sha256
+        )
+        assert code == 0, said
+        assert os.stat(cache / KEY).st_uid == oplibs.ATTACKER
+        line = refused(opcache.lookup(cache, KEY))
+        assert "uid 65534 (nobody)" in line and "--op-cache-trust nobody" in line, line
+        found = opcache.lookup(cache, KEY, trusted=frozenset({oplibs.ATTACKER}))
+        assert isinstance(found, opcache.Entry) and found.sha256 == said, found
+
+
+def test_the_cache_owner_is_trusted_unless_someone_else_could_replace_the_cache(tmp_path: Path) -> None:
+    """The owner of the cache directory is trusted, like the reader itself; but not when a directory above it is
+    writable by others without the sticky bit (anyone there could put their own cache in its place)."""
+    with oplibs.shared_dir() as base:
+        cache = base / "theirs"
+        cache.mkdir()
+        os.chown(cache, oplibs.ATTACKER, oplibs.GROUP)
+        built = base / "fused_adam_op.so"
+        built.write_bytes(library(tmp_path).read_bytes())
+        os.chmod(built, 0o644)
+        code, said = oplibs.as_user(
+            oplibs.ATTACKER, lambda: opcache.store(cache, KEY, "fused_adam", MODULE, built, META).sha256
+        )
+        assert code == 0, said
+        found = opcache.lookup(cache, KEY)
+        assert isinstance(found, opcache.Entry), f"the cache owner's entry was refused: {found}"
+        os.chmod(base, 0o777)
+        line = refused(opcache.lookup(cache, KEY))
+        assert f"{base} is writable by others" in line, line
+        os.chmod(base, 0o1777)  # sticky, as /tmp: only an entry's owner may rename it
+        assert isinstance(opcache.lookup(cache, KEY), opcache.Entry)
+
+
+def group_writable(path: Path) -> None:
+    os.chmod(path, stat.S_IMODE(path.stat().st_mode) | 0o020)
+
+
+def other_writable(path: Path) -> None:
+    os.chmod(path, stat.S_IMODE(path.stat().st_mode) | 0o002)
+
+
+@pytest.mark.parametrize("how", [group_writable, other_writable])
+@pytest.mark.parametrize("part", ["entry", "fused_adam_op.so", opcache.MANIFEST])
+def test_an_entry_that_others_could_change_is_refused_and_replaced_by_the_next_store(
+    tmp_path: Path, part: str, how: Callable[[Path], None]
+) -> None:
+    """What the old store wrote under a group umask (0664, 0775): any member of the group could have changed it."""
+    cache = tmp_path / "cache"
+    built = library(tmp_path)
+    stored = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
+    changed = cache / KEY if part == "entry" else cache / KEY / part
+    how(changed)
+    line = refused(opcache.lookup(cache, KEY))
+    who = optrust.group(changed.stat().st_gid) if how is group_writable else "others"
+    assert f"is writable by {who}" in line, line
+    again = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
+    assert again == stored and opcache.lookup(cache, KEY) == again
+    assert entries(cache) == [KEY]
+
+
+def test_a_store_never_removes_an_entry_it_does_not_trust(tmp_path: Path) -> None:
+    """Another user's entry may be one that a third user trusts: the reader builds its own op and leaves it."""
+    with oplibs.shared_dir() as base:
+        cache = oplibs.group_cache(base)
+        built = base / "fused_adam_op.so"
+        built.write_bytes(library(tmp_path).read_bytes())
+        os.chmod(built, 0o644)
+        code, said = oplibs.as_user(
+            oplibs.ATTACKER, lambda: opcache.store(cache, KEY, "fused_adam", MODULE, built, META).sha256
+        )
+        assert code == 0, said
+        with pytest.raises(OSError, match=r"uid 65534 \(nobody\)"):
+            opcache.store(cache, KEY, "fused_adam", MODULE, library(tmp_path / "mine"), META)
+        assert os.stat(cache / KEY).st_uid == oplibs.ATTACKER and entries(cache) == [KEY]
+
+
+# --- entries that would hang or escape a reader (finding 2): refused at once ----------------------------------
+
+
+def dev_zero_library(entry: Path) -> None:
+    (entry / "fused_adam_op.so").unlink()
+    (entry / "fused_adam_op.so").symlink_to("/dev/zero")
+
+
+def fifo_library(entry: Path) -> None:
+    (entry / "fused_adam_op.so").unlink()
+    os.mkfifo(entry / "fused_adam_op.so")
+
+
+def library_links_outside(entry: Path) -> None:
+    """A link to a copy outside the cache, with the same bytes: the digest alone would accept it."""
+    outside = entry.parent.parent / "outside.so"
+    outside.write_bytes((entry / "fused_adam_op.so").read_bytes())
+    (entry / "fused_adam_op.so").unlink()
+    (entry / "fused_adam_op.so").symlink_to(outside)
+
+
+def entry_links_outside(entry: Path) -> None:
+    outside = entry.parent.parent / "outside-entry"
+    os.rename(entry, outside)
+    entry.symlink_to(outside)
+
+
+def library_is_a_directory(entry: Path) -> None:
+    (entry / "fused_adam_op.so").unlink()
+    (entry / "fused_adam_op.so").mkdir()
+
+
+def dev_zero_manifest(entry: Path) -> None:
+    (entry / opcache.MANIFEST).unlink()
+    (entry / opcache.MANIFEST).symlink_to("/dev/zero")
+
+
+def fifo_manifest(entry: Path) -> None:
+    (entry / opcache.MANIFEST).unlink()
+    os.mkfifo(entry / opcache.MANIFEST)
+
+
+def endless_manifest(entry: Path) -> None:
+    """A manifest of 1 GiB (sparse: made at once), far past the bound on what a reader reads of one."""
+    with (entry / opcache.MANIFEST).open("r+b") as handle:
+        handle.truncate(1 << 30)
+
+
+def oversized_library(entry: Path) -> None:
+    with (entry / "fused_adam_op.so").open("r+b") as handle:
+        handle.truncate(opcache.LIBRARY_MAX + 1)
+
+
+def within(seconds: float, function: Callable[[], object]) -> tuple[object, float]:
+    """function's result and how long it took, run in a thread; fails, saying so, when it has not ended after
+    `seconds` plus a margin for a loaded machine (an endless read never ends: the thread is left as a daemon)."""
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        started = time.perf_counter()
+        try:
+            box["value"] = function()
+        except Exception as exc:  # the caller looks at it
+            box["value"] = exc
+        box["seconds"] = time.perf_counter() - started
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds + 10)
+    assert "seconds" in box, f"still running after {seconds + 10} s (an endless read)"
+    return box["value"], float(box["seconds"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        dev_zero_library,
+        fifo_library,
+        library_links_outside,
+        entry_links_outside,
+        library_is_a_directory,
+        dev_zero_manifest,
+        fifo_manifest,
+        endless_manifest,
+        oversized_library,
+    ],
+)
+def test_an_entry_that_is_no_regular_file_is_refused_in_under_a_second(
+    tmp_path: Path, damage: Callable[[Path], None]
+) -> None:
+    """Issue 20, finding 2: only regular files, opened without following links, read up to a bound. The audit's
+    /dev/zero link and FIFO were hashed for ever; a link to a file outside the cache was followed."""
+    cache = tmp_path / "cache"
+    built = library(tmp_path)
+    opcache.store(cache, KEY, "fused_adam", MODULE, built, META)
+    writable(cache / KEY)
+    damage(cache / KEY)
+    got, seconds = within(1.0, lambda: opcache.lookup(cache, KEY))
+    line = refused(got)
+    assert seconds < 1.0, f"refused after {seconds:.2f} s: {line}"
+    assert line.startswith(f"op cache entry {cache / KEY}: "), line
+    again = opcache.store(cache, KEY, "fused_adam", MODULE, built, META)  # the next build takes its place
+    assert opcache.lookup(cache, KEY) == again
+
+
+@pytest.mark.parametrize("damage", [dev_zero_library, fifo_library, library_is_a_directory])
+def test_install_refuses_a_library_swapped_after_its_lookup_in_under_a_second(
+    tmp_path: Path, damage: Callable[[Path], None]
+) -> None:
+    cache = tmp_path / "cache"
+    entry = opcache.store(cache, KEY, "fused_adam", MODULE, library(tmp_path), META)
+    writable(cache / KEY)
+    damage(cache / KEY)
+    dest = tmp_path / "prefix" / "fused_adam_op.so"
+    got, seconds = within(1.0, lambda: opcache.install(entry, dest))
+    assert isinstance(got, OSError), f"installed: {got}"
+    assert seconds < 1.0, f"refused after {seconds:.2f} s: {got}"
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+
+
+# --- --op-cache-trust -----------------------------------------------------------------------------------------
+
+
+def test_trusted_users_are_named_or_numbered() -> None:
+    assert opcache.parse_trust(["nobody", "1234", " 0 "]) == frozenset({65534, 1234, 0})
+    with pytest.raises(ValueError, match=r"'no-such-user-xq' .*user name or a numeric uid"):
+        opcache.parse_trust(["no-such-user-xq"])
+    with pytest.raises(ValueError, match=r"'-3'"):
+        opcache.parse_trust(["-3"])
+
+
+@pytest.mark.parametrize("command", ["hook", "install"])
+def test_an_unknown_trusted_user_is_bad_input(tmp_path: Path, command: str) -> None:
+    from click.testing import CliRunner
+
+    from envsolver.cli import main
+
+    where = ["-p", str(tmp_path), "--arch-list", "9.0"] if command == "hook" else ["-p", str(tmp_path), "x.yml"]
+    out = CliRunner().invoke(main, [command, *where, "--op-cache-trust", "no-such-user-xq"])
+    assert out.exit_code == 2, out.output
+    assert "no-such-user-xq" in out.output and "numeric uid" in out.output, out.output
 
 
 # --- concurrent writers and readers -------------------------------------------------------------------------
@@ -171,8 +458,8 @@ def _reader(cache: str, rounds: int, out: str) -> None:
     seen = []
     for _ in range(rounds):
         entry = opcache.lookup(Path(cache), KEY)
-        if entry is not None:
-            seen.append(opcache.sha256_file(entry.library) == entry.sha256)
+        if entry is not None:  # a refusal is recorded as False
+            seen.append(isinstance(entry, opcache.Entry) and opcache.sha256_file(entry.library) == entry.sha256)
     Path(out).write_text(json.dumps(seen))
 
 
@@ -212,6 +499,7 @@ def test_install_copies_the_library_and_proves_the_copy(tmp_path: Path) -> None:
 
 def test_install_refuses_a_library_that_changed_since_it_was_proven(tmp_path: Path) -> None:
     entry = opcache.store(tmp_path / "cache", KEY, "fused_adam", MODULE, library(tmp_path), META)
+    writable(entry.library.parent)
     flip_a_byte(entry.library.parent)
     dest = tmp_path / "prefix" / "fused_adam_op.so"
     with pytest.raises(OSError, match="does not match its SHA-256"):
@@ -240,7 +528,7 @@ def key(op: str = "fused_adam", arch: str = "9.0", **changed: object) -> str | N
 
 def test_the_key_is_64_hex_digits_and_stable() -> None:
     assert key() == key()
-    assert opcache._KEY.match(key() or "")
+    assert opcache._KEY.fullmatch(key() or "")
 
 
 @pytest.mark.parametrize("name", [*opkey.REQUIRED, "nvcc"])
@@ -270,4 +558,22 @@ def test_no_key_without_a_required_fact(name: str) -> None:
 @given(st.dictionaries(st.sampled_from([*opkey.REQUIRED, "nvcc", "cpu", "junk"]), st.text(max_size=20)))
 def test_key_of_any_facts_is_none_or_a_valid_key(facts: dict[str, str]) -> None:
     got = opkey.op_key(opkey.KeyFacts(facts), "cpu_adam", "9.0", "linux-64")
-    assert got is None or opcache._KEY.match(got)
+    assert got is None or opcache._KEY.fullmatch(got)
+
+
+# --- SECURITY.md names these tests --------------------------------------------------------------------------
+
+
+def test_every_test_security_md_names_for_the_op_cache_exists() -> None:
+    """The op cache's, the registry's and the compiled KB's promises name their tests; each name is a test
+    function in tests/, and each bracketed case of the bounds table a damage function of this file."""
+    import re
+
+    root = Path(__file__).parent
+    text = (root.parent / "SECURITY.md").read_text()
+    part = text[text.index("## DeepSpeed's ops") : text.index("## No input reaches a shell")]
+    defined = {m for f in root.glob("test_*.py") for m in re.findall(r"^def (test_\w+)\(", f.read_text(), re.M)}
+    named = set(re.findall(r"\b(test_\w+)(?!\w*\.py)", part)) - {f.stem for f in root.glob("test_*.py")}
+    assert len(named) >= 20 and named <= defined, sorted(named - defined)
+    cases = set(re.findall(r"`\[(\w+)\]`", part))
+    assert cases and all(callable(globals().get(c)) for c in cases), sorted(c for c in cases if c not in globals())

@@ -12,9 +12,11 @@ ninja. The finder serves exactly those names:
 - `deepspeed.git_version_info_installed`: DeepSpeed's own module (when it has one), then the registered ops marked
   installed, with the torch and CUDA versions they were built against;
 - each registered op's module: the op's shared library, from the registry's absolute path.
-It registers nothing when the registry is unreadable, or was written for another DeepSpeed or torch than the one
-being imported (an update since the hook ran): DeepSpeed then JIT-builds as it would without envsolver, and one
-line on stderr says how to register again.
+It registers nothing when the registry is unreadable, larger than MAX_REGISTRY, holds a value outside the
+grammar the hook wrote it with (checked again here: module names under `deepspeed.` only, versions, absolute
+library paths of printable characters), or was written for another DeepSpeed or torch than the one being
+imported (an update since the hook ran): DeepSpeed then JIT-builds as it would without envsolver, and in the last
+case one line on stderr says how to register again.
 """
 
 from __future__ import annotations
@@ -24,39 +26,81 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
+import stat
 import sys
 from types import ModuleType
 from typing import Any
 
 REGISTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "envsolver_ds_ops.json")
 INFO = "deepspeed.git_version_info_installed"
+MAX_REGISTRY = 1 << 20  # the registry of every op DeepSpeed has is ~2 KiB
+
+# The grammar of every registry value, checked when the hook writes the registry (envsolver/hook/register.py) and
+# again here when it is read.
+OP = r"[a-z][a-z0-9_]{0,63}"  # fused_adam
+MODULE_NAME = r"deepspeed(\.[a-z][a-z0-9_]*)+"  # deepspeed.ops.adam.fused_adam_op: DeepSpeed's absolute_name()
+VERSION = r"[0-9A-Za-z.+_-]{1,64}"  # 0.19.8, 2.11.0+cu130
+MAJOR_MINOR = r"\d{1,3}\.\d{1,3}"
+ACCELERATOR = r"[a-z][a-z0-9_]{0,31}"  # cuda
+KEYS = ("accelerator", "deepspeed", "format", "ops", "torch", "torch_info")
+TORCH_INFO = ("bf16_support", "cuda_version", "hip_version", "nccl_version", "version")
+
+
+def _matches(pattern: str, value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(pattern, value) is not None
+
+
+def library_path(value: object) -> bool:
+    """An op's library: an absolute path of printable characters (no line break, NUL or escape)."""
+    return isinstance(value, str) and os.path.isabs(value) and value.isprintable()
+
+
+def valid(doc: object) -> bool:
+    """`doc` is a registry as the hook writes it: these keys, and every value within its grammar."""
+    if not isinstance(doc, dict) or sorted(doc) != list(KEYS) or type(doc["format"]) is not int or doc["format"] != 1:
+        return False
+    if not (_matches(VERSION, doc["deepspeed"]) and _matches(VERSION, doc["torch"])):
+        return False
+    info, ops = doc["torch_info"], doc["ops"]
+    if not _matches(ACCELERATOR, doc["accelerator"]) or not isinstance(info, dict) or not isinstance(ops, dict):
+        return False
+    if sorted(info) != list(TORCH_INFO) or not isinstance(info["bf16_support"], bool):
+        return False
+    if not all(_matches(MAJOR_MINOR, info[key]) for key in TORCH_INFO if key != "bf16_support"):
+        return False
+    return all(
+        _matches(OP, op)
+        and isinstance(entry, dict)
+        and sorted(entry) == ["file", "module"]
+        and _matches(MODULE_NAME, entry["module"])
+        and library_path(entry["file"])
+        for op, entry in ops.items()
+    )
 
 
 def read_registry(path: str = REGISTRY) -> dict[str, Any] | None:
-    """The registry, or None when it is missing or not what the hook writes."""
+    """The registry, or None when it is missing, not a regular file, larger than MAX_REGISTRY, or not what the
+    hook writes (every value is checked against its grammar again)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO is opened at once, then refused
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_REGISTRY + 1)
+        while len(data) <= MAX_REGISTRY:
+            more = os.read(fd, MAX_REGISTRY + 1 - len(data))
+            if not more:
+                break
+            data += more
+        doc = json.loads(data)
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict) or doc.get("format") != 1 or not isinstance(doc.get("ops"), dict):
-        return None
-    for key in ("deepspeed", "torch", "accelerator"):
-        if not isinstance(doc.get(key), str):
-            return None
-    ops = doc["ops"]
-    if not all(
-        isinstance(k, str)
-        and isinstance(v, dict)
-        and isinstance(v.get("module"), str)
-        and isinstance(v.get("file"), str)
-        and os.path.isabs(v["file"])
-        for k, v in ops.items()
-    ):
-        return None
-    if not isinstance(doc.get("torch_info"), dict):
-        return None
-    return doc
+    finally:
+        os.close(fd)
+    return doc if len(data) <= MAX_REGISTRY and valid(doc) else None
 
 
 def matches(doc: dict[str, Any], deepspeed_version: str, torch_version: str | None) -> bool:
@@ -134,16 +178,6 @@ def library_spec(fullname: str, library: str) -> Any:
     """How a registered op's module is imported: its shared library, under DeepSpeed's module name."""
     loader = importlib.machinery.ExtensionFileLoader(fullname, library)
     return importlib.util.spec_from_file_location(fullname, library, loader=loader)
-
-
-def load_library(fullname: str, library: str) -> ModuleType:
-    """A registered op's module, imported as the finder serves it (for the hook's proof of cached ops)."""
-    spec = library_spec(fullname, library)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no loader for {library}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def install() -> None:

@@ -12,11 +12,6 @@ Standard library plus torch and deepspeed only; prints one JSON line. Usage:
                                         # load each OP through DeepSpeed's own load() (registered ops import at
                                         # once): the library it loaded and the time, in one process; with
                                         # --adam-check, then FusedAdam against torch's AdamW on the GPU
-    python op_runner.py registered --direct OP..
-                                        # import each OP's module from the registry as DeepSpeed's load() imports
-                                        # a registered op, after `import torch` only (DeepSpeed's own import
-                                        # costs seconds: this proves op-cache entries, which were each proven
-                                        # through DeepSpeed's load() when stored under the same key)
     python op_runner.py key             # what decides the ops' binaries, read from files without importing
                                         # torch or DeepSpeed (fast: the hook decides a no-op from it)
     python op_runner.py adam-check      # 5 FusedAdam steps against torch.optim.AdamW on the GPU
@@ -296,42 +291,6 @@ def registered(ops: list[str]) -> dict[str, Any]:
     return {"ops": rows}
 
 
-def registered_direct(ops: list[str]) -> dict[str, Any]:
-    """Each op's module imported from the registry the way the registry's finder serves it to DeepSpeed, in this
-    one process after `import torch` (the libraries link against it), without importing DeepSpeed."""
-    import torch  # type: ignore[import-not-found,unused-ignore]
-
-    site = sys.modules.get("envsolver_ds_ops")
-    finder = getattr(site, "Finder", None)
-    if site is None or finder is None or not any(isinstance(f, finder) for f in sys.meta_path):
-        return {"ok": False, "error": "the registry's finder is not installed (envsolver_ds_ops.pth did not run)"}
-    doc = site.read_registry()
-    if doc is None:
-        return {"ok": False, "error": f"the registry {site.REGISTRY} is missing or damaged"}
-    version = _deepspeed_version()
-    if not site.matches(doc, str(version), str(torch.__version__)):
-        return {
-            "ok": False,
-            "error": f"the registry is for DeepSpeed {doc['deepspeed']} and torch {doc['torch']}, "
-            f"not DeepSpeed {version} and torch {torch.__version__}",
-        }
-    rows = []
-    for op in ops:
-        entry = doc["ops"].get(op)
-        if entry is None:
-            rows.append({"op": op, "ok": False, "error": f"{op} is not in the registry"})
-            continue
-        started = time.perf_counter()
-        try:
-            module = site.load_library(entry["module"], entry["file"])
-        except Exception as exc:  # one op's failure is that op's result
-            rows.append({"op": op, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        seconds = time.perf_counter() - started
-        rows.append({"op": op, "ok": True, "file": getattr(module, "__file__", None), "load_seconds": seconds})
-    return {"ops": rows, "deepspeed_imported": "deepspeed" in sys.modules}
-
-
 def adam_check() -> dict[str, Any]:
     import torch
     from deepspeed.ops.adam import FusedAdam  # type: ignore[import-not-found]
@@ -368,8 +327,6 @@ def main(argv: list[str]) -> int:
             result = build(argv[1], jit=True)
         elif argv[0] == "install":
             result = build_installable(argv[1])
-        elif argv[0] == "registered" and argv[1:2] == ["--direct"]:
-            result = registered_direct(argv[2:])
         elif argv[0] == "registered":
             check = argv[1:2] == ["--adam-check"]
             result = registered(argv[2:] if check else argv[1:])

@@ -1,5 +1,7 @@
-"""The hook's ops: keyed, taken from the shared op cache or built, copied into the prefix, registered with
-DeepSpeed, proven, and recorded, so that a re-run with nothing changed is decided without starting torch.
+"""The hook's ops: keyed, taken from the shared op cache (trusted entries only: opcache.py) or built, copied into
+the prefix, registered with DeepSpeed, proven (a fresh build through DeepSpeed's load(); a trusted entry was proven
+so when it was stored, and is not loaded again), and recorded, so that a re-run with nothing changed is decided
+without starting torch.
 
 In the prefix: lib/envsolver-ops/<key>/<module>.so (one directory per op key) and lib/envsolver-ops/state.json
 (the requested and built arch lists, each op's key, library and SHA-256). The registry that DeepSpeed's load()
@@ -8,6 +10,7 @@ reads is in site-packages (register.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -58,15 +61,20 @@ def prebuilt(facts: opkey.KeyFacts | None) -> set[str]:
 
 
 def cached_arch_list(
-    facts: opkey.KeyFacts, ops: Sequence[str], requested: str, platform: str, cache: Path
+    facts: opkey.KeyFacts,
+    ops: Sequence[str],
+    requested: str,
+    platform: str,
+    cache: Path,
+    trusted: frozenset[int] = frozenset(),
 ) -> str | None:
-    """When every op has a proven entry in the cache for this request, the arch list they were built for (the
-    same for all); else None."""
+    """When every op has a trusted entry in the cache for this request, the arch list they were built for (the
+    same for all); else None. `trusted`: uids trusted besides root, this user and the cache's owner."""
     built: set[str] = set()
     for op in ops:
         key = opkey.op_key(facts, op, requested, platform)
-        entry = opcache.lookup(cache, key) if key is not None else None
-        if entry is None or not isinstance(entry.meta.get("arch_list"), str):
+        entry = opcache.lookup(cache, key, trusted) if key is not None else None
+        if not isinstance(entry, opcache.Entry) or not isinstance(entry.meta.get("arch_list"), str):
             return None
         built.add(str(entry.meta["arch_list"]))
     return built.pop() if len(built) == 1 else None
@@ -231,21 +239,24 @@ def provide(
     toolkit: bool = False,
     build_runner: Runner | None = None,
     gpu_check: bool = False,
+    trusted: frozenset[int] = frozenset(),
 ) -> Provided:
-    """The ops for the prefix. `runner` runs probes and proofs; `build_runner` (default: runner) the builds."""
+    """The ops for the prefix. `runner` runs probes and proofs; `build_runner` (default: runner) the builds;
+    `trusted`: the uids whose op cache entries are used besides root, this user and the cache's owner."""
     notes: list[str] = []
     keys = {op: (opkey.op_key(facts, op, requested, platform) if facts else None) for op in ops}
     if facts is None or facts.missing:
         notes.append("no op key (the key facts are incomplete): built without the shared op cache")
-    # 1. the cache
+    # 1. the cache: entries only a trusted user could have written
     hits: dict[str, opcache.Entry] = {}
     if cache is not None:
         for op in ops:
             key = keys[op]
-            if key is not None:
-                entry = opcache.lookup(cache, key)
-                if entry is not None and entry.op == op:
-                    hits[op] = entry
+            found = opcache.lookup(cache, key, trusted) if key is not None else None
+            if isinstance(found, opcache.Entry) and found.op == op:
+                hits[op] = found
+            elif isinstance(found, opcache.Refused):
+                notes.append(f"{found.line}; {op} is built instead")
         if hits:
             progress(f"from the op cache: {', '.join(sorted(hits))}")
     # 2. the rest is built
@@ -290,39 +301,42 @@ def provide(
             float(seconds) if isinstance(seconds, (int, float)) else None,
             str(destination),
             None,
+            sass=_recorded_sass(entry) if source == "cache" else None,
             source=source,
         )
     # 4. registered with DeepSpeed, then proven through DeepSpeed's own load()
     site = site_in_prefix(prefix, facts) if facts else None
     registered = bool(libraries) and site is not None
+    check: dict[str, object] | None = None
     if site is None:
         notes.append("the env's site-packages is not inside the prefix: ops are not registered with DeepSpeed")
     if registered and site is not None:
         _register(site, libraries.values(), meta)
-        # every op-cache entry was proven through DeepSpeed's load() when it was stored under this same key
-        # (DeepSpeed's op_builder tree, torch, python...): ops all from the cache are proven by importing them
-        # as the registry serves them, in a process that starts torch but not DeepSpeed (whose import costs
-        # seconds); a fresh build, or the GPU check (which runs FusedAdam), goes through DeepSpeed itself
-        direct = not fresh and not gpu_check
-        how = "imported from the registry after `import torch`" if direct else "DeepSpeed's load()"
-        progress(f"proving the ops (cuobjdump, {how} in a new process)")
-        results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check, direct)
-        if direct:
+        if fresh:
+            progress("proving the ops (cuobjdump, DeepSpeed's load() in a new process)")
+            results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check)
+        else:
+            # Every op came from an entry that only a trusted user could have written, proven (SASS for every
+            # arch, DeepSpeed's load()) when it was stored under this same key, and copied here against its
+            # SHA-256: nothing is loaded again. What is left to prove is that the registry reads back as written.
+            results = _registry_read_back(site, results, libraries, meta)
             notes.append(
-                "the ops from the op cache were proven by importing each from the registry in a new process "
-                "(torch, not DeepSpeed); each entry was proven through DeepSpeed's load() when it was stored"
+                "the ops came from op cache entries written by trusted users (each proven through DeepSpeed's "
+                "load() when it was stored) and were copied with their SHA-256; they were not loaded again"
             )
         bad = [op for op, r in results.items() if op in libraries and not r.ok]
         for op in bad:
             del libraries[op]
         if bad:
             _register(site, libraries.values(), meta)
-    # 5. proven fresh builds go to the cache
+    # 5. proven fresh builds go to the cache, with the SASS the proof listed
     if cache is not None:
         for op, entry in fresh.items():
             if op in libraries and entry.key:
+                sass = results[op].sass
+                stored = {**entry.meta, "sass": list(sass) if sass is not None else None}
                 try:
-                    opcache.store(cache, entry.key, op, entry.module, entry.library, entry.meta)
+                    opcache.store(cache, entry.key, op, entry.module, entry.library, stored, trusted)
                 except OSError as exc:
                     notes.append(f"could not store {op} in the op cache {cache}: {exc.strerror or exc}")
     kept = tuple(sorted(libraries.values(), key=lambda lib: lib.op))
@@ -343,12 +357,10 @@ def _prove(
     env: Mapping[str, str],
     runner: Runner,
     gpu_check: bool = False,
-    direct: bool = False,
 ) -> tuple[dict[str, OpResult], dict[str, object] | None]:
     """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library;
-    with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both);
-    `direct`: each library imported as the registry serves it, without DeepSpeed (op_runner.py)."""
-    flags = ["--direct"] if direct else ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
+    with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both)."""
+    flags = ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
     _, out = runner([str(python), str(RUNNER), "registered", *flags, *libraries], env)
     doc = _json_line(out)
     check = doc.get("adam_check")
@@ -361,12 +373,10 @@ def _prove(
         missing = tuple(a for a in archs if sass is not None and a not in sass)
         row = loaded.get(op, {})
         error = None
-        who, how = ("the registry", "the registry's import") if direct else ("DeepSpeed", "DeepSpeed's load()")
         if not row.get("ok"):
-            why = doc.get("error") if direct else None  # direct: the registry itself can be refused, for all ops
-            error = str(row.get("error") or f"{how} did not run: {why or out.strip()[-300:]}")
+            error = str(row.get("error") or f"DeepSpeed's load() did not run: {out.strip()[-300:]}")
         elif Path(str(row.get("file"))).resolve() != lib.file.resolve():
-            error = f"{who} loaded {row.get('file')}, not the registered {lib.file}"
+            error = f"DeepSpeed loaded {row.get('file')}, not the registered {lib.file}"
         elif missing:
             error = f"no SASS for sm_{', sm_'.join(map(str, missing))} in {lib.file}"
         load = row.get("load_seconds")
@@ -382,6 +392,25 @@ def _prove(
             source=result.source,
         )
     return proven, check if isinstance(check, dict) else None
+
+
+def _recorded_sass(entry: opcache.Entry) -> tuple[int, ...] | None:
+    """The SASS the proof listed when the entry was stored (None for a CPU op, or an entry without it)."""
+    sass = entry.meta.get("sass")
+    if isinstance(sass, list) and all(isinstance(a, int) and not isinstance(a, bool) for a in sass):
+        return tuple(sass)
+    return None
+
+
+def _registry_read_back(
+    site: Path, results: dict[str, OpResult], libraries: Mapping[str, Library], meta: Mapping[str, object]
+) -> dict[str, OpResult]:
+    """Each op fails when the registry in `site` does not read back as written (what the .pth finder will read)."""
+    expected = register.registry(_registered(libraries.values()), _built(meta))
+    if register.in_place(site) and register.read(site) == expected:
+        return results
+    error = f"the registry in {site} does not read back as it was written"
+    return {op: dataclasses.replace(r, ok=False, error=error) if op in libraries else r for op, r in results.items()}
 
 
 def _remove_stale(prefix: Path, keep: set[Path]) -> None:

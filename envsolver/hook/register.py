@@ -16,16 +16,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsolver.hook import ds_ops_site
 from envsolver.writers import files
 
 MODULE = "envsolver_ds_ops"
 SOURCE = Path(__file__).with_name("ds_ops_site.py")
 PTH_LINE = f"import {MODULE}\n"
-# deepspeed.ops.adam.fused_adam_op: DeepSpeed's module names for its ops (absolute_name() in op_builder)
-_MODULE_NAME = re.compile(r"^deepspeed(\.[a-z][a-z0-9_]*)+$")
-_VERSION = re.compile(r"^[0-9A-Za-z.+_-]{1,64}$")
-_MAJOR_MINOR = re.compile(r"^\d{1,3}\.\d{1,3}$")
-_ACCELERATOR = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# The grammars live in ds_ops_site.py, which checks them again when it reads the registry.
+_OP = re.compile(ds_ops_site.OP)
+_MODULE_NAME = re.compile(ds_ops_site.MODULE_NAME)
+_VERSION = re.compile(ds_ops_site.VERSION)
+_MAJOR_MINOR = re.compile(ds_ops_site.MAJOR_MINOR)
+_ACCELERATOR = re.compile(ds_ops_site.ACCELERATOR)
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,9 @@ class Built:
 
 def registry(ops: Sequence[Registered], built: Built) -> dict[str, object]:
     """The registry document. Raises ValueError on a value outside its grammar (nothing unchecked is written)."""
-    if not _VERSION.match(built.deepspeed) or not _VERSION.match(built.torch):
+    if not _VERSION.fullmatch(built.deepspeed) or not _VERSION.fullmatch(built.torch):
         raise ValueError(f"unexpected versions: DeepSpeed {built.deepspeed!r}, torch {built.torch!r}")
-    if not _ACCELERATOR.match(built.accelerator):
+    if not _ACCELERATOR.fullmatch(built.accelerator):
         raise ValueError(f"unexpected accelerator name: {built.accelerator!r}")
     info = {
         "version": str(built.torch_info.get("version", "")),
@@ -59,12 +61,13 @@ def registry(ops: Sequence[Registered], built: Built) -> dict[str, object]:
         "hip_version": str(built.torch_info.get("hip_version", "0.0")),
     }
     for key in ("version", "cuda_version", "nccl_version", "hip_version"):
-        if not _MAJOR_MINOR.match(str(info[key])):
+        if not _MAJOR_MINOR.fullmatch(str(info[key])):
             raise ValueError(f"unexpected torch_info {key}: {info[key]!r}")
     entries: dict[str, object] = {}
     for item in sorted(ops, key=lambda r: r.op):
-        if not _MODULE_NAME.match(item.module) or not item.file.is_absolute():
-            raise ValueError(f"unexpected op module {item.module!r} or library {str(item.file)!r}")
+        named = _OP.fullmatch(item.op) and _MODULE_NAME.fullmatch(item.module)
+        if not (named and ds_ops_site.library_path(str(item.file))):
+            raise ValueError(f"unexpected op {item.op!r}, module {item.module!r} or library {str(item.file)!r}")
         entries[item.op] = {"module": item.module, "file": str(item.file)}
     return {
         "format": 1,
@@ -117,6 +120,4 @@ def in_place(site_packages: Path) -> bool:
 
 def read(site_packages: Path) -> dict[str, object] | None:
     """The registry as the site module reads it, or None."""
-    from envsolver.hook import ds_ops_site
-
     return ds_ops_site.read_registry(str(site_packages / f"{MODULE}.json"))

@@ -138,9 +138,11 @@ def hook(
     progress: Callable[[str], None],
     runner: Runner | None = None,
     op_cache: Path | None = None,
+    op_cache_trust: frozenset[int] = frozenset(),
 ) -> HookReport:
     """Set up PREFIX's activation and ops. `runner` answers every subprocess (tests); by default probes and proofs
-    run with procrun's probe time limit and builds with its build limit."""
+    run with procrun's probe time limit and builds with its build limit. `op_cache_trust`: the uids whose op cache
+    entries are used besides root, this user and the cache's owner."""
     if not prefix.is_dir():
         raise BadInputError(
             f"prefix {str(prefix)!r} does not exist. Create it first (envsolver install "
@@ -163,7 +165,9 @@ def hook(
         known = (toolkit, keyed)
         done = _unchanged(prefix, where, state, keyed, toolkit, ops) if state is not None else None
         if done is None and op_cache is not None:
-            done = _all_cached(prefix, py, where, keyed, toolkit, ops, op_cache, environ, progress, runner)
+            done = _all_cached(
+                prefix, py, where, keyed, toolkit, ops, (op_cache, op_cache_trust), environ, progress, runner
+            )
         if done is not None:
             return done
     progress("pre-flight")
@@ -216,6 +220,7 @@ def hook(
         toolkit,
         builds,
         _has_gpu(environ),
+        op_cache_trust,
     )
     report.notes = provided.notes
     by_op = {o.op: o for o in [*kept, *provided.results]}
@@ -244,17 +249,18 @@ def _all_cached(
     keyed: opkey.KeyFacts | None,
     toolkit: bool,
     ops: tuple[str, ...],
-    cache: Path,
+    cache: tuple[Path, frozenset[int]],
     environ: Mapping[str, str],
     progress: Callable[[str], None],
     runner: Runner,
 ) -> HookReport | None:
-    """Every op is in the shared op cache for exactly this request (DeepSpeed, torch, nvcc, compiler, arch list):
+    """Every op is in the shared op cache (`cache`: the directory and the uids trusted there) for exactly this
+    request (DeepSpeed, torch, nvcc, compiler, arch list), in entries only trusted users could have written:
     nothing will be compiled, so the pre-flight (which checks what a build needs, and starts torch) is not run;
-    the ops are copied in, registered and proven as built ones are. None when any op is missing from the cache."""
+    the ops are copied in and registered. None when any op is missing from the cache or refused there."""
     if keyed is None or ops_stage.prebuilt(keyed) & set(ops):
         return None
-    built_for = ops_stage.cached_arch_list(keyed, ops, where.arch_list, where.platform, cache)
+    built_for = ops_stage.cached_arch_list(keyed, ops, where.arch_list, where.platform, *cache)
     if built_for is None:
         return None
     env = buildenv.environ_for_build(prefix, built_for, where.target, environ, toolkit)
@@ -271,12 +277,13 @@ def _all_cached(
         keyed,
         env,
         1,
-        cache,
+        cache[0],
         ops_stage.cuda_home(env),
         archs,
         progress,
         runner,
         toolkit,
+        trusted=cache[1],
     )
     report.notes = provided.notes
     report.ops = [

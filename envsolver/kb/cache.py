@@ -12,9 +12,11 @@ The KB restricted to the bundled snapshot (envsolver/snapshot/restricted.py) is 
 named by the compiled KB's name, the snapshot's content digest and the restricting modules' source (PREFIX
 `snapshot-kb-`); `key_of` gives the name of a KB this module read or wrote, so that file can be found.
 
-Nothing read back is trusted blindly: the file carries the SHA-256 of its payload, which must match, and the
-payload is unpickled with only the KB's own classes allowed (any other global, such as a function a tampered
-file names, is refused), and must be a KnowledgeBase. A file that fails any check is ignored and replaced.
+Nothing read back is trusted blindly: the file must be a regular file that this user owns and nobody else can
+write (checked on the opened file, which is opened without following a link and read up to MAX_BYTES), so that
+only this user could have written it; it carries the SHA-256 of its payload, which must match, and the payload is
+unpickled with only the KB's own classes allowed (any other global, such as a function a tampered file names, is
+refused), and must be a KnowledgeBase. A file that fails any check is ignored, without a word, and replaced.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import hashlib
 import io
 import os
 import pickle
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from envsolver import __version__
 from envsolver.kb.model import KnowledgeBase
 
 FORMAT = b"envsolver-kb-cache 1\n"
+MAX_BYTES = 64 << 20  # the compiled KB is ~0.3 MB
 PREFIX = "kb-"
 SUFFIX = ".pickle"
 # The modules whose source decides what the YAML becomes (relative to the envsolver package).
@@ -127,12 +131,37 @@ def path_for(root: Path, name: str, prefix: str = PREFIX) -> Path:
     return root / "kb" / f"{prefix}{name}{SUFFIX}"
 
 
-def read(path: Path) -> tuple[KnowledgeBase, str] | None:
-    """The KnowledgeBase in `path` and its date, or None when the file is missing, unreadable, corrupt or not
-    a KB."""
+def _own_bytes(path: Path) -> bytes | None:
+    """The bytes of `path` when it is a regular file that this user owns and nobody else may write, at most
+    MAX_BYTES of them (checked on the opened file, opened without following a link); else None."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return None
+        if st.st_size > MAX_BYTES:
+            return None
+        data = b""
+        while len(data) <= st.st_size:
+            block = os.read(fd, st.st_size + 1 - len(data))
+            if not block:
+                break
+            data += block
+        return data if len(data) == st.st_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read(path: Path) -> tuple[KnowledgeBase, str] | None:
+    """The KnowledgeBase in `path` and its date, or None when the file is missing, unreadable, not this user's
+    alone, corrupt or not a KB."""
+    data = _own_bytes(path)
+    if data is None:
         return None
     head, digest, payload = data[: len(FORMAT)], data[len(FORMAT) : len(FORMAT) + 65], data[len(FORMAT) + 65 :]
     if head != FORMAT or digest != hashlib.sha256(payload).hexdigest().encode() + b"\n":
