@@ -15,6 +15,7 @@ from envsolver import versions
 from envsolver.inputs import Options, build_target
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.model import DeepSpeedRelease, Holding, Toolkit, TorchBuild
+from envsolver.plan import Plan
 from envsolver.resolve import archs, candidates, deepspeed, driver, resolve, specs, ways_out
 from tests.conftest import error_for, plan_for
 
