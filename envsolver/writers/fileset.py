@@ -30,8 +30,9 @@ from envsolver.errors import BadInputError
 from envsolver.writers import files
 from envsolver.writers.files import Outcome
 
-# The files a set may hold: environment.yml, conda-lock.yml, conda-<platform>.lock (linux-64, osx-arm64, ...).
-MEMBER = re.compile(r"environment\.yml|conda-lock\.yml|conda-[a-z0-9]+-[a-z0-9]+\.lock")
+# The files a set may hold: environment.yml, conda-lock.yml, virtual-packages.yml, conda-<platform>.lock
+# (linux-64, osx-arm64, ...).
+MEMBER = re.compile(r"environment\.yml|conda-lock\.yml|virtual-packages\.yml|conda-[a-z0-9]+-[a-z0-9]+\.lock")
 LOCK = ".envsolver.lock"
 JOURNAL = ".envsolver-commit"
 JOURNAL_NEW = JOURNAL + ".new"
@@ -94,8 +95,8 @@ def commit(
     for name in texts:
         if not MEMBER.fullmatch(name):
             raise BadInputError(
-                f"refusing to write {name!r}: it is not a file envsolver writes (environment.yml, "
-                "conda-lock.yml, conda-<platform>.lock). Pass --platform linux-64 or linux-aarch64."
+                f"refusing to write {name!r}: it is not a file envsolver writes (environment.yml, conda-lock.yml, "
+                "virtual-packages.yml, conda-<platform>.lock). Pass --platform linux-64 or linux-aarch64."
             )
     stamped = {name: files.stamp(text) for name, text in texts.items()}
     _make_dir(out_dir, command)
