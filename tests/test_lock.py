@@ -47,9 +47,9 @@ def a100_offline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_offline_make_writes_three_files(a100_offline: Path) -> None:
+def test_offline_make_writes_four_files(a100_offline: Path) -> None:
     names = sorted(p.name for p in a100_offline.iterdir())
-    assert names == ["conda-linux-64.lock", "conda-lock.yml", "environment.yml"]
+    assert names == ["conda-linux-64.lock", "conda-lock.yml", "environment.yml", "virtual-packages.yml"]
 
 
 def test_lock_urls_and_hashes_are_real_snapshot_records(a100_offline: Path) -> None:
