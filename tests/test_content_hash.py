@@ -295,3 +295,10 @@ def test_conda_lock_check_input_hash_sees_the_lock_as_current(args: list[str], t
     assert "Locking dependencies" not in done.stderr, done.stderr
     assert not calls.exists(), calls.read_text()
     assert (out / "conda-lock.yml").read_bytes() == before
+    # The control: with another glibc in the virtual-package file the hash differs, and conda-lock sets out to
+    # solve again (it asks the stand-in conda to, which refuses).
+    vpkg = out / VPKG
+    vpkg.write_text(vpkg.read_text(encoding="utf-8").replace('__glibc: "2.28"', '__glibc: "2.17"'), encoding="utf-8")
+    again = subprocess.run(command, cwd=out, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode != 0 and f"Locking dependencies for ['{platform}']" in again.stderr, again.stderr
+    assert calls.read_text().startswith("create "), calls.read_text()
