@@ -1,8 +1,10 @@
 """Lock a plan: pick the channels (live, a site mirror or local channel, or the bundled snapshot), solve
 each platform with rattler, check the solution against the plan, and hand back what the writers need.
 
-With the snapshot, a plan the snapshot cannot solve is rejected with the solver's reason and the next
-candidate is tried, so `make --offline` ends with a plan the snapshot can really lock.
+With the snapshot, a plan the snapshot cannot lock (no solution, or a solution with two CUDA runtimes) is
+rejected with the reason in plain words and the next candidate is tried, so `make --offline` ends with a plan
+the snapshot can really lock. Where the live channels are out of reach and the snapshot cannot lock the build
+`explain` shows, the refusal names that build, says why, and offers ways out that each were tried.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from envsolver import lockcheck, snapshot
-from envsolver.errors import BadInputError, ConflictError
+from envsolver import lockcheck, snapshot, unsolved
+from envsolver.errors import BadInputError, ConflictError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
 from envsolver.pypi.index import PipRecord
@@ -35,7 +37,23 @@ Progress = Callable[[str], None]
 LIVE_BASE = "https://conda.anaconda.org"  # the public name of a channel in written files
 LIVE_LOCATION = LIVE_BASE  # where live repodata is fetched from (tests point it at a closed port)
 MAX_SNAPSHOT_RETRIES = 8
-UNSOLVED = "the snapshot cannot solve it: "
+UNSOLVED = "the snapshot cannot lock it: "
+
+
+class Incoherent(SolveFailed):
+    """The solution holds more than one CUDA runtime (lockcheck.coherence); the message says how (exit 1)."""
+
+    kind: Kind = "conflict"
+
+
+class SnapshotRefusal(ConflictError):
+    """Nothing within the snapshot locks the target; `unsolved` holds the candidates it could not lock (exit 1)."""
+
+    kind: Kind = "conflict"
+
+    def __init__(self, message: str, rejected: list[tuple[str, str]] | None, unsolved: tuple[Rejected, ...]) -> None:
+        super().__init__(message, rejected)
+        self.unsolved = unsolved
 
 
 @dataclass(frozen=True)
@@ -134,6 +152,9 @@ def _solve_all(
         records: Sequence[Record] = answer
     else:
         records = solve(specs, sources, plan.platform, virtual, cache)
+    runtimes = lockcheck.coherence(plan, kb, records)
+    if runtimes:
+        raise Incoherent("; ".join(runtimes))
     wrong = lockcheck.problems(plan, kb, records)
     if wrong:
         raise ConflictError(
@@ -212,18 +233,47 @@ def _lock_conda(
         plan, records = plan_offline(target, kb, cache, progress)
         return _snapshot_result(kb, plan, records, [])
     plan = resolve(target, kb)
-    sources = _custom(channel_urls) if mode == "custom" else _live(plan)
+
+    def sources_for(chosen: Plan) -> list[ChannelSource]:
+        return _custom(channel_urls) if mode == "custom" else _live(chosen)
+
+    sources = sources_for(plan)
     try:
         records = _solve_all(plan, kb, sources, cache, progress)
     except ChannelsUnreachable as exc:
         if mode == "custom":
             raise ChannelsUnreachable(f"{redact_text(str(exc))}. {_channel_fix(channel_urls)}") from None
         return _fall_back(target, kb, plan, _one_line(str(exc)), cache, progress)
+    except Incoherent as exc:
+        raise _incoherent(target, kb, plan, str(exc), sources_for, cache) from None
     except SolveFailed as exc:
         raise SolveFailed(f"{exc}\nThe plan's decisions:\n{_reasons(plan)}") from None
     used: Literal["live", "custom"] = "custom" if mode == "custom" else "live"
     return LockResult(
         plan, records, tuple(s.public for s in sources), used, None, {plan.platform: virtual_packages(kb, plan)}
+    )
+
+
+def _incoherent(
+    target: Target,
+    kb: KnowledgeBase,
+    plan: Plan,
+    why: str,
+    sources_for: Callable[[Plan], list[ChannelSource]],
+    cache: Path,
+) -> ConflictError:
+    """The refusal of a solution with two CUDA runtimes, with the ways out that do lock against the same
+    channels (each solved and checked before it is named)."""
+
+    def planner(changed: Target) -> Plan:
+        chosen = choose(changed, kb)
+        _solve_all(chosen, kb, sources_for(chosen), cache, lambda _: None)
+        return chosen
+
+    ways = ways_out.find(kb, target, planner)
+    return ConflictError(
+        f"the solution the channels give for {ways_out.describe(plan)} is not coherent, so nothing was written: "
+        f"{why}. {ways_out.sentence(ways, 'these channels')}"
     )
 
 
@@ -236,12 +286,10 @@ def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: P
     """The live channels are out of reach: plan within the snapshot, and say so in one line."""
     progress(f"the live channels could not be reached ({why}); planning within the bundled snapshot")
     try:
-        plan, records = plan_offline(target, kb, cache, progress)
+        plan, records = _within_snapshot(target, kb, cache, progress)
     except ConflictError as exc:
-        raise ConflictError(
-            f"the live channels could not be reached ({why}); planning within the bundled snapshot instead: {exc}",
-            exc.rejected,
-        ) from None
+        unlocked = exc.unsolved if isinstance(exc, SnapshotRefusal) else ()
+        raise _not_in_snapshot(target, kb, live, unlocked, cache, progress) from None
     same = (plan.torch_version, plan.torch_cuda, plan.cuda_version) == (
         live.torch_version,
         live.torch_cuda,
@@ -254,6 +302,50 @@ def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: P
     )
     progress(warning)
     return _snapshot_result(kb, plan, records, [warning])
+
+
+def _not_in_snapshot(
+    target: Target,
+    kb: KnowledgeBase,
+    live: Plan,
+    unlocked: tuple[Rejected, ...],
+    cache: Path,
+    progress: Progress,
+) -> ConflictError:
+    """The refusal where the live channels are out of reach and the snapshot locks nothing for the target: one
+    sentence naming the build explain shows (the live plan) and why the snapshot cannot lock it (and the
+    candidates it tried), then the ways out, each tried: --no-lock (environment.yml for the live plan), and the
+    option changes that lock within the snapshot."""
+    why = _why_not(live, kb, cache, progress)
+    others = [r for r in unlocked if r.candidate != ways_out.label(live)]
+    tried = "".join(f"; for {r.candidate}, {r.because.removeprefix(UNSOLVED)}" for r in others)
+
+    def planner(changed: Target) -> Plan:
+        return _within_snapshot(changed, kb, cache, lambda _: None)[0]
+
+    ways = [
+        f"`--no-lock` writes environment.yml for {ways_out.describe(live)}, to lock where the live channels or a "
+        "site mirror can be reached"
+    ]
+    found = ways_out.find(kb, target, planner)
+    ways += [f"`{w.text}` locks {ways_out.describe(w.plan)} within the snapshot" for w in found]
+    return ConflictError(
+        f"the live channels could not be reached, and the bundled snapshot of {snapshot.date()} cannot lock the "
+        f"build explain shows, {ways_out.describe(live)}: {why}{tried}. Ways out: {'; '.join(ways)}.",
+        [(r.candidate, r.because) for r in unlocked],
+    )
+
+
+def _why_not(plan: Plan, kb: KnowledgeBase, cache: Path, progress: Progress) -> str:
+    """Why the snapshot cannot lock `plan`, in plain words (the solver's text goes to progress, -v)."""
+    try:
+        _solve_all(plan, kb, _snapshot(plan), cache, lambda _: None, local=True)
+    except Incoherent as exc:
+        return str(exc)
+    except SolveFailed as exc:
+        progress(f"{ways_out.label(plan)} within the snapshot: {exc}")
+        return unsolved.plain(str(exc), plan)
+    return "planning within the snapshot did not reach it"
 
 
 def plan_offline(
@@ -304,9 +396,12 @@ def _within_snapshot(
         try:
             records = _solve_all(candidate, kb, _snapshot(candidate), cache, progress, local=True)
         except SolveFailed as exc:
-            reason = _first_line_of_solver(str(exc))
             label = ways_out.label(candidate)
-            progress(f"{label}: {reason}")
+            if isinstance(exc, Incoherent):
+                reason = str(exc)
+            else:
+                progress(f"{label}: {exc}")
+                reason = unsolved.plain(str(exc), candidate)
             extra.append(Rejected(label, f"{UNSOLVED}{reason}"))
             restricted = _without(restricted, candidate)
             continue
@@ -314,20 +409,24 @@ def _within_snapshot(
             candidate, rejected=candidate.rejected + tuple(extra), snapshot_date=snapshot.date()
         )
         return final, records
-    raise ConflictError(
-        f"the bundled snapshot ({snapshot.date()}) could not solve any of the first {MAX_SNAPSHOT_RETRIES} "
-        "candidates: " + "; ".join(r.candidate for r in extra)
+    raise SnapshotRefusal(
+        f"the bundled snapshot ({snapshot.date()}) could not lock any of the first {MAX_SNAPSHOT_RETRIES} "
+        "candidates: " + "; ".join(r.candidate for r in extra),
+        None,
+        tuple(extra),
     )
 
 
-def _unlockable(exc: ConflictError, unsolved: list[Rejected]) -> ConflictError:
-    """The snapshot's refusal: the candidates it could not solve, and why the rest do not fit (a refusal
-    without rejected candidates only says that nothing is left once the unsolvable ones are taken out)."""
-    if not unsolved:
-        return exc
-    solved_out = "; ".join(f"{r.candidate} ({r.because.removeprefix(UNSOLVED)})" for r in unsolved)
+def _unlockable(exc: ConflictError, unlocked: list[Rejected]) -> SnapshotRefusal:
+    """The snapshot's refusal: the candidates it could not lock, and why the rest do not fit (a refusal
+    without rejected candidates only says that nothing is left once the unlockable ones are taken out)."""
+    if not unlocked:
+        return SnapshotRefusal(str(exc), exc.rejected, ())
+    locked_out = "; ".join(f"{r.candidate} ({r.because.removeprefix(UNSOLVED)})" for r in unlocked)
     facts = f"; {str(exc).rstrip('. ')}" if exc.rejected else ""
-    return ConflictError(f"the bundled snapshot ({snapshot.date()}) could not lock {solved_out}{facts}", exc.rejected)
+    return SnapshotRefusal(
+        f"the bundled snapshot ({snapshot.date()}) could not lock {locked_out}{facts}", exc.rejected, tuple(unlocked)
+    )
 
 
 def _snapshot_result(
@@ -355,9 +454,3 @@ def _without(kb: KnowledgeBase, plan: Plan) -> KnowledgeBase:
         else:
             rows.append(row)
     return dataclasses.replace(kb, torch_builds=tuple(rows))
-
-
-def _first_line_of_solver(text: str) -> str:
-    lines = [line.strip(" └─├│") for line in text.splitlines()[1:] if line.strip(" └─├│")]
-    line = lines[0] if lines else text.splitlines()[0]
-    return line.removeprefix("Cannot solve the request because of: ").rstrip(":")

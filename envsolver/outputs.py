@@ -1,4 +1,5 @@
-"""Write make's outputs: environment.yml, conda-lock.yml and one explicit lock per platform.
+"""Write make's outputs: environment.yml, conda-lock.yml, virtual-packages.yml and one explicit lock per
+platform.
 
 Every text is rendered by the pure writers first; fileset.commit then writes them as one set (the old
 complete set or the new one, one writer at a time), leaves unchanged files alone and refuses to overwrite
@@ -17,7 +18,7 @@ from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import LockResult
 from envsolver.plan import Plan
 from envsolver.resolve.driver import floor_text
-from envsolver.writers import condalock, environment, explicit, files, fileset, pipreqs
+from envsolver.writers import condalock, environment, explicit, files, fileset, inputhash, pipreqs, virtualpkgs
 
 
 def cache_dir() -> Path:
@@ -79,23 +80,25 @@ def custom_metadata(result: LockResult, kb: KnowledgeBase) -> dict[str, str]:
 def render_all(
     result: LockResult, kb: KnowledgeBase, command: str, name: str | None, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """File name -> text: environment.yml, conda-lock.yml, then conda-<platform>.lock per platform. `extra`:
-    more metadata for conda-lock.yml (make --cluster's partitions)."""
-    hashes = {
-        platform: condalock.content_hash([str(s) for s in result.plan.specs], result.channels, virtual)
-        for platform, virtual in result.virtual_packages.items()
-    }
+    """File name -> text: environment.yml, conda-lock.yml, virtual-packages.yml (what the lock was solved for,
+    from which conda-lock computes the lock's content_hash), then conda-<platform>.lock per platform. `extra`:
+    more metadata for conda-lock.yml (make --cluster's partitions). conda-lock.yml names the channels as
+    environment.yml does, as conda-lock writes them (its `lock --update` and `--check-input-hash` refuse a lock
+    whose channels differ from the environment's); the packages' URLs name where each came from."""
+    listed = environment.entries(result.plan)
+    hashes = inputhash.content_hashes(listed, result.virtual_packages)
     texts = {
         "environment.yml": environment.render(result.plan, command, kb_date(), name),
         "conda-lock.yml": condalock.render(
             result.records,
-            result.channels,
+            listed.channels,
             hashes,
             {**custom_metadata(result, kb), **(extra or {})},
             command,
             kb_date(),
             result.pip,
         ),
+        virtualpkgs.NAME: virtualpkgs.render(result.virtual_packages, command, kb_date()),
     }
     for platform, records in sorted(result.records.items()):
         pip = result.pip.get(platform, ())

@@ -81,7 +81,7 @@ def test_make_json(runner: CliRunner, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    names = ("environment.yml", "conda-lock.yml", "conda-linux-64.lock")
+    names = ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock")
     assert doc["files"] == {str(tmp_path / n): "written" for n in names}
     assert doc["lock"]["used"] == "snapshot" and doc["lock"]["packages"]["linux-64"] > 100
     assert doc["plan"]["torch_cuda_arch_list"] == "7.0+PTX"

@@ -129,7 +129,7 @@ def test_dry_run_writes_nothing_and_says_what_would_be_written(tmp_path: Path) -
     result = _dry(out)
     assert result.exit_code == 0, result.output
     assert not out.exists() and not out.parent.exists()
-    names = ["environment.yml", "conda-lock.yml", "conda-linux-64.lock"]
+    names = ["environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock"]
     for name in names:
         assert f"create     {out / name}" in result.stdout
     assert "nothing was written" in result.stdout

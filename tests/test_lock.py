@@ -47,9 +47,9 @@ def a100_offline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_offline_make_writes_three_files(a100_offline: Path) -> None:
+def test_offline_make_writes_four_files(a100_offline: Path) -> None:
     names = sorted(p.name for p in a100_offline.iterdir())
-    assert names == ["conda-linux-64.lock", "conda-lock.yml", "environment.yml"]
+    assert names == ["conda-linux-64.lock", "conda-lock.yml", "environment.yml", "virtual-packages.yml"]
 
 
 def test_lock_urls_and_hashes_are_real_snapshot_records(a100_offline: Path) -> None:
@@ -115,11 +115,11 @@ def test_explicit_lock_parses_with_rattler(a100_offline: Path) -> None:
 def test_reruns_are_byte_identical_and_not_rewritten(a100_offline: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
     assert result.exit_code == 0
-    for name in ("environment.yml", "conda-lock.yml", "conda-linux-64.lock"):
+    for name in ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock"):
         assert (tmp_path / name).read_bytes() == (a100_offline / name).read_bytes()
     before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     again = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
-    assert again.exit_code == 0 and again.output.count("unchanged") == 3
+    assert again.exit_code == 0 and again.output.count("unchanged") == 4
     assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
 
 
@@ -150,7 +150,8 @@ def test_offline_rejects_candidates_the_snapshot_cannot_solve(kb: KnowledgeBase,
     target = build_target(Options(gpus=("gh200",)), kb).target
     result = lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
     rejected = {r.candidate: r.because for r in result.plan.rejected}
-    assert "the snapshot cannot solve it" in rejected["torch 2.10.0 cu130"]
+    # In plain words: every cudnn in the snapshot's linux-aarch64 copy needs cuda-version 12.x.
+    assert rejected["torch 2.10.0 cu130"] == "the snapshot cannot lock it: the snapshot holds no cudnn for CUDA 13.0"
     assert result.plan.torch_version == "2.10.0" and str(result.plan.torch_cuda) == "12.9"
 
 
@@ -299,42 +300,40 @@ def test_credentials_never_reach_a_written_file(kb: KnowledgeBase, tmp_path: Pat
 # --- the legacy pytorch channel, and planning within the snapshot ---------------------------------------------
 
 
-def _package(lockfile_path: Path, name: str):  # type: ignore[no-untyped-def]
-    return next(p for p in parse_conda_lock_file(lockfile_path).package if p.name == name)
+TWO_RUNTIMES = (
+    "cuda-cudart 12.1.105 (required through pytorch-cuda 12.1) and cuda-cudart_linux-64 12.6.77 (required through "
+    "cuda-nvcc 12.6.20) would be two CUDA runtimes, 12.1 and 12.6, in one prefix"
+)
 
 
-def test_seed_recipe_locks_offline(tmp_path: Path) -> None:
-    """The seeds' recipe (pytorch + pytorch-cuda from the pytorch channel, CUDA from nvidia) locks offline."""
+def test_seed_recipe_is_refused_offline_saying_why(tmp_path: Path) -> None:
+    """The seeds' recipe (pytorch + pytorch-cuda from the pytorch channel, CUDA from nvidia): the snapshot's
+    nvidia channel holds nvcc 12.6 only, whose runtime (cuda-cudart_linux-64 12.6.77) would sit beside
+    pytorch-cuda 12.1's cuda-cudart 12.1.105, so nothing is written and the refusal says so."""
     args = ["make", "--gpu", "a100", "--torch", "2.3", "--source", "pytorch", "--python", "3.10", "--offline"]
-    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path), "--json"])
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
-    assert doc["plan"]["channels"] == ["pytorch", "nvidia", "conda-forge"]
-    path = tmp_path / "conda-lock.yml"
-    jsonschema.validate(yaml.safe_load(path.read_text()), json.loads(SCHEMA_PATH.read_text()))
-    torch = _package(path, "pytorch")
-    assert torch.version == "2.3.0" and "cuda12.1" in torch.url
-    assert torch.url.startswith("https://conda.anaconda.org/pytorch/linux-64/")
-    assert _package(path, "pytorch-cuda").version == "12.1"
-    for name in ("cuda-nvcc", "cuda-cudart-dev", "libcublas-dev", "libcusparse-dev"):
-        assert _package(path, name).url.startswith("https://conda.anaconda.org/nvidia/"), name
-    # DeepSpeed's op builder accepts nvcc 12.6 against torch built with 12.1 (both in its CUDA 12 list).
-    assert doc["plan"]["cuda_version"] == "12.6" and _package(path, "cuda-nvcc").version.startswith("12.6.")
-    assert doc["plan"]["pip"] == ["deepspeed==0.19.8"]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(
+        f"error: the bundled snapshot ({snapshot.date()}) could not lock torch 2.3.0 cu121 (pytorch channel) "
+        f"({TWO_RUNTIMES})"
+    ), result.stderr
+    assert "`--source conda-forge --torch 2.10.0 --python 3.13`" in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(
     ("torch", "python", "deepspeed"), [("2.3.0", "3.10", True), ("2.1.0", "3.11", True), ("2.3.0", "3.9", False)]
 )
-def test_offline_locks_the_legacy_cuda12_plans_the_snapshot_holds(
+def test_offline_refuses_the_legacy_cuda12_plans_for_two_runtimes(
     kb: KnowledgeBase, tmp_path: Path, torch: str, python: str, deepspeed: bool
 ) -> None:
-    """(The snapshot holds no msgpack-python record for Python 3.9, which DeepSpeed from PyPI needs.)"""
+    """Each CUDA 12 build of the pytorch channel in the snapshot (pytorch-cuda 12.1) solves only beside the
+    nvidia channel's nvcc 12.6: two runtimes, so each is rejected and the plan refused."""
     options = Options(gpus=("a100",), torch=torch, python=python, source="pytorch", deepspeed=deepspeed)
     target = build_target(options, kb).target
-    result = lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
-    assert result.plan.torch_version == torch and str(result.plan.torch_cuda) == "12.1"
-    assert {r.name for r in result.records["linux-64"]} >= {"pytorch", "pytorch-cuda", "cuda-nvcc", "gxx_linux-64"}
+    with pytest.raises(ConflictError) as info:
+        lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    assert f"torch {torch} cu121 (pytorch channel) ({TWO_RUNTIMES})" in str(info.value)
 
 
 def test_offline_names_why_a_cuda11_legacy_build_cannot_lock(kb: KnowledgeBase, tmp_path: Path) -> None:
@@ -345,7 +344,7 @@ def test_offline_names_why_a_cuda11_legacy_build_cannot_lock(kb: KnowledgeBase, 
         lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
     text = str(info.value)
     assert "nvcc" in text and "11.8" in text
-    assert "`--torch 2.3.0`" in text
+    assert "`--source conda-forge --torch 2.10.0`" in text
     assert len(text) < 900
 
 

@@ -100,7 +100,8 @@ def test_make_writes_a_valid_name_that_reads_back_everywhere(tmp_path: Path, nam
     env = (tmp_path / "environment.yml").read_text(encoding="utf-8")
     assert set(yaml.safe_load(env)) == {"name", "channels", "dependencies", "variables"}
     assert yaml.safe_load(env)["name"] == name
-    for path in (tmp_path / "environment.yml", tmp_path / "conda-lock.yml", tmp_path / "conda-linux-64.lock"):
+    written = ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock")
+    for path in (tmp_path / name for name in written):
         command = next(line for line in path.read_text(encoding="utf-8").splitlines() if "envsolver make" in line)
         command = "envsolver make" + command.split("envsolver make", 1)[1]
         words = shlex.split(command)

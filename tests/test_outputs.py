@@ -33,7 +33,7 @@ from envsolver.kb import KnowledgeBase
 from envsolver.lock import LockResult
 
 ROOT = Path(__file__).resolve().parent.parent
-SET = ("environment.yml", "conda-lock.yml", "conda-linux-64.lock")
+SET = ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock")
 
 
 def _race() -> ModuleType:
@@ -302,7 +302,7 @@ def test_any_out_path_exits_0_or_2_without_a_traceback(
 
 # --- a set replaces the set before it -------------------------------------------------------------------------
 
-REMOVED_TOO = [("conda-lock.yml", "removed"), ("conda-linux-64.lock", "removed")]
+REMOVED_TOO = [("conda-lock.yml", "removed"), ("conda-linux-64.lock", "removed"), ("virtual-packages.yml", "removed")]
 
 
 def test_a_run_removes_the_files_an_earlier_run_wrote_and_this_one_did_not(runner: CliRunner, tmp_path: Path) -> None:
@@ -310,7 +310,12 @@ def test_a_run_removes_the_files_an_earlier_run_wrote_and_this_one_did_not(runne
     so they go; make says so. (The same holds for the lock of another platform.)"""
     out = tmp_path / "out"
     assert runner.invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(out)]).exit_code == 0
-    assert {p.name for p in out.iterdir()} == {"environment.yml", "conda-lock.yml", "conda-linux-64.lock"}
+    assert {p.name for p in out.iterdir()} == {
+        "environment.yml",
+        "conda-lock.yml",
+        "virtual-packages.yml",
+        "conda-linux-64.lock",
+    }
     result = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     assert {p.name for p in out.iterdir()} == {"environment.yml"}

@@ -23,7 +23,7 @@ from envsolver.cli import main
 
 SUGGESTION = re.compile(r"`([^`]*)`")
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
-FLAGS = {"--no-deepspeed", "--deepspeed", "--offline"}  # options without a value
+FLAGS = {"--no-deepspeed", "--deepspeed", "--offline", "--no-lock"}  # options without a value
 ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None}
 
 PROFILES = [["--profile", name] for name in profile.available()]
@@ -134,9 +134,12 @@ def test_without_network_refusals_offer_fixes_that_work(tmp_path: Path, monkeypa
     args = ["--gpu", "a100", "--torch", "2.13"]
     result = CliRunner().invoke(main, ["make", *args, "--out", str(tmp_path)], env=ENV)
     assert result.exit_code == 1 and "could not be reached" in result.output
-    [suggestion] = SUGGESTION.findall(result.output)
-    again = CliRunner().invoke(main, ["make", *apply(args, suggestion), "--out", str(tmp_path)], env=ENV)
-    assert again.exit_code == 0, again.output
+    suggestions = SUGGESTION.findall(result.output)
+    assert suggestions == ["--no-lock", "--torch 2.10.0"], result.output
+    for i, suggestion in enumerate(suggestions):
+        out = tmp_path / str(i)
+        again = CliRunner().invoke(main, ["make", *apply(args, suggestion), "--out", str(out)], env=ENV)
+        assert again.exit_code == 0, again.output
 
 
 def test_apply_replaces_the_same_options() -> None:

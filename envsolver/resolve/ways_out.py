@@ -165,13 +165,14 @@ def _oldest_driver(planner: Planner, target: Target, drivers: list[str]) -> tupl
 
 def find(kb: KnowledgeBase, target: Target, planner: Planner) -> list[WayOut]:
     """Up to SHOWN ways out, nearest first, from the first tier that has any: one option changed (a newer
-    driver first); two (an option and a newer driver first); three (two options and a newer driver)."""
+    driver first); two (an option and a newer driver first); three (two options and a newer driver first, then
+    three options, such as another source with the torch and Python it offers)."""
     moves = _moves(kb, target)
     pairs = list(itertools.combinations(moves, 2))
     tiers: list[list[tuple[tuple[Options, ...], bool]]] = [
         [((), True)] + [((m,), False) for m in moves],
         [((m,), True) for m in moves] + [(pair, False) for pair in pairs],
-        [(pair, True) for pair in pairs],
+        [(pair, True) for pair in pairs] + [(three, False) for three in itertools.combinations(moves, 3)],
     ]
     found: list[WayOut] = []
     for tier in tiers:

@@ -16,8 +16,6 @@ host against them later. Pure and deterministic: no timestamps, sorted packages.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
@@ -26,12 +24,7 @@ from envsolver import __version__, howto
 from envsolver.pypi.index import PipRecord
 from envsolver.redact import redact
 from envsolver.solve import Record
-from envsolver.writers import yamlemit
-
-
-def content_hash(specs: Sequence[str], channels: Sequence[str], virtual: Mapping[str, str]) -> str:
-    doc = {"specs": sorted(specs), "channels": list(channels), "virtual_packages": dict(sorted(virtual.items()))}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+from envsolver.writers import virtualpkgs, yamlemit
 
 
 def _dependencies(record: Record) -> dict[str, str]:
@@ -132,5 +125,8 @@ def render(
         f"# Install with:    {envsolver_way}",
         f"#             or:  {conda_lock_way}",
         f"#   ({howto.HOOK_WHY})",
+        f"# Solved for the virtual packages in {virtualpkgs.NAME}; content_hash is conda-lock's, so in this "
+        "directory this finds the lock current:",
+        f"#   {virtualpkgs.check_command(sorted(records_by_platform))}",
     ]
     return "\n".join(header) + "\n" + body

@@ -10,6 +10,7 @@ import textwrap
 
 from envsolver import __version__, howto
 from envsolver.plan import Plan
+from envsolver.writers.inputhash import Entries
 from envsolver.writers.yamlemit import comment, scalar
 
 WIDTH = 100
@@ -29,6 +30,14 @@ def _comment(text: str, indent: str = "# ", hanging: str = "#   ") -> list[str]:
         break_on_hyphens=False,
         break_long_words=False,
     ) or [indent.rstrip()]
+
+
+def entries(plan: Plan) -> Entries:
+    """What the document lists: its channels, its conda dependencies (with `pip` when there is a pip
+    section), its pip requirements. conda-lock's content hash (writers/inputhash.py) is computed from these."""
+    listed = tuple(str(s) for s in plan.specs)
+    conda = listed + (("pip",) if plan.pip and not any(s.name == "pip" for s in plan.specs) else ())
+    return Entries(plan.channels, conda, plan.pip)
 
 
 def render(plan: Plan, command: str, kb_date: str, name: str | None = None) -> str:
@@ -64,16 +73,16 @@ def render(plan: Plan, command: str, kb_date: str, name: str | None = None) -> s
     lines.append("# Sources:")
     for source_id in used:
         lines += _comment(f"[{source_id}] {plan.sources.get(source_id, '?')}", "# ", "#     ")
+    listed = entries(plan)
     body = [
         f"name: {scalar(name or default_name(plan))}",
         "channels:",
-        *[f"  - {scalar(c)}" for c in plan.channels],
+        *[f"  - {scalar(c)}" for c in listed.channels],
         "dependencies:",
-        *[f"  - {scalar(str(s))}" for s in plan.specs],
+        *[f"  - {scalar(s)}" for s in listed.conda],
     ]
-    if plan.pip:
-        has_pip = any(s.name == "pip" for s in plan.specs)
-        body += [*([] if has_pip else ["  - pip"]), "  - pip:", *[f"    - {scalar(p)}" for p in plan.pip]]
+    if listed.pip:
+        body += ["  - pip:", *[f"    - {scalar(p)}" for p in listed.pip]]
     variables = [f"  {scalar(k)}: {scalar(v)}" for k, v in plan.env.items() if "$" not in v]
     body += ["variables:", *variables] if variables else ["variables: {}"]
     return "\n".join(lines + body) + "\n"

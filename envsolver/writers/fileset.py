@@ -30,9 +30,11 @@ from envsolver.errors import BadInputError
 from envsolver.writers import files
 from envsolver.writers.files import Outcome
 
-# The files a set may hold: environment.yml, conda-lock.yml, conda-<platform>.lock (linux-64, osx-arm64, ...) and
-# conda-<platform>.pip.txt (an explicit lock's PyPI part).
-MEMBER = re.compile(r"environment\.yml|conda-lock\.yml|conda-[a-z0-9]+-[a-z0-9]+\.(?:lock|pip\.txt)")
+# The files a set may hold: environment.yml, conda-lock.yml, virtual-packages.yml, conda-<platform>.lock
+# (linux-64, osx-arm64, ...) and conda-<platform>.pip.txt (an explicit lock's PyPI part).
+MEMBER = re.compile(
+    r"environment\.yml|conda-lock\.yml|virtual-packages\.yml|conda-[a-z0-9]+-[a-z0-9]+\.(?:lock|pip\.txt)"
+)
 LOCK = ".envsolver.lock"
 JOURNAL = ".envsolver-commit"
 JOURNAL_NEW = JOURNAL + ".new"
@@ -95,8 +97,8 @@ def commit(
     for name in texts:
         if not MEMBER.fullmatch(name):
             raise BadInputError(
-                f"refusing to write {name!r}: it is not a file envsolver writes (environment.yml, "
-                "conda-lock.yml, conda-<platform>.lock, conda-<platform>.pip.txt). Pass --platform linux-64 or "
+                f"refusing to write {name!r}: it is not a file envsolver writes (environment.yml, conda-lock.yml, "
+                "virtual-packages.yml, conda-<platform>.lock, conda-<platform>.pip.txt). Pass --platform linux-64 or "
                 "linux-aarch64."
             )
     stamped = {name: files.stamp(text) for name, text in texts.items()}
