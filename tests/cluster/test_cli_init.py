@@ -16,7 +16,8 @@ from envsolver.cli import main
 from envsolver.cluster import file as cluster_file
 from envsolver.kb import KnowledgeBase
 from envsolver.versions import MajorMinor, driver
-from tests.slurmlab import SlurmLab
+from tests.hostile import HOSTILE, assert_shown
+from tests.slurmlab import V100, Gpu, SlurmLab
 
 SUGGESTION = re.compile(r"`(envsolver cluster [^`]*)`")
 
@@ -162,3 +163,17 @@ def test_help_has_examples() -> None:
     result = CliRunner().invoke(main, ["cluster", "init", "--help"])
     assert result.exit_code == 0
     assert "envsolver cluster init --no-probe --map tesla=v100" in result.stdout
+
+
+def test_what_nvidia_smi_says_on_a_node_is_shown_escaped(lab: SlurmLab, tmp_path: Path) -> None:
+    """gpu01's nvidia-smi names a GPU with a title set, a clear screen, an 8-bit CSI, rich markup and an emoji
+    code in it: the progress line and the note show it spelled out; --json holds it as it came."""
+    hostile = Gpu(HOSTILE, V100.driver, V100.compute_cap)
+    with lab.node_gpus("gpu01", (hostile, hostile)):
+        result = init(tmp_path, "--partition", "v100", "--partition", "a100")
+        as_json = init(tmp_path, "--partition", "v100", "--partition", "a100", "--json", "--force")
+    assert result.exit_code == 0, result.output  # the GRES type says v100; the note names what nvidia-smi said
+    assert_shown(result.stdout + result.stderr, result.output)
+    assert as_json.exit_code == 0, as_json.output
+    probes = {p["partition"]: p for p in json.loads(as_json.stdout)["probes"]}
+    assert probes["v100"]["gpus"][0]["name"] == HOSTILE, probes["v100"]

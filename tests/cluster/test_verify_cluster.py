@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from envsolver.cli import main
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.kb import default_kb
+from tests.hostile import HOSTILE, assert_shown
 from tests.slurmlab import V100, Gpu, SlurmLab, write_env
 
 ONLY = (
@@ -314,3 +316,55 @@ def test_ctrl_c_ends_every_step_and_exits_130(setup: Setup, tmp_path: Path) -> N
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_what_a_node_says_reaches_the_terminal_escaped_and_the_json_as_it_came(setup: Setup) -> None:
+    """gpu01's nvidia-smi names a GPU with a title set, a clear screen, an 8-bit CSI, rich markup and an emoji
+    code in it: the node's verify reports it in a check's detail, the login node's probe reads it too."""
+    hostile = Gpu(HOSTILE, V100.driver, V100.compute_cap, V100.memory)
+    with setup.lab.node_gpus("gpu01", (hostile, hostile)):
+        result = setup.verify()
+        as_json = setup.verify("--json")
+    assert result.exit_code in (0, 1), result.output
+    assert_shown(result.stdout + result.stderr, result.output)
+    assert as_json.exit_code == result.exit_code, as_json.output
+    v100 = next(p for p in json.loads(as_json.stdout)["partitions"] if p["name"] == "v100")
+    assert any(HOSTILE in c["detail"] for c in v100["verify"]["checks"]), v100["verify"]["checks"]
+    assert v100["probe"]["gpus"][0]["name"] == HOSTILE
+
+
+def test_a_nodes_failure_message_reaches_the_terminal_escaped(setup: Setup, tmp_path: Path) -> None:
+    """The prefix's python crashes on every node, saying something hostile: the nodes' verify fails (its error
+    quotes the probe), the login node reports exit 2 quoting each node."""
+    lock = yaml.safe_load((setup.root / "envs" / "linux-64" / "conda-lock.yml").read_text())
+    prefix = tmp_path / "env"
+    write_env(prefix, "linux-64", lock["metadata"]["custom_metadata"], sys.executable)
+    (prefix / "bin" / "python").write_text(f"#!/bin/sh\nprintf '%s\\n' {shlex.quote(HOSTILE)} >&2\nexit 3\n")
+    words = ["verify", "--cluster", str(setup.file), "-p", str(prefix), *CHECKS]
+    result = setup.invoke(*words)
+    assert result.exit_code == 2, result.output
+    assert_shown(result.stdout, result.output)
+    assert_shown(result.stderr, result.output)
+    as_json = setup.invoke(*words, "--json")
+    assert as_json.exit_code == 2, as_json.output
+    doc = json.loads(as_json.stdout)
+    assert all(HOSTILE in p["error"]["message"] for p in doc["partitions"]), doc["partitions"]
+
+
+def test_what_a_python_that_is_not_envsolver_prints_is_shown_escaped(setup: Setup, tmp_path: Path) -> None:
+    """The interpreter the nodes run prints no report at all, only hostile text: each partition's error quotes
+    it, spelled out, one line each."""
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nprintf '%s\\n%s\\n' {shlex.quote(HOSTILE)} '  pass driver: fake'\n")
+    python.chmod(0o755)
+    request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, python=str(python))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", str(setup.lab.conf))
+        report = cluster_verify.verify(request, default_kb())
+    assert report.exit_code == 2 and {o.status for o in report.outcomes} == {"error"}
+    lines = verify_report.lines(report)
+    assert_shown("\n".join(lines), lines)
+    assert not any(line.startswith("  pass driver") for line in lines), lines
+    problem = verify_report.error_text(report)
+    assert problem is not None
+    assert_shown(problem)
