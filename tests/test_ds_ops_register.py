@@ -235,7 +235,7 @@ def direct(site: Path, *ops: str, how: str = "site") -> dict[str, object]:
         check=False,
     )
     doc = json.loads(done.stdout.strip().splitlines()[-1])
-    assert done.returncode == (0 if doc["ok"] else 1)
+    assert done.returncode == (0 if doc["ok"] else 1), done.stderr
     return doc  # type: ignore[no-any-return]
 
 

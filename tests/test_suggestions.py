@@ -133,7 +133,7 @@ def test_without_network_refusals_offer_fixes_that_work(tmp_path: Path, monkeypa
     monkeypatch.setattr(lock, "LIVE_LOCATION", "https://127.0.0.1:9")  # nothing listens on loopback port 9
     args = ["--gpu", "a100", "--torch", "2.13"]
     result = CliRunner().invoke(main, ["make", *args, "--out", str(tmp_path)], env=ENV)
-    assert result.exit_code == 1 and "could not be reached" in result.output
+    assert result.exit_code == 1 and "could not be reached" in result.output, result.output
     [suggestion] = SUGGESTION.findall(result.output)
     again = CliRunner().invoke(main, ["make", *apply(args, suggestion), "--out", str(tmp_path)], env=ENV)
     assert again.exit_code == 0, again.output

@@ -130,7 +130,7 @@ def test_json_holds_every_partitions_own_verify_document(setup: Setup) -> None:
     result = setup.verify("--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["ok"] is True and doc["exit_code"] == 0 and doc["cluster"] == "lab"
+    assert doc["ok"] is True and doc["exit_code"] == 0 and doc["cluster"] == "lab", doc
     assert doc["lock"]["platform"] == "linux-64" and doc["lock"]["partitions"] == sorted(PARTITIONS)
     assert [p["name"] for p in doc["partitions"]] == PARTITIONS
     for part in doc["partitions"]:
@@ -165,7 +165,7 @@ def test_a_partition_slurm_does_not_know_is_exit_2_naming_it_with_the_fix(setup:
     result = setup.verify("--json", file=file)
     assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
-    assert doc["ok"] is False and doc["exit_code"] == 2
+    assert doc["ok"] is False and doc["exit_code"] == 2, doc
     statuses = {p["name"]: p["status"] for p in doc["partitions"]}
     assert statuses == {**dict.fromkeys(PARTITIONS, "warn"), "ghost": "error"}
     ghost = next(p for p in doc["partitions"] if p["name"] == "ghost")
@@ -198,7 +198,7 @@ def test_a_down_node_is_exit_2_naming_the_partition(setup: Setup) -> None:
             report = cluster_verify.verify(request, default_kb(), seen.append)
     finally:
         lab.run(["scontrol", "update", "NodeName=gpu03", "State=RESUME"])
-    assert report.exit_code == 2
+    assert report.exit_code == 2, [o.error for o in report.outcomes]
     by_name = {o.partition.name: o for o in report.outcomes}
     assert by_name["h100"].status == "error"
     assert "Required node not available (down, drained or reserved)" in str(by_name["h100"].error)
@@ -220,7 +220,7 @@ def test_a_node_that_cannot_run_envsolver_is_exit_2_with_the_fix(setup: Setup) -
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", str(setup.lab.conf))
         report = cluster_verify.verify(request, default_kb())
-    assert report.exit_code == 2
+    assert report.exit_code == 2, [o.error for o in report.outcomes]
     for outcome in report.outcomes:
         assert outcome.status == "error"
         # The step runs in this directory, where `python -m envsolver` finds envsolver's source but not click.
@@ -265,7 +265,7 @@ def test_cluster_needs_a_prefix_and_no_python(setup: Setup, args: list[str], phr
     if "--python" in args:
         words += ["-p", str(setup.prefix)]
     result = setup.invoke(*words)
-    assert result.exit_code == 2 and phrase in result.stderr
+    assert result.exit_code == 2 and phrase in result.stderr, result.output
 
 
 def test_a_prefix_for_no_partition_of_the_cluster_is_refused(setup: Setup, tmp_path: Path) -> None:
@@ -273,7 +273,7 @@ def test_a_prefix_for_no_partition_of_the_cluster_is_refused(setup: Setup, tmp_p
     meta = lock["metadata"]["custom_metadata"]
     write_env(tmp_path / "arm", "linux-aarch64", meta, sys.executable)
     result = setup.invoke("verify", "--cluster", str(setup.file), "-p", str(tmp_path / "arm"), "--json")
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
     assert "is for linux-aarch64" in error["message"] and "no linux-aarch64 partition" in error["message"]
 
@@ -361,7 +361,9 @@ def test_what_a_python_that_is_not_envsolver_prints_is_shown_escaped(setup: Setu
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", str(setup.lab.conf))
         report = cluster_verify.verify(request, default_kb())
-    assert report.exit_code == 2 and {o.status for o in report.outcomes} == {"error"}
+    assert report.exit_code == 2 and {o.status for o in report.outcomes} == {"error"}, [
+        o.error for o in report.outcomes
+    ]
     lines = verify_report.lines(report)
     assert_shown("\n".join(lines), lines)
     assert not any(line.startswith("  pass driver") for line in lines), lines
