@@ -28,6 +28,7 @@ from envsolver.errors import (
     failure,
     split_fix,
 )
+from envsolver.printable import printable
 from envsolver.redact import redact_text
 
 if TYPE_CHECKING:
@@ -61,12 +62,28 @@ def _wants_json(ctx: click.Context) -> bool:
     return "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
 
 
+def error(text: str) -> None:
+    """`error: TEXT` on stderr, TEXT's control characters spelled out (a message can quote what a node, a server
+    or nvidia-smi said); its own newlines stay (a list of partitions). TEXT comes with its credentials masked."""
+    click.echo(f"error: {printable(text, newlines=True)}", err=True)
+
+
 def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
-    """`error: TEXT` on stderr; with --json also the failure document on stdout. Exits with `code`."""
-    click.echo(f"error: {text}", err=True)
+    """`error: TEXT` on stderr; with --json also the failure document on stdout (TEXT as it is: JSON spells out
+    control characters itself). Exits with `code`."""
+    error(text)
     if _wants_json(ctx):
         click.echo(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
     ctx.exit(code)
+
+
+def _spelled_out(exc: click.exceptions.UsageError) -> click.exceptions.UsageError:
+    """click's own message quotes words of the command line as they are (`No such option: ...`, `Got unexpected
+    extra argument (...)`): the same error with their control characters spelled out, as in every error
+    envsolver prints; `exc` itself when there are none."""
+    message = exc.format_message()
+    shown = printable(message, newlines=True)
+    return exc if shown == message else click.exceptions.UsageError(shown, exc.ctx)
 
 
 def _discard_spare_worker() -> None:
@@ -205,7 +222,10 @@ class Group(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_ARGV] = tuple(args)
         ctx.meta.setdefault(_START, time.monotonic())
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.UsageError as exc:  # `envsolver --bogus`: click prints it
+            raise _spelled_out(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -217,9 +237,10 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except click.exceptions.UsageError as exc:
+            shown = _spelled_out(exc)
             if not _wants_json(ctx):
-                raise
-            exc.show()
+                raise shown from None
+            shown.show()
             where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
             fix = f"Run `{where} --help` to see the options."
             click.echo(json.dumps(failure(exc.exit_code, "usage", exc.format_message(), fix), indent=2))

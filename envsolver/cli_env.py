@@ -18,7 +18,7 @@ import click
 from envsolver import install as installer
 from envsolver import prefixmeta, render
 from envsolver import progress as byte_progress
-from envsolver.cli_base import Command, diagnostics, progress, verbosity
+from envsolver.cli_base import Command, diagnostics, error, progress, verbosity
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
@@ -595,6 +595,6 @@ def _verify_cluster(
             render.text(out, line)
     problem = verify_report.error_text(report)
     if problem is not None:
-        click.echo(f"error: {redact_text(problem)}", err=True)
+        error(redact_text(problem))
     if report.exit_code:
         sys.exit(report.exit_code)

@@ -1,5 +1,7 @@
 """Terminal rendering with rich: the consoles, the plan for `explain`, what `make` wrote, the GPU table for
-`gpus`. Printing only. Values are never read as markup: they are escaped, or printed with markup off.
+`gpus`. Printing only. Values are never read as markup or emoji codes: they are escaped, or printed with markup
+and emoji off; and every control character in them is spelled out (printable.py), so text from outside (a node, a
+server, nvidia-smi) never reaches the terminal raw. Each printer here takes one line: a newline is spelled out too.
 
 On a terminal rich styles the output; where the stream is not a terminal (a pipe, a file) `out()` gives a
 `Plain` writer instead, which prints the same text without importing rich (rich prints no style there either),
@@ -18,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from envsolver import howto
 from envsolver.kb.model import Gpu
 from envsolver.plan import Plan
+from envsolver.printable import printable
 from envsolver.redact import redact
 
 if TYPE_CHECKING:  # annotations only: explain and gpus need neither the locker nor rich's status
@@ -34,23 +37,25 @@ UNLIMITED = 100_000
 def console(stderr: bool = False) -> Console:
     """A console that never wraps a line: text is soft-wrapped (a long path, URL or command stays whole on one
     line, for the terminal to fold and for copying), and a pipe or a file gets no width limit, so a table is not
-    squeezed to 80 columns. stdout is for results, stderr (`stderr=True`) for warnings and progress."""
+    squeezed to 80 columns. stdout is for results, stderr (`stderr=True`) for warnings and progress. No emoji
+    codes: `:warning:` in a value prints as it is."""
     from rich.console import Console
 
-    out = Console(stderr=stderr, soft_wrap=True)
+    out = Console(stderr=stderr, soft_wrap=True, emoji=False)
     if not out.is_terminal:
         out.width = UNLIMITED
     return out
 
 
 class Plain:
-    """Lines as they are, for a stream that is not a terminal: what rich prints there, without rich."""
+    """Lines as they are, for a stream that is not a terminal: what rich prints there, without rich (control
+    characters spelled out, as everywhere)."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
     def line(self, segments: Iterable[tuple[str, str]]) -> None:
-        self.stream.write("".join(piece for piece, _ in segments) + "\n")
+        self.stream.write(printable("".join(piece for piece, _ in segments)) + "\n")
         self.stream.flush()
 
 
@@ -77,31 +82,36 @@ def out(stderr: bool = False) -> Console | Plain:
 
 def _line(out: Console | Plain, segments: list[tuple[str, str]], highlight: bool = True) -> None:
     """One line of (text, style) segments: styled by rich on a console (each text escaped, so it is never
-    markup), as it is on Plain."""
+    markup), as it is on Plain; control characters spelled out on both."""
     if isinstance(out, Plain):
         out.line(segments)
         return
     from rich.markup import escape
 
     out.print(
-        "".join(f"[{style}]{escape(piece)}[/]" if style else escape(piece) for piece, style in segments),
+        "".join(
+            f"[{style}]{escape(printable(piece))}[/]" if style else escape(printable(piece))
+            for piece, style in segments
+        ),
         highlight=highlight,
+        emoji=False,
     )
 
 
 def text(out: Console | Plain, line: str) -> None:
-    """Print a line as it is: no markup, no highlighting."""
+    """Print a line as it is: no markup, no highlighting, control characters spelled out."""
     if isinstance(out, Plain):
         out.line([(line, "")])
         return
-    out.print(line, markup=False, highlight=False)
+    out.print(printable(line), markup=False, highlight=False, emoji=False)
 
 
 def progress(status: Status) -> Callable[[str], None]:
-    """The callback that shows a progress message on the spinner's line, as it is (a path is not markup)."""
+    """The callback that shows a progress message on the spinner's line, as it is (a path is not markup; a
+    control character is spelled out)."""
     from rich.text import Text
 
-    return lambda message: status.update(Text(message))
+    return lambda message: status.update(Text(printable(message)))
 
 
 @contextlib.contextmanager
@@ -177,8 +187,9 @@ def gpu_cells(gpus: tuple[Gpu, ...]) -> list[tuple[str, ...]]:
 def gpu_table(out: Console | IO[str], gpus: tuple[Gpu, ...]) -> None:
     """The GPU table: laid out by rich on a console (a terminal), or as plain aligned text on a stream (a pipe
     or a file): a header line, then one line per GPU, each column starting where its header does (plain_table)."""
+    cells = [tuple(printable(cell) for cell in row) for row in gpu_cells(gpus)]
     if isinstance(out, io.IOBase):  # a stream: no rich import
-        cast("IO[str]", out).write(plain_table(GPU_COLUMNS, gpu_cells(gpus)))
+        cast("IO[str]", out).write(plain_table(GPU_COLUMNS, cells))
         return
     from rich.markup import escape
     from rich.table import Table
@@ -186,8 +197,8 @@ def gpu_table(out: Console | IO[str], gpus: tuple[Gpu, ...]) -> None:
     table = Table(title="GPUs in the knowledge base", show_lines=False)
     for column in GPU_COLUMNS:
         table.add_column(column)
-    for cells in gpu_cells(gpus):
-        table.add_row(*(escape(c) for c in cells))
+    for row in cells:
+        table.add_row(*(escape(c) for c in row))
     cast("Console", out).print(table)
 
 

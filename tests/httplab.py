@@ -30,6 +30,7 @@ class Faults:
     ranges: bool = True  # answer `Range: bytes=N-` with 206
     bytes_per_s: float | None = None  # send the body at this rate (in 4 KiB pieces)
     delay_s: float = 0.0  # wait this long before answering
+    reason: str | None = None  # the reason phrase of a failing answer (default: the status's own, "Not Found")
 
 
 @dataclass
@@ -110,7 +111,7 @@ def _handler(lab: Lab) -> type[http.server.BaseHTTPRequestHandler]:
                 time.sleep(4096 / rate)
 
         def _status(self, code: int, retry_after: str | None = None) -> None:
-            self.send_response(code)
+            self.send_response(code, lab.faults.reason)
             if retry_after is not None:
                 self.send_header("Retry-After", retry_after)
             self.send_header("Content-Length", "0")

@@ -56,7 +56,7 @@ def test_hook_refuses_a_hostile_arch_list_and_writes_nothing(tmp_path: Path, tem
     assert "--arch-list" in result.output and "malformed" in result.output
     assert not (prefix / "etc").exists()
     printed = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--arch-list", value, "--print-env"])
-    assert printed.exit_code == 2 and "export" not in printed.output
+    assert printed.exit_code == 2 and "export" not in printed.output, printed.output
     assert not canary.exists()
 
 
@@ -106,10 +106,10 @@ def test_the_fix_for_a_bad_metadata_file_works(tmp_path: Path) -> None:
     meta.parent.mkdir(parents=True)
     meta.write_text("{")
     first = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--print-env"])
-    assert first.exit_code == 2 and f"delete {meta}" in first.output
+    assert first.exit_code == 2 and f"delete {meta}" in first.output, first.output
     meta.unlink()
     again = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--print-env", "--arch-list", "8.0;9.0+PTX"])
-    assert again.exit_code == 0 and "TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX'" in again.output
+    assert again.exit_code == 0 and "TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX'" in again.output, again.output
 
 
 # Valid arch lists, generated from the grammar; written back in canonical form.
@@ -170,7 +170,7 @@ def test_the_fix_names_a_prefix_with_spaces_so_that_it_runs(tmp_path: Path) -> N
     meta.parent.mkdir(parents=True)
     meta.write_text("{")
     result = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--print-env"])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     command = result.output.split("or delete ", 1)[1].split(" and pass", 1)[0]
     subprocess.run(["bash", "-c", f"rm {command}"], check=True)
     assert not meta.exists() and prefix.is_dir()

@@ -47,7 +47,7 @@ def test_make_a100_writes_environment_yml(runner: CliRunner, tmp_path: Path) -> 
     assert "pytorch ==2.13.0 cuda130*" in doc["dependencies"]
     assert "written" in result.output
     again = runner.invoke(main, ["make", "--gpu", "a100", "--no-lock", "--out", str(tmp_path / "x")])
-    assert again.exit_code == 0 and "unchanged" in again.output
+    assert again.exit_code == 0 and "unchanged" in again.output, again.output
 
 
 def test_make_refuses_to_overwrite_hand_edits(runner: CliRunner, tmp_path: Path) -> None:
@@ -55,11 +55,11 @@ def test_make_refuses_to_overwrite_hand_edits(runner: CliRunner, tmp_path: Path)
     path = tmp_path / "environment.yml"
     path.write_text(path.read_text() + "  - jupyterlab\n")
     result = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(tmp_path)])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     assert "edited by hand" in result.output and "--force" in result.output
     assert "jupyterlab" in path.read_text()
     forced = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(tmp_path), "--force"])
-    assert forced.exit_code == 0 and "jupyterlab" not in path.read_text()
+    assert forced.exit_code == 0 and "jupyterlab" not in path.read_text(), forced.output
 
 
 def test_make_json(runner: CliRunner, tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_explain_v100_driver_580_json(runner: CliRunner) -> None:
 def test_explain_rtx5090_old_driver_exits_1(runner: CliRunner) -> None:
     """Done-when: exits 1 and names the driver upgrade."""
     result = runner.invoke(main, ["explain", "--gpu", "rtx5090", "--driver", "550.54.14"])
-    assert result.exit_code == 1
+    assert result.exit_code == 1, result.output
     assert "upgrade the driver to 570.26 or newer" in result.output
     assert "Traceback" not in result.output
 
@@ -144,7 +144,7 @@ def test_explain_human_output(runner: CliRunner) -> None:
 )
 def test_bad_input_exits_2(runner: CliRunner, args: list[str], phrase: str) -> None:
     result = runner.invoke(main, args)
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     assert phrase in result.output
     assert "Traceback" not in result.output
 
@@ -166,13 +166,13 @@ def test_auto_without_gpu_is_an_error(runner: CliRunner, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(detect, "detect", lambda environ: detect.HostFacts((), None))
     result = runner.invoke(main, ["explain", "--gpu", "auto"])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     assert "found no NVIDIA GPU" in result.output and "--gpu a100" in result.output
 
 
 def test_gpus_json(runner: CliRunner) -> None:
     result = runner.invoke(main, ["gpus", "--json"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert all(
         set(r)
@@ -186,14 +186,14 @@ def test_gpus_json(runner: CliRunner) -> None:
 
 def test_gpus_table(runner: CliRunner) -> None:
     result = runner.invoke(main, ["gpus"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     assert "h100" in result.output and "Hopper" in result.output
 
 
 def test_help_has_examples(runner: CliRunner) -> None:
     for command in ("make", "explain", "gpus"):
         result = runner.invoke(main, [command, "--help"])
-        assert result.exit_code == 0
+        assert result.exit_code == 0, result.output
         assert "Examples" in result.output
 
 

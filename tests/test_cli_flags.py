@@ -89,9 +89,9 @@ def test_install_dash_n_installs_into_the_envs_dir(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(cli_env.installer, "install", fake)
     result = invoke(["install", "-n", "train"], CONDA_ENVS_DIRS=str(tmp_path / "envs"), CONDA_ENVS_PATH=None)
-    assert result.exit_code == 2 and seen == [tmp_path / "envs" / "train"]
+    assert result.exit_code == 2 and seen == [tmp_path / "envs" / "train"], result.output
     result = invoke(["install", "--name", "base"], CONDA_ENVS_DIRS=str(tmp_path / "envs"))
-    assert result.exit_code == 2 and "conda reserves it" in result.stderr and len(seen) == 1
+    assert result.exit_code == 2 and "conda reserves it" in result.stderr and len(seen) == 1, result.output
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_install_dash_n_installs_into_the_envs_dir(monkeypatch: pytest.MonkeyPat
 )
 def test_install_needs_exactly_one_of_n_and_p(args: list[str], phrase: str) -> None:
     result = invoke(args)
-    assert result.exit_code == 2 and phrase in result.stderr
+    assert result.exit_code == 2 and phrase in result.stderr, result.output
     doc = json.loads(invoke([*args, "--json"]).stdout)
     assert doc["error"]["kind"] == "usage" and phrase in doc["error"]["message"]
 
@@ -117,7 +117,7 @@ def test_make_short_options_are_the_long_ones(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "name: myenv" in (out / "environment.yml").read_text()
     clash = invoke(["make", "--gpu", "a100", "--offline", "-c", "file:///nowhere"])
-    assert clash.exit_code == 2 and "--offline and --channel exclude each other" in clash.stderr
+    assert clash.exit_code == 2 and "--offline and --channel exclude each other" in clash.stderr, clash.output
 
 
 def _dry(out: Path, *extra: str) -> Result:
@@ -152,7 +152,7 @@ def test_dry_run_matches_what_a_real_run_then_does(tmp_path: Path) -> None:
     assert refused["would_write"] is False and refused["files"][str(out / "environment.yml")] == "refused"
     assert "--force" in _dry(out).stdout
     real = invoke(["make", "--gpu", "a100", "--offline", "-o", str(out)])
-    assert real.exit_code == 2 and "edited by hand" in real.stderr  # the real run agrees
+    assert real.exit_code == 2 and "edited by hand" in real.stderr, real.output  # the real run agrees
     forced = json.loads(_dry(out, "--json", "--force").stdout)
     assert forced["would_write"] is True and forced["files"][str(out / "environment.yml")] == "overwrite"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -177,7 +177,7 @@ DETAIL = re.compile(r"^\[\s*\d+\.\d\ds\] ", re.MULTILINE)
 def test_verbose_prints_the_solve_on_stderr_and_leaves_json_alone(tmp_path: Path) -> None:
     base = ["make", "--gpu", "a100", "--offline", "-o", str(tmp_path), "--dry-run", "--json"]
     plain, loud, quiet = invoke(base), invoke([*base, "-v"]), invoke([*base, "-q"])
-    assert plain.exit_code == loud.exit_code == quiet.exit_code == 0
+    assert plain.exit_code == loud.exit_code == quiet.exit_code == 0, (plain.output, loud.output, quiet.output)
     assert plain.stdout == loud.stdout == quiet.stdout
     assert DETAIL.search(loud.stderr) and "specs: " in loud.stderr and "virtual packages for linux-64" in loud.stderr
     assert not DETAIL.search(plain.stderr) and not DETAIL.search(quiet.stderr)
@@ -185,9 +185,9 @@ def test_verbose_prints_the_solve_on_stderr_and_leaves_json_alone(tmp_path: Path
 
 def test_quiet_keeps_warnings_and_errors() -> None:
     warned = invoke(["explain", "--gpu", "a100", "-q"])  # no --driver: a warning
-    assert warned.exit_code == 0 and "warning: no --driver given" in warned.stderr
+    assert warned.exit_code == 0 and "warning: no --driver given" in warned.stderr, warned.output
     failed = invoke(["explain", "--gpu", "a1000", "-q"])
-    assert failed.exit_code == 2 and "error: unknown GPU" in failed.stderr
+    assert failed.exit_code == 2 and "error: unknown GPU" in failed.stderr, failed.output
 
 
 def test_quiet_silences_the_progress_console() -> None:
@@ -203,7 +203,7 @@ def test_quiet_silences_the_progress_console() -> None:
     assert runner.invoke(probe, []).stdout == "False 0\n"
     assert runner.invoke(probe, ["--verbose"]).stdout == "False 1\n"
     both = runner.invoke(probe, ["-q", "-v"])
-    assert both.exit_code == 2 and "exclude each other" in both.output
+    assert both.exit_code == 2 and "exclude each other" in both.output, both.output
 
 
 # --- verify --help's checks -------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_a_broken_cluster_file_completes_to_nothing(tmp_path: Path, text: str) -
 def test_every_shell_gets_its_script(shell: str) -> None:
     env = {**os.environ, "_ENVSOLVER_COMPLETE": f"{shell}_source"}
     run = subprocess.run(COMMAND, env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert run.returncode == 0 and "_ENVSOLVER_COMPLETE" in run.stdout and "Traceback" not in run.stderr
+    assert run.returncode == 0 and "_ENVSOLVER_COMPLETE" in run.stdout and "Traceback" not in run.stderr, run.stderr
 
 
 def test_completion_functions_never_raise(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -76,7 +76,8 @@ def test_retry_after_is_capped(channel: Path, tmp_path: Path) -> None:
     with serve(channel, Faults(fail=1, status=503, retry_after="3600")) as lab:
         started = time.monotonic()
         download(f"{lab.url}/{ARCHIVE}", tmp_path / "x", environ={}, retry=Retry(cap_s=0.2))
-    assert time.monotonic() - started < 5
+    waited = time.monotonic() - started
+    assert waited < 30, f"waited {waited:.1f} s: Retry-After 3600 was not capped at 0.2 s"  # loaded CI: margin
     assert lab.seen[f"/{ARCHIVE}"] == 2
 
 
@@ -316,7 +317,7 @@ def test_cli_install_warns_about_ssl_verify_false_before_fetching(channel: Path,
         ],
         env={"HOME": str(tmp_path), "ENVSOLVER_CACHE_DIR": str(tmp_path / "cache"), "ENVSOLVER_DOWNLOAD_JOBS": "3"},
     )
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "warning: ssl_verify is false in" in text and "NOT verified" in text
     assert text.index("warning: ssl_verify") < text.index("error")

@@ -204,7 +204,7 @@ def test_gpus_json_has_every_column_of_the_table(kb: KnowledgeBase) -> None:
 
 def test_gpus_table_shows_aliases() -> None:
     result = CliRunner().invoke(main, ["gpus"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     header = next(line for line in result.output.splitlines() if "architecture" in line)
     assert "aliases" in header
     line = next(line for line in result.output.splitlines() if " gh200 " in line)
@@ -213,7 +213,7 @@ def test_gpus_table_shows_aliases() -> None:
 
 def test_gpus_json_lists_the_table_rows() -> None:
     result = CliRunner().invoke(main, ["gpus", "--json"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     keys = [row["key"] for row in json.loads(result.output)]
     assert "rtx3080" in keys and "h800" in keys and len(keys) == len(set(keys))
 

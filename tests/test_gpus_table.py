@@ -56,7 +56,7 @@ def test_the_plain_table_agrees_with_the_json() -> None:
 
 def test_gpus_json_is_the_rows_of_the_kb() -> None:
     result = CliRunner().invoke(main, ["gpus", "--json"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == render.gpu_rows(default_kb().gpus)
 
 

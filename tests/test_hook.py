@@ -358,11 +358,11 @@ def test_cli_hook_print_env_and_bad_input(tmp_path: Path) -> None:
     from envsolver.cli import main
 
     out = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--arch-list", "9.0+PTX", "--print-env"])
-    assert out.exit_code == 0 and "export TORCH_CUDA_ARCH_LIST=9.0+PTX\n" in out.output
+    assert out.exit_code == 0 and "export TORCH_CUDA_ARCH_LIST=9.0+PTX\n" in out.output, out.output
     missing = CliRunner().invoke(main, ["hook", "-p", str(tmp_path)])
-    assert missing.exit_code == 2 and "--arch-list" in missing.output
+    assert missing.exit_code == 2 and "--arch-list" in missing.output, missing.output
     bad_op = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--arch-list", "9.0", "--ops", "warp_drive"])
-    assert bad_op.exit_code == 2 and "unknown op" in bad_op.output
+    assert bad_op.exit_code == 2 and "unknown op" in bad_op.output, bad_op.output
 
 
 def _fake_ops_runner(

@@ -61,8 +61,9 @@ def test_dry_run_of_an_installed_prefix_says_nothing_would_change(lock: Path, tm
     installer.install(lock, prefix, None, {}, cache, lambda _: None, {})
     before, cached = _tree(prefix), _tree(cache)
     code, out = _dry(lock, prefix, cache, "--json")
+    assert code == 0, out
     doc = json.loads(out)
-    assert code == 0 and doc["changes"] is False
+    assert doc["changes"] is False, out
     assert {p["state"] for p in doc["packages"]} == {"installed"}
     assert _tree(prefix) == before and _tree(cache) == cached
 
@@ -74,7 +75,7 @@ def test_dry_run_shows_mirrored_urls_without_credentials(lock: Path, tmp_path: P
         code, out = _dry(
             lock, tmp_path / "env", tmp_path / "cache", "--json", "--mirror", f"{channel.as_uri()}={mirror}"
         )
-    assert code == 0 and "S3CRET" not in out
+    assert code == 0 and "S3CRET" not in out, out
     assert all(p["url"].startswith(lab.url + "/linux-64/") for p in json.loads(out)["packages"])
     assert lab.requests == []  # a dry run fetches nothing
 
@@ -83,5 +84,5 @@ def test_dry_run_refuses_a_bad_lock_like_install(tmp_path: Path) -> None:
     bad = tmp_path / "conda-lock.yml"
     bad.write_text("version: 1\npackage: 3\n")
     code, out = _dry(bad, tmp_path / "env", tmp_path / "cache")
-    assert code == 2 and "Traceback" not in out
+    assert code == 2 and "Traceback" not in out, out
     assert not (tmp_path / "cache").exists()

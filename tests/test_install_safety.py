@@ -25,11 +25,14 @@ from tests.test_install import snapshot_tree, write_lock
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _install(lock: Path, prefix: Path, cache: Path, *extra: str) -> tuple[int, str]:
+def _install(lock: Path, prefix: Path, cache: Path, *extra: str, expect: int | None = None) -> tuple[int, str]:
+    """`envsolver install LOCK -p PREFIX --no-hook`: its exit code and output; with `expect`, that exit code or a
+    failure that shows the output."""
     result = CliRunner().invoke(
         main, ["install", str(lock), "-p", str(prefix), "--no-hook", *extra], env={"ENVSOLVER_CACHE_DIR": str(cache)}
     )
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exception is None or isinstance(result.exception, SystemExit), (result.exception, result.output)
+    assert expect is None or result.exit_code == expect, (result.exit_code, result.output)
     return result.exit_code, result.output
 
 
@@ -56,7 +59,7 @@ GENUINE = "data " * 100 + "\n"
 def test_a_flipped_byte_in_the_cache_is_dropped_and_fetched_again(tmp_path: Path) -> None:
     lock = write_lock(build_channel(tmp_path), tmp_path)
     cache = tmp_path / "cache"
-    assert _install(lock, tmp_path / "first", cache)[0] == 0
+    _install(lock, tmp_path / "first", cache, expect=0)
     cached = _cached(cache, "tiny-data")
     data = bytearray(cached.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -71,13 +74,13 @@ def test_a_replaced_archive_in_the_cache_is_never_linked(tmp_path: Path) -> None
     channel = build_channel(tmp_path)
     lock = write_lock(channel, tmp_path)
     cache = tmp_path / "cache"
-    assert _install(lock, tmp_path / "first", cache)[0] == 0
+    _install(lock, tmp_path / "first", cache, expect=0)
     evil = build_package(tmp_path / "evil", "tiny-data", "2.1", {"share/tiny/data.txt": "EVIL\n"})
     _cached(cache, "tiny-data").write_bytes(evil.read_bytes())
     (channel / "linux-64" / "tiny-data-2.1-h0_0.tar.bz2").unlink()  # the channel cannot serve it again
     prefix = tmp_path / "second"
     code, output = _install(lock, prefix, cache)
-    assert code == 2 and "tiny-data 2.1" in output
+    assert code == 2 and "tiny-data 2.1" in output, output
     assert not prefix.exists()
 
 
@@ -86,14 +89,14 @@ def test_a_tampered_extraction_in_the_cache_is_never_linked(tmp_path: Path) -> N
     change there never reaches a prefix."""
     lock = write_lock(build_channel(tmp_path), tmp_path)
     cache = tmp_path / "cache"
-    assert _install(lock, tmp_path / "first", cache)[0] == 0
+    _install(lock, tmp_path / "first", cache, expect=0)
     tampered = [p for p in cache.rglob("data.txt") if p.is_file()]
     for path in tampered:
         path.write_text("EVIL\n")
     pkgs = cache / "pkgs" / "tiny-data-2.1-h0_0" / "share" / "tiny"
     pkgs.mkdir(parents=True, exist_ok=True)
     (pkgs / "data.txt").write_text("EVIL\n")
-    assert _install(lock, tmp_path / "second", cache)[0] == 0
+    _install(lock, tmp_path / "second", cache, expect=0)
     assert (tmp_path / "second" / "share" / "tiny" / "data.txt").read_text() == GENUINE
 
 
@@ -133,7 +136,7 @@ def test_writing_through_a_symbolic_link_is_refused(tmp_path: Path, fmt: str) ->
     lock = explicit_lock(tmp_path / "conda-linux-64.lock", [link, writer])
     prefix = tmp_path / "env"
     code, output = _install(lock, prefix, tmp_path / "cache")
-    assert code == 2 and "symbolic link 'lib/evil'" in output
+    assert code == 2 and "symbolic link 'lib/evil'" in output, output
     assert list(outside.iterdir()) == [] and not prefix.exists()
 
 
@@ -144,7 +147,7 @@ def test_an_archive_that_is_not_the_locked_package_is_refused(tmp_path: Path) ->
     lock = explicit_lock(tmp_path / "conda-linux-64.lock", [archive])
     prefix = tmp_path / "env"
     done = _install_process(lock, prefix, tmp_path / "cache")
-    assert done.returncode == 2 and "panicked" not in done.stderr
+    assert done.returncode == 2 and "panicked" not in done.stderr, done.stderr
     assert "info/index.json says version '1.1', the lock says '1.0'" in done.stderr
     assert not prefix.exists()
 
@@ -161,7 +164,7 @@ def test_the_conda_format_installs(tmp_path: Path) -> None:
 def test_a_refused_install_leaves_an_existing_prefix_as_it_was(tmp_path: Path) -> None:
     lock = write_lock(build_channel(tmp_path), tmp_path)
     prefix = tmp_path / "env"
-    assert _install(lock, prefix, tmp_path / "cache")[0] == 0
+    _install(lock, prefix, tmp_path / "cache", expect=0)
     before = snapshot_tree(prefix)
     bad = build_package(
         tmp_path / "bad",
@@ -172,7 +175,7 @@ def test_a_refused_install_leaves_an_existing_prefix_as_it_was(tmp_path: Path) -
     )
     lines = lock.read_text()
     other = explicit_lock(tmp_path / "conda-linux-64.lock", [bad])
-    assert _install(other, prefix, tmp_path / "cache")[0] == 2
+    _install(other, prefix, tmp_path / "cache", expect=2)
     assert snapshot_tree(prefix) == before and lines == lock.read_text()
 
 
@@ -272,7 +275,7 @@ def test_a_hostile_arch_list_in_the_lock_is_refused_before_install(tmp_path: Pat
     result = CliRunner().invoke(
         main, ["install", str(lock), "-p", str(prefix)], env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
     )
-    assert result.exit_code == 2 and "envsolver_torch_cuda_arch_list" in result.output
+    assert result.exit_code == 2 and "envsolver_torch_cuda_arch_list" in result.output, result.output
     assert not prefix.exists() and not canary.exists()
 
 
@@ -282,9 +285,9 @@ def test_a_rebuilt_archive_with_the_same_name_version_and_build_is_installed(tmp
     first = build_package(tmp_path / "one", "tiny-data", "2.1", {"share/tiny/data.txt": "first\n"})
     second = build_package(tmp_path / "two", "tiny-data", "2.1", {"share/tiny/data.txt": "second\n"})
     prefix = tmp_path / "env"
-    assert _install(explicit_lock(tmp_path / "a.lock", [first]), prefix, tmp_path / "cache")[0] == 0
+    _install(explicit_lock(tmp_path / "a.lock", [first]), prefix, tmp_path / "cache", expect=0)
     code, output = _install(explicit_lock(tmp_path / "b.lock", [second]), prefix, tmp_path / "cache")
-    assert code == 0 and "already up to date" not in output
+    assert code == 0 and "already up to date" not in output, output
     assert (prefix / "share" / "tiny" / "data.txt").read_text() == "second\n"
 
 
@@ -334,6 +337,6 @@ def test_an_unreadable_archive_the_lock_pins_is_refused_with_a_fix(tmp_path: Pat
     prefix = tmp_path / "env"
     code, output = _install(lock, prefix, tmp_path / "cache", "--json")
     doc = json.loads(output[output.index("{") :])
-    assert code == 2 and doc["error"]["kind"] == "archive" and "junk-1.0-h0_0.conda" in doc["error"]["message"]
+    assert code == 2 and doc["error"]["kind"] == "archive" and "junk-1.0-h0_0.conda" in doc["error"]["message"], output
     assert doc["error"]["fix"] == "regenerate it with envsolver make from channels you trust."
     assert not prefix.exists()

@@ -64,13 +64,13 @@ def assert_failure(result: Result, doc: Any, code: int, kind: str) -> dict[str, 
 
 def test_explain_success(tmp_path: Path) -> None:
     result, doc = run_json(["explain", "--gpu", "a100", "--json"])
-    assert result.exit_code == 0 and doc["ok"] is True
+    assert result.exit_code == 0 and doc["ok"] is True, result.output
     assert doc["torch_cuda_arch_list"] == "8.0+PTX" and "detected" in doc and doc["warnings"]
 
 
 def test_make_success(tmp_path: Path) -> None:
     result, doc = run_json(["make", "--gpu", "a100", "--no-lock", "--out", str(tmp_path), "--json"])
-    assert result.exit_code == 0 and doc["ok"] is True
+    assert result.exit_code == 0 and doc["ok"] is True, result.output
     assert doc["files"] == {str(tmp_path / "environment.yml"): "written"} and doc["plan"]["torch_version"]
 
 
@@ -83,20 +83,22 @@ def test_gpus_success() -> None:
 def test_install_success(tmp_path: Path) -> None:
     lock_path = write_lock(build_channel(tmp_path), tmp_path)
     result, doc = run_json(["install", str(lock_path), "-p", str(tmp_path / "env"), "--no-hook", "--json"])
-    assert result.exit_code == 0 and doc["ok"] is True and doc["packages"] == 3 and doc["changed"] is True
+    assert result.exit_code == 0 and doc["ok"] is True and doc["packages"] == 3 and doc["changed"] is True, (
+        result.output
+    )
 
 
 def test_install_with_a_failing_hook_is_ok_false_and_exit_1(tmp_path: Path) -> None:
     lock_path = write_lock(build_channel(tmp_path), tmp_path, custom={"envsolver_torch_cuda_arch_list": "9.0+PTX"})
     result, doc = run_json(["install", str(lock_path), "-p", str(tmp_path / "env"), "--json"])
-    assert result.exit_code == 1 and doc["ok"] is False and doc["hook"]["ok"] is False
+    assert result.exit_code == 1 and doc["ok"] is False and doc["hook"]["ok"] is False, result.output
 
 
 def test_hook_report_and_print_env(tmp_path: Path) -> None:
     result, doc = run_json(["hook", "-p", str(tmp_path), "--arch-list", "8.0", "--no-build", "--json"])
-    assert result.exit_code == 1 and doc["ok"] is False and doc["torch_cuda_arch_list"].startswith("8.0")
+    assert result.exit_code == 1 and doc["ok"] is False and doc["torch_cuda_arch_list"].startswith("8.0"), result.output
     result, doc = run_json(["hook", "-p", str(tmp_path), "--arch-list", "9.0+PTX", "--print-env", "--json"])
-    assert result.exit_code == 0 and doc["ok"] is True and doc["torch_cuda_arch_list"] == "9.0+PTX"
+    assert result.exit_code == 0 and doc["ok"] is True and doc["torch_cuda_arch_list"] == "9.0+PTX", result.output
     assert "export TORCH_CUDA_ARCH_LIST=9.0+PTX\n" in doc["exports"]
 
 
@@ -235,7 +237,10 @@ def test_a_bug_under_envsolver_debug_still_raises(monkeypatch: pytest.MonkeyPatc
 def check_document(result: Result) -> None:
     """The --json invariant: one document on stdout; a failure is the failure document, with a fix."""
     assert result.exit_code in (0, 1, 2), result.output
-    doc = json.loads(result.stdout)
+    try:
+        doc = json.loads(result.stdout)
+    except ValueError as exc:
+        raise AssertionError(f"stdout is not one JSON document ({exc}): {result.output}") from None
     if result.exit_code == 0:
         assert doc["ok"] is True
         return
@@ -291,19 +296,21 @@ def test_the_usage_fix_works() -> None:
     _, doc = run_json(["explain", "--gpu", "a100", "--platform", "win-64", "--json"])
     command = doc["error"]["fix"].split("`")[1].split()[1:]
     shown = CliRunner().invoke(main, command)
-    assert shown.exit_code == 0 and "--platform" in shown.stdout
+    assert shown.exit_code == 0 and "--platform" in shown.stdout, shown.output
 
 
 def test_a_json_looking_option_value_is_not_the_flag() -> None:
     """`--torch --json` passes '--json' as the torch version: the outcome is a human message, not a document."""
     result = CliRunner().invoke(main, ["explain", "--gpu", "a100", "--torch", "--json"])
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2 and result.stdout == "", result.output
     assert result.stderr.startswith("error: malformed torch version '--json'")
 
 
 def test_without_json_usage_errors_are_clicks() -> None:
     result = CliRunner().invoke(main, ["explain", "--gpu", "a100", "--platform", "win-64"])
-    assert result.exit_code == 2 and result.stdout == "" and "Invalid value for '--platform'" in result.stderr
+    assert result.exit_code == 2 and result.stdout == "" and "Invalid value for '--platform'" in result.stderr, (
+        result.output
+    )
 
 
 # --- Ctrl-C ----------------------------------------------------------------------------------------------------

@@ -160,7 +160,7 @@ def test_snapshot_contradictions_are_the_known_kb_errors(capsys: pytest.CaptureF
     found = {_key(f) for f in report.contradictions}
     assert not found - KB_ERRORS_AWAITING_FIX, "the KB contradicts the snapshot: `python scripts/kb_audit.py` says how"
     assert not KB_ERRORS_AWAITING_FIX - found, "fixed in torch.yaml: remove these from KB_ERRORS_AWAITING_FIX"
-    assert code == (1 if KB_ERRORS_AWAITING_FIX else 0)
+    assert code == (1 if KB_ERRORS_AWAITING_FIX else 0), out
     assert out.splitlines()[0] == (
         f"KB audit: the knowledge base against the bundled snapshot ({snapshot.date()}) "
         "(1125 records of pytorch, deepspeed, cuda-version and CUDA libraries)"
@@ -233,7 +233,7 @@ def test_quiet_leaves_out_the_notes_but_counts_them(capsys: pytest.CaptureFixtur
 def test_a_changed_version_is_a_build_no_row_covers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """conda-forge never built torch 2.2: a record claiming 2.2.0 contradicts torch.yaml."""
     code, new = new_blocks(capsys, tmp_path, lambda d: record(d, "linux-64", F_CUDA130).update(version="2.2.0"))
-    assert code == 1
+    assert code == 1, new
     assert new == {
         "contradiction [uncovered] torch 2.2.0 cuda130 on conda-forge/linux-64\n"
         "  - no torch.yaml row covers this CUDA build (conda-forge linux-64)\n"
@@ -245,7 +245,7 @@ def test_a_changed_version_is_a_build_no_row_covers(capsys: pytest.CaptureFixtur
 def test_a_newer_torch_than_the_kb_knows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     v = NEXT_TORCH
     code, new = new_blocks(capsys, tmp_path, lambda d: record(d, "linux-64", F_CUDA130).update(version=str(v)))
-    assert code == 1
+    assert code == 1, new
     assert new == {
         "contradiction [newest] pytorch on conda-forge\n"
         f"  - torch.yaml: newest {KB_TORCH}\n"
@@ -266,7 +266,7 @@ def test_a_python_the_row_does_not_list(capsys: pytest.CaptureFixture[str], tmp_
         replace_dep(rec, "python_abi 3.13.* *_cp313", "python_abi 3.9.* *_cp39")
 
     code, new = new_blocks(capsys, tmp_path, to_py39)
-    assert code == 1
+    assert code == 1, new
     assert new == {
         f"contradiction [python] {ROW11}\n"
         "  - python 3.10, 3.11, 3.12, 3.13, 3.14\n"
@@ -283,7 +283,7 @@ def test_a_build_of_a_cuda_variant_no_row_has(capsys: pytest.CaptureFixture[str]
         replace_dep(rec, "cuda-version >=12.9,<13", "cuda-version >=12.8,<13")
 
     code, new = new_blocks(capsys, tmp_path, add_cuda128)
-    assert code == 1
+    assert code == 1, new
     assert new == {
         "contradiction [uncovered] torch 2.10.0 cuda128 on conda-forge/linux-64\n"
         "  - no torch.yaml row covers this CUDA build (conda-forge linux-64)\n"
@@ -297,7 +297,7 @@ def test_a_cudnn_floor_above_the_rows(capsys: pytest.CaptureFixture[str], tmp_pa
         record(d, "linux-64", F_CUDA129), "libcudnn >=9.10.2.21,<10.0a0", "libcudnn >=9.11.0.98,<10.0a0"
     )
     code, new = new_blocks(capsys, tmp_path, edit)
-    assert code == 1
+    assert code == 1, new
     assert new == {
         f"contradiction [cudnn] {ROW11}\n"
         "  - cudnn 9.10 for torch 2.10.0\n"
@@ -312,7 +312,7 @@ def test_a_cuda_version_range_other_than_the_rows(capsys: pytest.CaptureFixture[
         replace_dep(record(docs, "linux-64", F_CUDA130), "cuda-version >=13.0,<14", "cuda-version >=13.1,<14")
 
     code, new = new_blocks(capsys, tmp_path, edit)
-    assert code == 1
+    assert code == 1, new
     assert new == {
         f"contradiction [cuda_range] {ROW12}\n"
         "  - cuda_range >=13.0,<14\n"
@@ -334,7 +334,7 @@ def test_a_tegra_build_no_row_covers(capsys: pytest.CaptureFixture[str], tmp_pat
     """The sbsa row's build glob matches the tegra build's string too; the arm-variant dependency tells them
     apart, so a tegra build with no tegra row is uncovered."""
     code, new = new_blocks(capsys, tmp_path, as_tegra)
-    assert code == 1
+    assert code == 1, new
     assert new == {
         "contradiction [uncovered] torch 2.10.0 cuda129 tegra on conda-forge/linux-aarch64\n"
         "  - no torch.yaml row covers this CUDA build (conda-forge linux-aarch64, arm_variant tegra)\n"
@@ -385,7 +385,7 @@ def test_a_deepspeed_build_pinning_another_torch(capsys: pytest.CaptureFixture[s
         replace_dep(record(docs, "linux-64", F_DS), "pytorch >=2.10.0,<2.11.0a0", "pytorch >=2.11.0,<2.12.0a0")
 
     code, new = new_blocks(capsys, tmp_path, edit)
-    assert code == 1
+    assert code == 1, new
     assert new == {
         f"contradiction [torch] {DS13}\n"
         "  - torch 2.10 for deepspeed 0.18.8\n"
@@ -408,7 +408,7 @@ def test_newer_deepspeed_and_cuda_version_than_the_kb_knows(capsys: pytest.Captu
         )
 
     code, new = new_blocks(capsys, tmp_path, edit)
-    assert code == 1
+    assert code == 1, new
     assert new == {
         "contradiction [newest] cuda-version\n"
         f"  - cuda.yaml toolkits: newest {KB_CUDA}\n"
@@ -606,7 +606,7 @@ def test_a_kb_without_deepspeed_or_toolkit_rows_is_audited(kb: KnowledgeBase) ->
 
 def test_derive_prints_the_row_keys_the_records_determine(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--derive")
-    assert code == 0
+    assert code == 0, out
     rows = yaml.safe_load(out)
     assert {
         "channel": "conda-forge",
@@ -707,7 +707,7 @@ def test_current_repodata_is_never_complete(tmp_path: Path) -> None:
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
-    assert code == 0 and "--repodata CHANNEL=PATH" in out and "--derive" in out
+    assert code == 0 and "--repodata CHANNEL=PATH" in out and "--derive" in out, out
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -739,8 +739,9 @@ def test_bad_repodata_exits_2_with_the_fix(capsys: pytest.CaptureFixture[str], t
     make, message = BAD_INPUTS[case]
     path = make(tmp_path)
     code, out, err = run(capsys, "--repodata", f"conda-forge={path}", "--json")
+    assert code == 2, (out, err)
     doc = json.loads(out)
-    assert code == 2 and doc["exit_code"] == 2 and doc["error"]["kind"] == "bad_input"
+    assert doc["exit_code"] == 2 and doc["error"]["kind"] == "bad_input", (doc, err)
     assert message in doc["error"]["message"]
     assert doc["error"]["fix"].startswith("Pass a repodata.json as the channel serves it")
     assert err.startswith("error: ")
@@ -753,6 +754,7 @@ def test_bad_repodata_exits_2_with_the_fix(capsys: pytest.CaptureFixture[str], t
 )
 def test_usage_errors_exit_2_with_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     code, out, err = run(capsys, *argv, "--json")
+    assert code == 2, (out, err)
     doc = json.loads(out)
     assert (
         code == 2
@@ -764,7 +766,7 @@ def test_usage_errors_exit_2_with_json(capsys: pytest.CaptureFixture[str], argv:
 
 def test_an_invalid_kb_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "--kb", str(tmp_path))
-    assert code == 2 and "the knowledge base has" in err
+    assert code == 2 and "the knowledge base has" in err, err
 
 
 # ---- the script's own failures ----

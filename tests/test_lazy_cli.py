@@ -68,7 +68,7 @@ def test_a_lazy_command_runs_when_named(name: str) -> None:
 
 def test_an_unknown_command_is_still_a_usage_error() -> None:
     result = CliRunner().invoke(cli.main, ["instal"])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     assert "No such command 'instal'" in result.output
 
 

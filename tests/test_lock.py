@@ -114,12 +114,12 @@ def test_explicit_lock_parses_with_rattler(a100_offline: Path) -> None:
 
 def test_reruns_are_byte_identical_and_not_rewritten(a100_offline: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     for name in ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock"):
         assert (tmp_path / name).read_bytes() == (a100_offline / name).read_bytes()
     before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     again = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
-    assert again.exit_code == 0 and again.output.count("unchanged") == 4
+    assert again.exit_code == 0 and again.output.count("unchanged") == 4, again.output
     assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
 
 
@@ -390,7 +390,7 @@ def test_explain_offline_and_make_offline_agree(args: list[str], tmp_path: Path)
         assert json.loads(explained.stdout) == {"ok": True, **plan, "detected": {}}
         assert plan["snapshot_date"] == snapshot.date()
     else:
-        assert made.exit_code == 1
+        assert made.exit_code == 1, made.output
         # The refusal, word for word (without --json, so only the message is compared).
         explained = runner.invoke(main, ["explain", *args, "--offline"])
         made = runner.invoke(main, ["make", *args, "--offline", "--out", str(tmp_path)])

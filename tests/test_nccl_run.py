@@ -292,7 +292,7 @@ def test_the_node_command_outside_slurm_says_so(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     command = nccl_run.node_command(job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(tmp_path)))
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
+    assert done.returncode == 2, done.stderr
     assert "SLURM_JOB_NODELIST" in done.stderr and "srun" in done.stderr
 
 
@@ -345,7 +345,7 @@ def test_a_rank_that_cannot_join_ends_within_its_timeout(tmp_path: Path) -> None
     argv = [sys.executable, WORKER, "--out-dir", str(tmp_path), "--backend", "gloo", "--timeout", "3"]
     started = time.monotonic()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode != 0 and time.monotonic() - started < 100
+    assert done.returncode != 0 and time.monotonic() - started < 100, done.stderr
     ranks = {0: (tmp_path / "rank-0.json").read_text()}
     checks = {c.id: c for c in nccl.judge(nccl.Collected(2, None, ranks, "exit 3", "envsolver verify --nccl"))}
     assert checks["nccl-ranks"].status == "fail"

@@ -330,7 +330,7 @@ def test_a_hand_edited_file_of_an_earlier_run_is_kept_without_force(runner: CliR
     edited.write_text(edited.read_text() + "# mine\n")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     refused = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(out)])
-    assert refused.exit_code == 2 and "edited by hand" in refused.output and "--force" in refused.output
+    assert refused.exit_code == 2 and "edited by hand" in refused.output and "--force" in refused.output, refused.output
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     forced = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(out), "--force"])
-    assert forced.exit_code == 0 and {p.name for p in out.iterdir()} == {"environment.yml"}
+    assert forced.exit_code == 0 and {p.name for p in out.iterdir()} == {"environment.yml"}, forced.output

@@ -155,7 +155,8 @@ def test_long_texts_take_linear_time(text: str) -> None:
     """Solver texts can be long; a quadratic scan took minutes on these."""
     started = time.monotonic()
     assert MARK not in redact(text) + redact_text(text)
-    assert time.monotonic() - started < 5
+    took = time.monotonic() - started
+    assert took < 30, f"took {took:.1f} s"  # quadratic, minutes; linear, milliseconds
 
 
 def test_secret_key_parts_cover_the_documented_keys() -> None:
@@ -282,7 +283,7 @@ def test_make_errors_carry_no_credential(tmp_path: Path, channel: str) -> None:
 
 def test_make_without_credentials_says_how_to_pass_them(basic_channel: Server, tmp_path: Path) -> None:
     code, _, stderr, written = _make(tmp_path, f"{basic_channel.url}/conda-forge")
-    assert code == 2 and "401" in stderr and "https://USER:TOKEN@HOST/" in stderr and written == ""
+    assert code == 2 and "401" in stderr and "https://USER:TOKEN@HOST/" in stderr and written == "", stderr
 
 
 def test_make_with_a_query_token_writes_and_prints_no_token(tmp_path: Path) -> None:
@@ -290,7 +291,7 @@ def test_make_with_a_query_token_writes_and_prints_no_token(tmp_path: Path) -> N
     files and on stdout. rattler never sends a channel URL's query, so make now refuses it, naming it masked."""
     with serve(lambda handler: _snapshot_file(handler, handler.path)) as server:
         code, stdout, stderr, written = _make(tmp_path, f"{server.url}/conda-forge?token={TOKEN}")
-    assert code == 2 and "?token=***" in stderr and written == ""
+    assert code == 2 and "?token=***" in stderr and written == "", stderr
     _assert_clean(stdout, stderr)
 
 

@@ -155,8 +155,8 @@ def test_a_bad_request_is_a_bug_not_a_user_error(monkeypatch: pytest.MonkeyPatch
 
 def test_the_worker_keeps_stdout_for_its_answer(channel: Path, tmp_path: Path) -> None:
     request = {"op": "index", "path": str(channel)}
-    code, out, _ = _worker(json.dumps(request).encode() + b"\n")
-    assert code == 0 and out.count(b"\n") == 1
+    code, out, errors = _worker(json.dumps(request).encode() + b"\n")
+    assert code == 0 and out.count(b"\n") == 1, (out, errors)
     assert solve.read_answer(out) == {"ok": True, "warnings": []}
 
 

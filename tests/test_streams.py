@@ -79,13 +79,13 @@ def test_explain_plan_on_stdout_warnings_on_stderr(tmp_path: Path) -> None:
 
 def test_gpu_table_is_not_squeezed() -> None:
     result = invoke(["gpus"])
-    assert result.exit_code == 0 and result.stderr == ""
+    assert result.exit_code == 0 and result.stderr == "", result.output
     assert any(LONG_GPU in line for line in result.stdout.splitlines())
 
 
 def test_errors_go_to_stderr_on_one_line() -> None:
     result = invoke(["explain", "--gpu", "a1000"])
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2 and result.stdout == "", result.output
     assert result.stderr == (
         "error: unknown GPU 'a1000'. Closest known names: 'a100', 'a6000', 'a5000'. Run `envsolver gpus` for the "
         "full table and pass one of its names or aliases to --gpu.\n"

@@ -133,7 +133,7 @@ def test_without_network_refusals_offer_fixes_that_work(tmp_path: Path, monkeypa
     monkeypatch.setattr(lock, "LIVE_LOCATION", "https://127.0.0.1:9")  # nothing listens on loopback port 9
     args = ["--gpu", "a100", "--torch", "2.13"]
     result = CliRunner().invoke(main, ["make", *args, "--out", str(tmp_path)], env=ENV)
-    assert result.exit_code == 1 and "could not be reached" in result.output
+    assert result.exit_code == 1 and "could not be reached" in result.output, result.output
     suggestions = SUGGESTION.findall(result.output)
     assert suggestions == ["--no-lock", "--torch 2.10.0"], result.output
     for i, suggestion in enumerate(suggestions):

@@ -355,7 +355,7 @@ def test_probe_runs_in_this_interpreter() -> None:
 def test_cli_json_golden_for_the_cpu_venv(kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify_run, "probe", lambda *a, **k: facts("cpu-venv-facts"))
     result_ = CliRunner().invoke(main, ["verify", "--python", sys.executable, "--json"])
-    assert result_.exit_code == 1
+    assert result_.exit_code == 1, result_.output
     doc = json.loads(result_.output)
     golden = FACTS / "cpu-venv-verify.golden.json"
     doc["target"]["python"] = "PYTHON"
@@ -369,9 +369,9 @@ def test_cli_json_golden_for_the_cpu_venv(kb: KnowledgeBase, monkeypatch: pytest
 def test_cli_check_filter_and_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(verify_run, "probe", lambda *a, **k: healthy())
     ok = CliRunner().invoke(main, ["verify", "--python", sys.executable, "--check", "shm", "--check", "nvcc"])
-    assert ok.exit_code == 0 and "pass shm" in ok.output and "torch_import" not in ok.output
+    assert ok.exit_code == 0 and "pass shm" in ok.output and "torch_import" not in ok.output, ok.output
     missing = CliRunner().invoke(main, ["verify", "-p", str(tmp_path / "nope")])
-    assert missing.exit_code == 2 and "has no bin/python" in missing.output
+    assert missing.exit_code == 2 and "has no bin/python" in missing.output, missing.output
 
 
 def test_host_checks_arrive_before_torch_has_imported(kb: KnowledgeBase, tmp_path: Path) -> None:
@@ -404,7 +404,7 @@ def test_a_crashing_probe_is_exit_2(tmp_path: Path) -> None:
     script.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 3\n")
     script.chmod(0o755)
     result_ = CliRunner().invoke(main, ["verify", "--python", str(script)])
-    assert result_.exit_code == 2 and "the probe crashed" in result_.output and "boom" in result_.output
+    assert result_.exit_code == 2 and "the probe crashed" in result_.output and "boom" in result_.output, result_.output
 
 
 def test_check_filter_with_streaming(kb: KnowledgeBase, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""What `cluster init` shows: the drafted partitions as lines of text, or one JSON document. Pure."""
+"""What `cluster init` shows: the drafted partitions as lines of text (what Slurm and the nodes said with its
+control characters spelled out, printable.py), or one JSON document (as they said it). Pure."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from envsolver.cluster.discover import Discovery
 from envsolver.cluster.file import to_document
+from envsolver.printable import printable
 
 
 def lines(found: Discovery, path: Path, outcome: str) -> list[str]:
@@ -28,7 +30,7 @@ def lines(found: Discovery, path: Path, outcome: str) -> list[str]:
     out = [f"cluster {cluster.name}: {len(cluster.partitions)} GPU partition(s)"]
     out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     for skipped in cluster.skipped:
-        out.append(f"skipped {skipped.name}: {skipped.reason}")
+        out.append(f"skipped {printable(skipped.name)}: {printable(skipped.reason)}")
     verb = "unchanged" if outcome == "unchanged" else "wrote"
     out.append(f"{verb} {path} (every value's origin is under `provenance:`); next: envsolver make --cluster {path}")
     return out

@@ -1,13 +1,19 @@
 """What `verify --cluster` shows: one table of checks x partitions, then every failing or warning check with its
-node and fix; or one JSON document holding every partition's own verify document. Pure."""
+node and fix; or one JSON document holding every partition's own verify document. Pure.
+
+The lines hold what the nodes said (their names, their checks' ids, details and fixes, what they printed besides
+their report) with every control character spelled out (printable.py), a newline too: one line per line, and a
+table whose columns line up. The JSON document holds it as it came."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from envsolver.cluster import compare
 from envsolver.cluster.verify import Outcome, Report
 from envsolver.errors import split_fix
+from envsolver.printable import printable
 from envsolver.verify.checks import IDS as NODE_IDS
 from envsolver.verify.checks_base import Check
 
@@ -40,9 +46,9 @@ def table(report: Report) -> list[str]:
         return []
     by_id = [{c.id: c for c in (*o.checks, *o.cross)} for o in checked]
     body: list[tuple[str, ...]] = [("check", *(o.partition.name for o in checked))]
-    body.append(("node", *(o.node or "?" for o in checked)))
+    body.append(("node", *(printable(o.node or "?") for o in checked)))
     for check_id in _rows(checked):
-        label = f"{check_id} {ACROSS}" if check_id in compare.IDS else check_id
+        label = f"{check_id} {ACROSS}" if check_id in compare.IDS else printable(check_id)
         body.append((label, *(CELL[found[check_id].status] if check_id in found else NOT_RUN for found in by_id)))
     body.append(("result", *(RESULT[o.status] for o in checked)))
     widths = [max(len(row[i]) for row in body) for i in range(len(body[0]))]
@@ -50,9 +56,9 @@ def table(report: Report) -> list[str]:
 
 
 def _check_lines(check: Check) -> list[str]:
-    lines = [f"  {CELL[check.status]} {check.id}: {check.detail}"]
+    lines = [f"  {CELL[check.status]} {printable(check.id)}: {printable(check.detail)}"]
     if check.fix:
-        lines.append(f"       fix: {check.fix}")
+        lines.append(f"       fix: {printable(check.fix)}")
     return lines
 
 
@@ -62,15 +68,15 @@ def lines(report: Report) -> list[str]:
     out = [_header(report), *table(report)]
     for o in report.outcomes:
         if o.status in ("fail", "warn"):
-            out.append(f"{o.partition.name} on {o.node or 'unknown node'}: {RESULT[o.status]}")
+            out.append(f"{o.partition.name} on {printable(o.node or 'unknown node')}: {RESULT[o.status]}")
             for check in (*o.checks, *o.cross):
                 if check.status in ("fail", "warn"):
                     out += _check_lines(check)
         elif o.status == "error":
             said = str(o.error).removeprefix(f"partition {o.partition.name}: ")
-            out.append(f"{o.partition.name}: ERROR, the step could not run: {said}")
+            out.append(f"{o.partition.name}: ERROR, the step could not run: {printable(said)}")
         elif o.status == "skipped":
-            out.append(f"{o.partition.name}: {o.error}")
+            out.append(f"{o.partition.name}: {printable(str(o.error))}")
     out.append(count(report))
     return out
 
@@ -87,11 +93,16 @@ def count(report: Report) -> str:
 
 
 def error_text(report: Report) -> str | None:
-    """The error of exit 2: every partition whose step could not run, each with its fix; None when none."""
+    """The error of exit 2: every partition whose step could not run, each with its fix, on a line of its own
+    (what a node said spelled out, as in lines()); None when none."""
+    return _error_text(report, printable)
+
+
+def _error_text(report: Report, shown: Callable[[str], str]) -> str | None:
     errors = [o for o in report.outcomes if o.status == "error"]
     if not errors:
         return None
-    listed = "\n".join(f"  - {o.error}" for o in errors)
+    listed = "\n".join(f"  - {shown(str(o.error))}" for o in errors)
     return (
         f"the verify step could not run on {len(errors)} partition(s):\n{listed}\n"
         "Fix: do what each partition's line says, then run the same command again."
@@ -156,7 +167,7 @@ def document(report: Report) -> dict[str, Any]:
         ),
         "partitions": [_outcome_doc(o) for o in report.outcomes],
     }
-    text = error_text(report)
+    text = _error_text(report, str)  # as the nodes said it: JSON spells out control characters itself
     if text is not None:
         message, fix = split_fix(text)
         doc["error"] = {"kind": "failed", "message": message, "fix": fix}

@@ -1,4 +1,5 @@
-"""Print a hook report: findings with their fixes, ops with proof, the GPU check."""
+"""Print a hook report: findings with their fixes, ops with proof, the GPU check; values never read as markup,
+their control characters spelled out. Or the JSON document, with the values as they are."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from envsolver.hook.run import HookReport
+from envsolver.printable import printable
 
 MARK = {
     "ok": "[green]ok[/]  ",
@@ -19,21 +21,31 @@ MARK = {
 }
 
 
+def _shown(value: str) -> str:
+    """A value within a markup line: markup escaped, control characters spelled out (an op's error holds what
+    the compiler printed)."""
+    return escape(printable(value))
+
+
+def _print(console: Console, line: str) -> None:
+    console.print(line, highlight=False, emoji=False)
+
+
 def show(console: Console, report: HookReport) -> None:
     for path, outcome in report.activation.items():
-        console.print(f"{path}: {outcome.value}", markup=False, highlight=False)
-    console.print(f"TORCH_CUDA_ARCH_LIST={report.arch_list}", markup=False, highlight=False)
+        _print(console, f"{_shown(str(path))}: {outcome.value}")
+    _print(console, f"TORCH_CUDA_ARCH_LIST={_shown(report.arch_list)}")
     for f in report.findings:
-        console.print(f"{MARK[f.status]} {escape(f.id)}: {escape(f.detail)}", highlight=False)
+        _print(console, f"{MARK[f.status]} {_shown(f.id)}: {_shown(f.detail)}")
         if f.fix and f.status in ("warn", "fail"):
-            console.print(f"       fix: {escape(f.fix)}", highlight=False)
+            _print(console, f"       fix: {_shown(f.fix)}")
     for op in report.ops:
         if not op.ok:
             why = op.error or f"no SASS for {', '.join(f'sm_{a}' for a in op.missing_sass)}"
-            console.print(f"{MARK['fail']} op {escape(op.op)}: {escape(why)}", highlight=False)
+            _print(console, f"{MARK['fail']} op {_shown(op.op)}: {_shown(why)}")
             continue
         if op.source == "unchanged":
-            console.print(f"{MARK['ok']} op {escape(op.op)}: unchanged ({escape(str(op.file))})", highlight=False)
+            _print(console, f"{MARK['ok']} op {_shown(op.op)}: unchanged ({_shown(str(op.file))})")
             continue
         sass = ", ".join(f"sm_{a}" for a in op.sass) if op.sass else "not checked (CPU op or no cuobjdump)"
         if op.source == "cache":  # a trusted entry: proven when it was stored, not loaded again (SECURITY.md)
@@ -47,19 +59,16 @@ def show(console: Console, report: HookReport) -> None:
         came = {
             "prebuilt": "DeepSpeed's prebuilt op",
         }.get(op.source, f"built in {op.seconds:.1f} s" if op.seconds is not None else "built")
-        console.print(
-            f"{MARK['ok']} op {escape(op.op)}: {came}; SASS {escape(sass)}; DeepSpeed's load() in a new process {load}",
-            highlight=False,
+        _print(
+            console,
+            f"{MARK['ok']} op {_shown(op.op)}: {came}; SASS {_shown(sass)}; DeepSpeed's load() in a new process {load}",
         )
     for note in report.notes:
-        console.print(f"note: {escape(note)}", highlight=False)
+        _print(console, f"note: {_shown(note)}")
     if report.gpu_check is not None:
         state = "ok" if report.gpu_check.get("ok") else "fail"
-        console.print(
-            f"{MARK[state]} FusedAdam vs torch.optim.AdamW, 5 steps: max |diff| = "
-            f"{escape(str(report.gpu_check.get('max_abs_diff', report.gpu_check.get('error'))))}",
-            highlight=False,
-        )
+        said = str(report.gpu_check.get("max_abs_diff", report.gpu_check.get("error")))
+        _print(console, f"{MARK[state]} FusedAdam vs torch.optim.AdamW, 5 steps: max |diff| = {_shown(said)}")
 
 
 def as_json(report: HookReport) -> dict[str, Any]:

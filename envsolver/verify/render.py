@@ -1,4 +1,5 @@
-"""Print verify's report: one line per check with its fix; or the JSON document."""
+"""Print verify's report: one line per check with its fix (markup escaped, control characters spelled out: a
+detail can hold what nvidia-smi or a node said); or the JSON document, as the checks say it."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from envsolver.printable import printable
 from envsolver.verify.checks import Check
 
 MARK = {"pass": "[green]pass[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]", "skip": "[dim]skip[/]"}
 
 
 def line(console: Console, check: Check) -> None:
-    console.print(f"{MARK[check.status]} {escape(check.id)}: {escape(check.detail)}", highlight=False)
+    shown = f"{MARK[check.status]} {escape(printable(check.id))}: {escape(printable(check.detail))}"
+    console.print(shown, highlight=False, emoji=False)
     if check.fix and check.status in ("fail", "warn"):
-        console.print(f"     fix: {escape(check.fix)}", highlight=False)
+        console.print(f"     fix: {escape(printable(check.fix))}", highlight=False, emoji=False)
 
 
 def summary(checks: list[Check]) -> str:

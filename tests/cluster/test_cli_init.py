@@ -16,7 +16,8 @@ from envsolver.cli import main
 from envsolver.cluster import file as cluster_file
 from envsolver.kb import KnowledgeBase
 from envsolver.versions import MajorMinor, driver
-from tests.slurmlab import SlurmLab
+from tests.hostile import HOSTILE, assert_shown
+from tests.slurmlab import V100, Gpu, SlurmLab
 
 SUGGESTION = re.compile(r"`(envsolver cluster [^`]*)`")
 
@@ -87,7 +88,7 @@ def test_partition_filter(lab: SlurmLab, tmp_path: Path, kb: KnowledgeBase) -> N
 
 def test_an_unknown_partition_is_refused_with_a_fix_that_works(lab: SlurmLab, tmp_path: Path) -> None:
     result = init(tmp_path, "--partition", "b200", "--no-probe")
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     assert "'b200'" in result.stderr and "Pass one of them to --partition" in result.stderr
     again = init(tmp_path, "--partition", "v100", "--no-probe")
     assert again.exit_code == 0, again.output
@@ -109,8 +110,9 @@ def test_json_output(lab: SlurmLab, tmp_path: Path) -> None:
 
 def test_json_errors(lab: SlurmLab, tmp_path: Path) -> None:
     result = init(tmp_path, "--partition", "b200", "--json")
+    assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
-    assert result.exit_code == 2 and doc["ok"] is False and doc["error"]["kind"] == "bad_input"
+    assert doc["ok"] is False and doc["error"]["kind"] == "bad_input", result.output
     assert "--partition" in doc["error"]["fix"]
     unknown = json.loads(init(tmp_path, "--map", "tesla=v1000", "--json").stdout)
     assert unknown["error"]["kind"] == "unknown_gpu"
@@ -121,7 +123,7 @@ def test_a_controller_that_is_down_exits_2_with_a_fix(
 ) -> None:
     monkeypatch.setenv("SLURM_CONF", str(lab.dead_conf()))
     result = init(tmp_path, "--json")
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
     assert doc["error"]["kind"] == "failed"
     assert "does not answer" in doc["error"]["message"] and "scontrol ping" in doc["error"]["fix"]
@@ -146,7 +148,7 @@ def test_a_hand_edited_file_is_kept_unless_forced(lab: SlurmLab, tmp_path: Path)
     path = tmp_path / "cluster.yaml"
     path.write_text(path.read_text().replace("535.104.05", "535.129.03"))
     refused = init(tmp_path, "--partition", "v100")
-    assert refused.exit_code == 2 and "--force" in refused.stderr
+    assert refused.exit_code == 2 and "--force" in refused.stderr, refused.output
     assert "535.129.03" in path.read_text()
     assert init(tmp_path, "--partition", "v100", "--force").exit_code == 0
     assert str(driver("535.104.05")) in path.read_text()
@@ -155,10 +157,24 @@ def test_a_hand_edited_file_is_kept_unless_forced(lab: SlurmLab, tmp_path: Path)
 def test_a_bad_map_is_refused_before_slurm_is_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo: the map is checked first
     result = init(tmp_path, "--map", "tesla")
-    assert result.exit_code == 2 and "--map TYPE=GPU" in result.stderr
+    assert result.exit_code == 2 and "--map TYPE=GPU" in result.stderr, result.output
 
 
 def test_help_has_examples() -> None:
     result = CliRunner().invoke(main, ["cluster", "init", "--help"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     assert "envsolver cluster init --no-probe --map tesla=v100" in result.stdout
+
+
+def test_what_nvidia_smi_says_on_a_node_is_shown_escaped(lab: SlurmLab, tmp_path: Path) -> None:
+    """gpu01's nvidia-smi names a GPU with a title set, a clear screen, an 8-bit CSI, rich markup and an emoji
+    code in it: the progress line and the note show it spelled out; --json holds it as it came."""
+    hostile = Gpu(HOSTILE, V100.driver, V100.compute_cap)
+    with lab.node_gpus("gpu01", (hostile, hostile)):
+        result = init(tmp_path, "--partition", "v100", "--partition", "a100")
+        as_json = init(tmp_path, "--partition", "v100", "--partition", "a100", "--json", "--force")
+    assert result.exit_code == 0, result.output  # the GRES type says v100; the note names what nvidia-smi said
+    assert_shown(result.stdout + result.stderr, result.output)
+    assert as_json.exit_code == 0, as_json.output
+    probes = {p["partition"]: p for p in json.loads(as_json.stdout)["probes"]}
+    assert probes["v100"]["gpus"][0]["name"] == HOSTILE, probes["v100"]

@@ -16,14 +16,15 @@ SCRIPT = Path(__file__).resolve().parent.parent.parent / "scripts" / "install_sy
 TOOLS = ("bash", "env", "id", "echo")  # what the script needs besides the Slurm binaries and apt-get
 
 
-def run(path: str, *prefix: str) -> subprocess.CompletedProcess[str]:
+def run(path: str, *prefix: str, script: Path = SCRIPT, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*prefix, shutil.which("bash") or "bash", str(SCRIPT)],
+        [*prefix, shutil.which("bash") or "bash", str(script)],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "PATH": path},
         check=False,
+        cwd=cwd,
     )
 
 
@@ -52,10 +53,16 @@ def test_without_apt_get_it_says_what_to_install(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_without_root_it_says_so() -> None:
+    """As uid 65534, which may not enter the checkout (a clone under a 0700 directory): the script and the tools
+    it needs are copied to a directory it can read, and it runs there."""
     with tempfile.TemporaryDirectory(prefix="deps-") as tmp:  # in /tmp: pytest's own is closed to other users
         bin_dir = Path(tmp)
         bin_dir.chmod(0o755)
+        script = bin_dir / SCRIPT.name
+        shutil.copyfile(SCRIPT, script)
+        script.chmod(0o644)
         path = bare_path(bin_dir, "apt-get")
-        done = run(path, shutil.which("setpriv") or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+        setpriv = shutil.which("setpriv") or "setpriv"
+        done = run(path, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", script=script, cwd=bin_dir)
     assert done.returncode == 0, done.stderr
     assert "needs root" in done.stdout and "sudo" in done.stdout

@@ -168,7 +168,7 @@ def test_bad_options_exit_2_with_the_fix(args: list[str], expected: str, tmp_pat
 
 def test_partition_options_need_a_cluster(tmp_path: Path) -> None:
     result = _run(["make", "--gpu", "a100", "--partition", "a100", "--offline", "--out", str(tmp_path)])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     assert "Pass --cluster FILE" in result.stderr
 
 

@@ -260,7 +260,7 @@ def test_the_activation_reaches_the_steps(cluster: Any, tmp_path: Path) -> None:
 def test_a_failing_verify_ends_the_job_before_the_command(cluster: Any, tmp_path: Path) -> None:
     bin_dir, calls = stand_in_slurm(tmp_path, verify_exit=1)
     done = run_script(sbatch.render(job_for(cluster.partition("v100"))), tmp_path, bin_dir)
-    assert done.returncode == 1
+    assert done.returncode == 1, done.stderr
     assert len(calls.read_text().splitlines()) == 1  # the verify step only
     assert "failed verify on a node of this job" in done.stderr and "the command was not run" in done.stderr
 
@@ -268,7 +268,7 @@ def test_a_failing_verify_ends_the_job_before_the_command(cluster: Any, tmp_path
 def test_no_verify_runs_only_the_command(cluster: Any, tmp_path: Path) -> None:
     bin_dir, calls = stand_in_slurm(tmp_path, verify_exit=1)
     done = run_script(sbatch.render(job_for(cluster.partition("v100"), verify=False)), tmp_path, bin_dir)
-    assert done.returncode == 0
+    assert done.returncode == 0, done.stderr
     [launch] = [json.loads(line) for line in calls.read_text().splitlines()]
     assert "--nproc-per-node=4" in launch and "verify" not in launch
 
@@ -350,7 +350,7 @@ def test_cli_writes_the_file_and_keeps_hand_edits(files_here: tuple[Path, Path],
     assert not files.edited_by_hand(out.read_text())
     out.write_text(out.read_text() + "echo mine\n")
     again = invoke([*args, "--json", "--", "python", "train.py"])
-    assert again.exit_code == 2 and "edited by hand" in json.loads(again.stdout)["error"]["message"]
+    assert again.exit_code == 2 and "edited by hand" in json.loads(again.stdout)["error"]["message"], again.output
     assert "--force" in json.loads(again.stdout)["error"]["fix"]
     assert invoke([*args, "--force", "--", "python", "train.py"]).exit_code == 0
 
@@ -388,7 +388,7 @@ def test_cli_refuses_an_environment_of_another_platform(files_here: tuple[Path, 
     error = refused(["-c", str(path), "-p", str(prefix), "--partition", "gh200", "--gpus-per-node", "1", "--", "x"])
     assert "installed for linux-64" in error["message"] and "linux-aarch64/conda-lock.yml" in error["fix"]
     ok = invoke(["-c", str(path), "-p", str(prefix), "--partition", "h100", "--gpus-per-node", "1", "--json", "x"])
-    assert ok.exit_code == 0 and json.loads(ok.stdout)["notes"] == []
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["notes"] == [], ok.output
 
 
 def test_cli_without_slurm_asks_for_gpus_per_node(files_here: tuple[Path, Path], tmp_path: Path) -> None:

@@ -263,7 +263,7 @@ def test_outside_slurm_it_says_to_run_under_srun(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2
+    assert done.returncode == 2, done.stderr
     assert "SLURM_NODEID" in done.stderr and "srun" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -279,7 +279,7 @@ LAUNCHER_USAGE = [
 @pytest.mark.parametrize(("args", "word"), LAUNCHER_USAGE, ids=[" ".join(a) for a, _ in LAUNCHER_USAGE])
 def test_the_launchers_usage_errors_exit_2(args: list[str], word: str) -> None:
     done = subprocess.run([sys.executable, LAUNCHER, *args], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and word in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and word in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_scontrol_that_fails_is_a_message(tmp_path: Path) -> None:
@@ -296,5 +296,5 @@ def test_scontrol_that_fails_is_a_message(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2
+    assert done.returncode == 2, done.stderr
     assert "scontrol show hostnames" in done.stderr and "Unable to contact" in done.stderr

@@ -59,7 +59,8 @@ def test_slurm_conf_naming_a_missing_file_fails_fast(tmp_path: Path, monkeypatch
     started = time.monotonic()
     with pytest.raises(slurm.SlurmError) as info:
         slurm.sinfo()
-    assert time.monotonic() - started < 5  # sinfo itself retries for 60 s
+    took = time.monotonic() - started
+    assert took < 30, f"took {took:.1f} s"  # sinfo itself retries for 60 s
     assert "missing.conf" in str(info.value)
     assert "SLURM_CONF" in _fix(info.value)
 
@@ -76,7 +77,8 @@ def test_a_command_past_its_timeout_is_stopped(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(slurm.SlurmError) as info:
         slurm.run(["sleep", "30"], 0.5, "a test")
-    assert time.monotonic() - started < 10
+    took = time.monotonic() - started
+    assert took < 20, f"took {took:.1f} s"  # stopped at 0.5 s, not at the sleep's 30 s
     assert "did not finish within 0 s" in str(info.value) or "within 1 s" in str(info.value)
     assert _fix(info.value)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from envsolver.cli import main
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.kb import default_kb
+from tests.hostile import HOSTILE, assert_shown
 from tests.slurmlab import V100, Gpu, SlurmLab, write_env
 
 ONLY = (
@@ -128,7 +130,7 @@ def test_json_holds_every_partitions_own_verify_document(setup: Setup) -> None:
     result = setup.verify("--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["ok"] is True and doc["exit_code"] == 0 and doc["cluster"] == "lab"
+    assert doc["ok"] is True and doc["exit_code"] == 0 and doc["cluster"] == "lab", doc
     assert doc["lock"]["platform"] == "linux-64" and doc["lock"]["partitions"] == sorted(PARTITIONS)
     assert [p["name"] for p in doc["partitions"]] == PARTITIONS
     for part in doc["partitions"]:
@@ -163,7 +165,7 @@ def test_a_partition_slurm_does_not_know_is_exit_2_naming_it_with_the_fix(setup:
     result = setup.verify("--json", file=file)
     assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
-    assert doc["ok"] is False and doc["exit_code"] == 2
+    assert doc["ok"] is False and doc["exit_code"] == 2, doc
     statuses = {p["name"]: p["status"] for p in doc["partitions"]}
     assert statuses == {**dict.fromkeys(PARTITIONS, "warn"), "ghost": "error"}
     ghost = next(p for p in doc["partitions"] if p["name"] == "ghost")
@@ -196,7 +198,7 @@ def test_a_down_node_is_exit_2_naming_the_partition(setup: Setup) -> None:
             report = cluster_verify.verify(request, default_kb(), seen.append)
     finally:
         lab.run(["scontrol", "update", "NodeName=gpu03", "State=RESUME"])
-    assert report.exit_code == 2
+    assert report.exit_code == 2, [o.error for o in report.outcomes]
     by_name = {o.partition.name: o for o in report.outcomes}
     assert by_name["h100"].status == "error"
     assert "Required node not available (down, drained or reserved)" in str(by_name["h100"].error)
@@ -218,7 +220,7 @@ def test_a_node_that_cannot_run_envsolver_is_exit_2_with_the_fix(setup: Setup) -
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", str(setup.lab.conf))
         report = cluster_verify.verify(request, default_kb())
-    assert report.exit_code == 2
+    assert report.exit_code == 2, [o.error for o in report.outcomes]
     for outcome in report.outcomes:
         assert outcome.status == "error"
         # The step runs in this directory, where `python -m envsolver` finds envsolver's source but not click.
@@ -263,7 +265,7 @@ def test_cluster_needs_a_prefix_and_no_python(setup: Setup, args: list[str], phr
     if "--python" in args:
         words += ["-p", str(setup.prefix)]
     result = setup.invoke(*words)
-    assert result.exit_code == 2 and phrase in result.stderr
+    assert result.exit_code == 2 and phrase in result.stderr, result.output
 
 
 def test_a_prefix_for_no_partition_of_the_cluster_is_refused(setup: Setup, tmp_path: Path) -> None:
@@ -271,7 +273,7 @@ def test_a_prefix_for_no_partition_of_the_cluster_is_refused(setup: Setup, tmp_p
     meta = lock["metadata"]["custom_metadata"]
     write_env(tmp_path / "arm", "linux-aarch64", meta, sys.executable)
     result = setup.invoke("verify", "--cluster", str(setup.file), "-p", str(tmp_path / "arm"), "--json")
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
     assert "is for linux-aarch64" in error["message"] and "no linux-aarch64 partition" in error["message"]
 
@@ -314,3 +316,57 @@ def test_ctrl_c_ends_every_step_and_exits_130(setup: Setup, tmp_path: Path) -> N
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_what_a_node_says_reaches_the_terminal_escaped_and_the_json_as_it_came(setup: Setup) -> None:
+    """gpu01's nvidia-smi names a GPU with a title set, a clear screen, an 8-bit CSI, rich markup and an emoji
+    code in it: the node's verify reports it in a check's detail, the login node's probe reads it too."""
+    hostile = Gpu(HOSTILE, V100.driver, V100.compute_cap, V100.memory)
+    with setup.lab.node_gpus("gpu01", (hostile, hostile)):
+        result = setup.verify()
+        as_json = setup.verify("--json")
+    assert result.exit_code in (0, 1), result.output
+    assert_shown(result.stdout + result.stderr, result.output)
+    assert as_json.exit_code == result.exit_code, as_json.output
+    v100 = next(p for p in json.loads(as_json.stdout)["partitions"] if p["name"] == "v100")
+    assert any(HOSTILE in c["detail"] for c in v100["verify"]["checks"]), v100["verify"]["checks"]
+    assert v100["probe"]["gpus"][0]["name"] == HOSTILE
+
+
+def test_a_nodes_failure_message_reaches_the_terminal_escaped(setup: Setup, tmp_path: Path) -> None:
+    """The prefix's python crashes on every node, saying something hostile: the nodes' verify fails (its error
+    quotes the probe), the login node reports exit 2 quoting each node."""
+    lock = yaml.safe_load((setup.root / "envs" / "linux-64" / "conda-lock.yml").read_text())
+    prefix = tmp_path / "env"
+    write_env(prefix, "linux-64", lock["metadata"]["custom_metadata"], sys.executable)
+    (prefix / "bin" / "python").write_text(f"#!/bin/sh\nprintf '%s\\n' {shlex.quote(HOSTILE)} >&2\nexit 3\n")
+    words = ["verify", "--cluster", str(setup.file), "-p", str(prefix), *CHECKS]
+    result = setup.invoke(*words)
+    assert result.exit_code == 2, result.output
+    assert_shown(result.stdout, result.output)
+    assert_shown(result.stderr, result.output)
+    as_json = setup.invoke(*words, "--json")
+    assert as_json.exit_code == 2, as_json.output
+    doc = json.loads(as_json.stdout)
+    assert all(HOSTILE in p["error"]["message"] for p in doc["partitions"]), doc["partitions"]
+
+
+def test_what_a_python_that_is_not_envsolver_prints_is_shown_escaped(setup: Setup, tmp_path: Path) -> None:
+    """The interpreter the nodes run prints no report at all, only hostile text: each partition's error quotes
+    it, spelled out, one line each."""
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nprintf '%s\\n%s\\n' {shlex.quote(HOSTILE)} '  pass driver: fake'\n")
+    python.chmod(0o755)
+    request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, python=str(python))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", str(setup.lab.conf))
+        report = cluster_verify.verify(request, default_kb())
+    assert report.exit_code == 2 and {o.status for o in report.outcomes} == {"error"}, [
+        o.error for o in report.outcomes
+    ]
+    lines = verify_report.lines(report)
+    assert_shown("\n".join(lines), lines)
+    assert not any(line.startswith("  pass driver") for line in lines), lines
+    problem = verify_report.error_text(report)
+    assert problem is not None
+    assert_shown(problem)

@@ -15,6 +15,8 @@ from envsolver.cluster.model import Cluster
 from envsolver.cluster.verify import Outcome, Report, status_of
 from envsolver.errors import split_fix
 from envsolver.kb import KnowledgeBase, default_kb
+from envsolver.verify.checks_base import Check
+from tests.hostile import HOSTILE, SHOWN, assert_shown
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cluster-verify"
 FILE = """\
@@ -162,3 +164,45 @@ def test_exit_codes(report: Report) -> None:
     assert "error" not in verify_report.document(without_error)
     warned = Report(**{**vars(report), "outcomes": report.outcomes[:1]})
     assert warned.exit_code == 0 and verify_report.document(warned)["ok"] is True
+
+
+def test_what_a_node_said_is_one_escaped_line_each_and_as_it_came_in_the_json(kb: KnowledgeBase) -> None:
+    """A node's name, its checks' ids, details and fixes, and what it printed besides its report: on the
+    terminal every control character spelled out (a newline too, so no line can pretend to be another); in the
+    JSON document as the node said them."""
+    cluster = parse(FILE, kb, "cluster.yaml")
+    tesla, v100 = cluster.partitions[:2]
+    said = f"{HOSTILE}\n  pass lock_driver: fake"
+    check = Check(HOSTILE, "fail", said, said)
+    error = f"partition v100: the verify on {HOSTILE} printed no report envsolver can read (exit 0: {said}). Run it"
+    report = Report(
+        cluster,
+        "cluster.yaml",
+        PREFIX,
+        "python",
+        "linux-64",
+        None,
+        {},
+        (
+            Outcome(tesla, "fail", ("srun",), HOSTILE, (check,), (), None, None, 1.0),
+            Outcome(v100, "error", ("srun",), HOSTILE, error=error, seconds=1.0),
+        ),
+    )
+    lines = verify_report.lines(report)
+    assert_shown("\n".join(lines))
+    assert not any(line.startswith("  pass lock_driver") for line in lines), lines
+    table = verify_report.table(report)
+    assert table[1].rindex(SHOWN) == table[0].index("v100"), table  # the node row lines up with the header
+    problem = verify_report.error_text(report)
+    assert problem is not None and len(problem.splitlines()) == 3, problem
+    assert_shown(problem)
+    doc = json.loads(json.dumps(verify_report.document(report)))
+    fail, err = doc["partitions"]
+    assert fail["node"] == HOSTILE and fail["checks"][0] == {
+        "id": HOSTILE,
+        "status": "fail",
+        "detail": said,
+        "fix": said,
+        "on": "node",
+    }
+    assert said in err["error"]["message"] and said in doc["error"]["message"]

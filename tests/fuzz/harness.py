@@ -1,6 +1,7 @@
 """The fuzz invariant and the machinery around it.
 
-Every run of an entry point ends in exit 0, 1 or 2 with a message, never a traceback, within a time bound.
+Every run of an entry point ends in exit 0, 1 or 2 with a message, never a traceback, within a time bound, and
+prints no raw control character (what it quotes from its inputs is spelled out, tests/hostile.py).
 Outcomes are tallied per test instead of failing at the first bad example, so one run reports every distinct
 cause (exception type and the envsolver line that raised it) with the shortest input that showed it.
 """
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 
 import envsolver
 from envsolver.cli import INTERNAL, main
+from tests.hostile import RAW
 
 FIXED_SEED = 20261129
 # Per-example bounds: hypothesis' deadline reports a slow example; the hard limit stops a hung one.
@@ -179,6 +181,9 @@ def invoke(args: Sequence[str], env: Mapping[str, str] | None = None) -> Outcome
         return Outcome(result.exit_code, output, "a traceback printed in the output")
     if f"error: {INTERNAL}" in output:
         return Outcome(result.exit_code, output, f"an {INTERNAL} reported")
+    raw = RAW.search(output)
+    if raw is not None:  # JSON spells control characters out, text output must too (envsolver/printable.py)
+        return Outcome(result.exit_code, output, f"a raw control character ({raw.group()!r}) in the output")
     return Outcome(result.exit_code, output, None)
 
 

@@ -14,6 +14,17 @@ from hypothesis import strategies as st
 _ARG_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 junk = st.text(_ARG_CHARS, max_size=30)
 file_junk = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200)
+# What a compute node, a server, Slurm or nvidia-smi could send to take a terminal over (issue 20): escape
+# sequences (title set, clear screen, cursor moves, colours; 7-bit and 8-bit CSI/OSC), other control characters,
+# bidi overrides and line separators, rich markup and emoji codes; spliced with junk.
+TERMINAL_ATTACKS = [
+    "\x1b]0;pwned\x07", "\x1b]2;t\x1b\\", "\x1b[2J", "\x1b[H", "\x1b[1A\x1b[2K", "\x1b[31m", "\x1bc", "\x9b2J",
+    "\x9d0;t\x9c", "\r", "\x08", "\x07", "\x7f", "\x85", "\u202e", "\u2028", "[bold]", "[/]", "[link=x]", ":warning:",
+]  # fmt: skip
+terminal_junk = st.lists(
+    st.one_of(st.sampled_from(TERMINAL_ATTACKS), junk, st.text(st.characters(categories=("Cc",)), max_size=3)),
+    max_size=6,
+).map("".join)
 # Past Python's 4300-digit int() limit, and unicode digits that int() and \d accept.
 huge_number = st.integers(4290, 4400).map(lambda n: "9" * n)
 odd_numbers = st.sampled_from(
@@ -286,7 +297,7 @@ def conda_lock_docs(draw: st.DrawFn) -> dict[str, Any]:
             st.none(),
             st.dictionaries(
                 st.one_of(st.just("envsolver_torch_cuda_arch_list"), junk),
-                st.one_of(st.sampled_from(ARCH_LISTS), junk),
+                st.one_of(st.sampled_from(ARCH_LISTS), junk, terminal_junk),
                 max_size=3,
             ),
             yaml_values,
@@ -346,7 +357,14 @@ SMI_CSV = [
     "name, driver_version\nNVIDIA H200\n",
     "index, uuid\n0, GPU-1\n",
 ]
-detection_text = st.one_of(st.sampled_from(SMI_CSV), file_junk, st.none())
+detection_text = st.one_of(
+    st.sampled_from(SMI_CSV),
+    terminal_junk.map(lambda name: f"name, driver_version\n{name}, 580.159.04\n"),  # a hostile GPU name
+    terminal_junk.map(lambda driver: f"name, driver_version\nNVIDIA H200, {driver}\n"),
+    file_junk,
+    terminal_junk,
+    st.none(),
+)
 
 
 # --- Grammatical locks: every field valid, generated from the grammar rather than picked from samples --------

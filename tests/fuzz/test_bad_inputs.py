@@ -104,4 +104,5 @@ def test_smi_parsers_are_linear_on_long_lines() -> None:
     detect.parse_proc_version("NVRM version: " + "1" * 200_000)
     detect.parse_smi_banner("Driver Version:" * 20_000)
     detect.parse_smi_list("GPU 0: " + "(UUID: " * 20_000)
-    assert time.perf_counter() - started < 1.0
+    took = time.perf_counter() - started
+    assert took < 10.0, f"took {took:.1f} s"  # quadratic, these take minutes; linear, milliseconds

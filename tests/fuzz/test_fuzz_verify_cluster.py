@@ -1,6 +1,7 @@
 """Property-based fuzzing of `verify --cluster`: whatever a node prints (the captured step outputs cut and
-spliced, a verify section holding any JSON, junk), reading it back, judging why it gave no report, the checks
-across partitions and the report's rendering never raise, and the JSON document is strict JSON; the command with
+spliced, a verify section holding any JSON, junk, escape sequences), reading it back, judging why it gave no
+report, the checks across partitions and the report's rendering never raise, the report's lines hold no raw
+control character (one line each), and the JSON document is strict JSON; the command with
 fuzzed options exits 0, 1 or 2 with a message, never a traceback."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from envsolver.cluster.verify import Outcome, Report, status_of
 from envsolver.kb import default_kb
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_cli, check_function, modes, run_property
+from tests.hostile import RAW
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cluster-verify"
 CAPTURED = sorted(p.read_text() for p in DATA.glob("step-*.txt"))
@@ -45,6 +47,7 @@ json_values = st.recursive(
         st.integers(),
         st.floats(allow_nan=False, allow_infinity=False),
         fs.junk,
+        fs.terminal_junk,
         st.sampled_from(["pass", "warn", "fail", "skip", "driver", ""]),
     ),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(fs.junk, inner, max_size=4)),
@@ -55,8 +58,8 @@ check_items = st.fixed_dictionaries(
     optional={
         "id": st.one_of(st.sampled_from(["driver", "gpus", "shm"]), json_values),
         "status": st.one_of(st.sampled_from(["pass", "warn", "fail", "skip"]), json_values),
-        "detail": st.one_of(fs.junk, json_values),
-        "fix": st.one_of(fs.junk, json_values),
+        "detail": st.one_of(fs.junk, fs.terminal_junk, json_values),
+        "fix": st.one_of(fs.junk, fs.terminal_junk, json_values),
     },
 )
 documents = st.one_of(
@@ -90,7 +93,7 @@ def step_text(draw: st.DrawFn) -> str:
         elif action == "dup":
             lines.insert(i, lines[i])
         elif action == "junk":
-            lines[i] = draw(fs.file_junk)
+            lines[i] = draw(st.one_of(fs.file_junk, fs.terminal_junk))
         elif action == "line":
             lines.insert(i, draw(st.sampled_from([*LINES, *MARKS])))
         else:
@@ -121,6 +124,9 @@ def test_whatever_a_node_prints_is_read_judged_and_rendered(seed_value: int | No
             report = Report(cluster, "cluster.yaml", "/shared/env", "python", "linux-64", "x", META, tuple(outcomes))
             for line in verify_report.lines(report):
                 line.encode("utf-8")  # printable as it is
+                assert "\n" not in line and not RAW.search(line), line  # what a node said, spelled out
+            problem = verify_report.error_text(report)
+            assert problem is None or not RAW.search(problem), problem
             json.dumps(verify_report.document(report), allow_nan=False)
 
         check_function(tally, text, run, ())

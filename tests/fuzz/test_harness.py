@@ -26,7 +26,8 @@ def test_a_hang_is_stopped_and_recorded() -> None:
     tally = Tally("t", summary=False)
     started = time.perf_counter()
     check_function(tally, "slow", lambda: time.sleep(5), (), limit_s=0.2)
-    assert time.perf_counter() - started < 2
+    took = time.perf_counter() - started
+    assert took < 4, f"took {took:.1f} s"  # stopped at 0.2 s, well before the 5 s sleep ends
     assert tally.hangs == 1
 
 

@@ -47,7 +47,8 @@ def test_alias_bombs_are_refused_before_they_expand(bomb: str) -> None:
     started = time.perf_counter()
     with pytest.raises(safeyaml.SafeYamlError, match="expand"):
         safeyaml.load(bomb)
-    assert time.perf_counter() - started < 1.0
+    took = time.perf_counter() - started
+    assert took < 10.0, f"took {took:.1f} s"  # expanded, a bomb takes minutes and gigabytes; quiet: milliseconds
 
 
 def test_small_aliases_and_merges_still_load() -> None:
