@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from envsolver import howto, pkgcache, procrun
 from envsolver.errors import EnvsolverError, Kind
+from envsolver.printable import printable
 from envsolver.pypi import index
 from envsolver.pypi.index import PipRecord
 from envsolver.redact import redact, redact_text
@@ -38,7 +38,6 @@ MAX_RECORD_BYTES = 1 << 20
 MAX_METADATA_BYTES = 1 << 20
 BUILD_TIMEOUT_S = 1800.0  # DeepSpeed's sdist builds in under a minute without ops; a slow shared disk takes longer
 TAIL = 4000  # characters of pip's output a failure shows
-_SAFE_TEXT = re.compile(r"[^\x20-\x7e\n]")
 
 
 class PipInstallError(EnvsolverError):
@@ -180,8 +179,7 @@ def pip_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 def shown(text: str) -> str:
     """pip's output for a message: its last TAIL characters, credentials masked, control characters escaped."""
-    tail = text[-TAIL:]
-    return _SAFE_TEXT.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), redact_text(tail))
+    return printable(redact_text(text[-TAIL:]), newlines=True)
 
 
 def install(
