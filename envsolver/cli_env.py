@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from envsolver import install as installer
-from envsolver import prefixmeta, render
+from envsolver import interrupts, prefixmeta, render
 from envsolver import progress as byte_progress
 from envsolver.cli_base import Command, diagnostics, progress, verbosity
 from envsolver.cluster import verify as cluster_verify
@@ -144,8 +144,24 @@ def install_command(
 
     Exit codes: 0 installed (or already up to date) and the hook passed or was not run; 1 the post-install
     hook failed (a pre-flight check or an op build); 2 bad input or the install could not run (the prefix is
-    left as it was); 130 interrupted (Ctrl-C).
+    left as it was); 130 interrupted (Ctrl-C); 143 and 129 terminated by SIGTERM and SIGHUP, cleaned up as
+    after Ctrl-C.
     """
+    with interrupts.like_ctrl_c():
+        _install(lock_path, prefix, name, platform, mirrors, no_hook, dry_run, op_cache, as_json)
+
+
+def _install(
+    lock_path: Path,
+    prefix: Path | None,
+    name: str | None,
+    platform: str | None,
+    mirrors: tuple[str, ...],
+    no_hook: bool,
+    dry_run: bool,
+    op_cache: Path | None,
+    as_json: bool,
+) -> None:
     prefix = _install_prefix(prefix, name)
     mirror_map = parse_mirrors(mirrors)
     if dry_run:
