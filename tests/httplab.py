@@ -2,8 +2,9 @@
 purpose, per path: answer 503 (or 429 with Retry-After) to the first N requests, drop the connection halfway
 through the body, ignore Range requests, or send slowly; or, for every path, stream without end (with no
 length, or chunked, or under a Content-Length that lies). It records every request (path, Range header,
-Proxy-less absolute form), the most requests it served at once, and the body bytes it sent. A second server kind is a forwarding HTTP
-proxy (absolute-form GET, no CONNECT), and a CONNECT recorder that refuses every tunnel."""
+Proxy-less absolute form), the most requests it served at once, and the body bytes it sent. A second server
+kind is a forwarding HTTP proxy (absolute-form GET, no CONNECT), and a CONNECT recorder that refuses every
+tunnel."""
 
 from __future__ import annotations
 
