@@ -144,8 +144,8 @@ def install_command(
 
     Exit codes: 0 installed (or already up to date) and the hook passed or was not run; 1 the post-install
     hook failed (a pre-flight check or an op build); 2 bad input or the install could not run (the prefix is
-    left as it was); 130 interrupted (Ctrl-C); 143 and 129 terminated by SIGTERM and SIGHUP, cleaned up as
-    after Ctrl-C.
+    left as it was); 130 interrupted (Ctrl-C); 143 terminated by SIGTERM; 129 terminated by SIGHUP (both
+    cleaned up as after Ctrl-C).
     """
     with interrupts.like_ctrl_c():
         _install(lock_path, prefix, name, platform, mirrors, no_hook, dry_run, op_cache, as_json)
