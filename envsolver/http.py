@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import hashlib
 import http.client
 import netrc
 import os
@@ -139,6 +140,12 @@ class Cancelled(DownloadError):
     kind: Kind = "interrupted"
 
 
+class Mismatch(DownloadError):
+    """A downloaded file is not the one its sha256 names (exit 2); the file is removed."""
+
+    kind: Kind = "integrity"
+
+
 class _Transient(Exception):
     """A failure worth another try: what happened, the fix should it be the last, a Retry-After in seconds."""
 
@@ -157,6 +164,7 @@ def download(
     context: ssl.SSLContext | None = None,
     size: int | None = None,
     ceiling: int | None = None,
+    sha256: str | None = None,
 ) -> None:
     """Fetch `url` (http, https or file) into the file `target`, streaming.
 
@@ -166,14 +174,18 @@ def download(
     where the server allows it.
     The body may hold at most `size` bytes where the file's size is known, else `ceiling` (default: from
     $ENVSOLVER_MAX_DOWNLOAD in `environ`, envsolver.bodylimit); a body announced or sent past it is refused and
-    not tried again. The caller proves the content (a sha256) afterwards.
+    not tried again. With `sha256` (hex), the whole file must have that digest (a file whose size and sha256 a
+    record gives: download(url, path, size=..., sha256=...)); else the caller proves the content itself.
     On any failure `target` is removed and DownloadError (an OSError) is raised with the URL redacted;
-    Cancelled when `watch.cancel` is set; BadInputError for an $ENVSOLVER_MAX_DOWNLOAD that is not a size.
+    Mismatch for another sha256, Cancelled when `watch.cancel` is set; BadInputError for an
+    $ENVSOLVER_MAX_DOWNLOAD that is not a size.
     """
     try:
         env = os.environ if environ is None else environ
         limit = bodylimit.for_file(size, bodylimit.ceiling(env) if ceiling is None else ceiling)
         _download(url, target, timeout, env, retry, watch or Watch(), context, limit)
+        if sha256 is not None:
+            _prove(target, sha256.lower(), redact_text(url))
     except BaseException:
         target.unlink(missing_ok=True)
         raise
@@ -322,6 +334,19 @@ def _stream(
         raise _Transient(
             f"cannot fetch {shown!r}: the connection closed after {have + received} of {have + expected} bytes",
             "Run the same command again; if it keeps failing, check the server or use another mirror.",
+        )
+
+
+def _prove(target: Path, expected: str, shown: str) -> None:
+    hasher = hashlib.sha256()
+    with target.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            hasher.update(chunk)
+    if hasher.hexdigest() != expected:
+        raise Mismatch(
+            f"{shown!r} is not the file its record names: sha256 {hasher.hexdigest()}, expected {expected}; it was "
+            "removed. Run the same command again; if it fails the same way, the server holds other bytes: check it, "
+            "or fetch from another with --mirror FROM=TO."
         )
 
 

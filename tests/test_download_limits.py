@@ -159,3 +159,28 @@ def test_a_bad_ceiling_stops_install_before_any_fetch(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "ENVSOLVER_MAX_DOWNLOAD='lots' is not a download limit" in done.stderr, done.stderr
     assert lab.requests == [], done.stderr
+
+
+def test_a_file_whose_size_and_sha256_are_known(tmp_path: Path) -> None:
+    """The call a caller with a record makes (a PyPI file's size and sha256): the right file arrives; another
+    file of the same size is refused as a Mismatch and removed; a longer one is cut at the size."""
+    import hashlib
+
+    from envsolver.http import Mismatch
+
+    (tmp_path / "srv").mkdir()
+    body = b"wheel bytes " * 100
+    (tmp_path / "srv" / "w.whl").write_bytes(body)
+    (tmp_path / "srv" / "other.whl").write_bytes(body.upper())
+    (tmp_path / "srv" / "long.whl").write_bytes(body + b"!")
+    digest = hashlib.sha256(body).hexdigest()
+    with serve(tmp_path / "srv") as lab:
+        download(f"{lab.url}/w.whl", tmp_path / "w", environ={}, size=len(body), sha256=digest.upper())
+        assert (tmp_path / "w").read_bytes() == body
+        with pytest.raises(Mismatch) as info:
+            download(f"{lab.url}/other.whl", tmp_path / "o", environ={}, size=len(body), sha256=digest)
+        assert f"expected {digest}; it was removed" in str(info.value) and info.value.kind == "integrity", info.value
+        assert not (tmp_path / "o").exists(), info.value
+        with pytest.raises(DownloadError, match=f"announces {len(body) + 1} bytes, past {len(body)} bytes"):
+            download(f"{lab.url}/long.whl", tmp_path / "l", environ={}, size=len(body), sha256=digest)
+        assert not (tmp_path / "l").exists()

@@ -67,7 +67,9 @@ def _leftovers(cache: Path) -> list[str]:
     return found + ([str(p) for p in staging.iterdir()] if staging.exists() else [])
 
 
-@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGHUP, 129, "SIGHUP")])
+@pytest.mark.parametrize(
+    ("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGHUP, 129, "SIGHUP")], ids=["TERM", "HUP"]
+)
 def test_a_signal_mid_download_ends_like_ctrl_c_and_leaves_nothing(
     tmp_path: Path, sig: signal.Signals, code: int, name: str
 ) -> None:
