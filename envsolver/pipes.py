@@ -4,7 +4,7 @@
 and the child exits, or the deadline passes. Each stream has a Bound: its first `head` bytes are kept; past
 them, either its last `tail` bytes are kept and the bytes between are counted and dropped (a node that prints
 700 MB costs head + tail bytes, whatever it prints), or, with no tail, the stream is refused the moment it
-passes `head` (TooLarge), without reading the rest. `stop` ends a child without reading what it has left.
+passes `head` (TooLarge), without reading the rest. `stop` ends a child, dropping what it has left unkept.
 Used by envsolver.cluster.slurm (Slurm's commands and the steps on compute nodes) and envsolver.solve (the
 rattler worker's answer).
 """
@@ -117,16 +117,26 @@ def collect(
 
 
 def stop(proc: subprocess.Popen[bytes], sig: signal.Signals = signal.SIGTERM) -> None:
-    """End the child: its pipes closed unread, `sig`, then SIGKILL after STOP_WAIT_S; reaped."""
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+    """End the child: `sig` first (srun cancels its step on SIGTERM, and must not die of a closed pipe before it
+    can), then what its pipes still carry read and dropped for up to STOP_WAIT_S, then the pipes closed and
+    SIGKILL if it is still there; reaped."""
     if proc.poll() is None:
         with contextlib.suppress(OSError):
             proc.send_signal(sig)
-        try:
-            proc.wait(STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    deadline = time.monotonic() + STOP_WAIT_S
+    streams = [s for s in (proc.stdout, proc.stderr) if s is not None and not s.closed]
+    with selectors.DefaultSelector() as selector:
+        for stream in streams:
+            selector.register(stream.fileno(), selectors.EVENT_READ)
+        while selector.get_map() and (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(left):
+                if not os.read(key.fd, READ):
+                    selector.unregister(key.fd)
+    for stream in streams:
+        with contextlib.suppress(OSError):
+            stream.close()
+    try:
+        proc.wait(max(deadline - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
