@@ -25,6 +25,7 @@ from envsolver.errors import (
     INTERRUPTED_FIX,
     EnvsolverError,
     Kind,
+    Terminated,
     failure,
     split_fix,
 )
@@ -183,8 +184,9 @@ class Command(click.Command):
 class Group(click.Group):
     """Maps every outcome to a message on stderr and exit 0, 1, 2 or 130, in one place: EnvsolverError to its
     message and exit code; an OSError that no command turned into an error to exit 2 naming the file; Ctrl-C to
-    exit 130; anything else (a bug) to exit 2 with an `internal error` line instead of a traceback
-    (ENVSOLVER_DEBUG=1 shows the traceback instead, for a bug report). With --json, each of these and click's
+    exit 130 (SIGTERM to 143 and SIGHUP to 129 where a command turns them into errors.Terminated); anything else
+    (a bug) to exit 2 with an `internal error` line instead of a traceback (ENVSOLVER_DEBUG=1 shows the
+    traceback instead, for a bug report). With --json, each of these and click's
     usage errors also print `{"ok": false, "exit_code", "error": {"kind", "message", "fix"}}` on stdout. Every
     message is passed through redact_text, so no credential reaches the terminal or a log."""
 
@@ -247,6 +249,8 @@ class Group(click.Group):
             ctx.exit(exc.exit_code)
         except (click.exceptions.ClickException, click.exceptions.Exit):
             raise
+        except Terminated as exc:  # SIGTERM or SIGHUP where the command asked for it (envsolver.interrupts)
+            _fail(ctx, exc.exit_code, "interrupted", f"terminated ({exc.name}). {INTERRUPTED_FIX}")
         except (KeyboardInterrupt, click.exceptions.Abort):
             if sys.stderr.isatty():
                 click.echo(err=True)  # past the terminal's ^C

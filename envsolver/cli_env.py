@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from envsolver import install as installer
-from envsolver import prefixmeta, render
+from envsolver import interrupts, prefixmeta, render
 from envsolver import progress as byte_progress
 from envsolver.cli_base import Command, diagnostics, error, progress, verbosity
 from envsolver.cluster import verify as cluster_verify
@@ -168,8 +168,27 @@ def install_command(
 
     Exit codes: 0 installed (or already up to date) and the hook passed or was not run; 1 the post-install
     hook failed (a pre-flight check or an op build); 2 bad input or the install could not run (the prefix is
-    left as it was); 130 interrupted (Ctrl-C).
+    left as it was); 130 interrupted (Ctrl-C); 143 terminated by SIGTERM; 129 terminated by SIGHUP (both
+    cleaned up as after Ctrl-C).
     """
+    with interrupts.like_ctrl_c():
+        _install(lock_path, prefix, name, platform, mirrors, no_hook, dry_run, (op_cache, op_cache_trust), as_json)
+
+
+def _install(
+    lock_path: Path,
+    prefix: Path | None,
+    name: str | None,
+    platform: str | None,
+    mirrors: tuple[str, ...],
+    no_hook: bool,
+    dry_run: bool,
+    cache: tuple[Path | None, frozenset[int]],
+    as_json: bool,
+) -> None:
+    """install's work (install_command runs it with SIGTERM and SIGHUP ending like Ctrl-C); CACHE: the op cache
+    and the uids whose entries it trusts."""
+    op_cache, op_cache_trust = cache
     prefix = _install_prefix(prefix, name)
     mirror_map = parse_mirrors(mirrors)
     if dry_run:

@@ -6,6 +6,7 @@ Exit codes (documented in the README):
   2    bad input: unknown GPU, malformed version, unreadable profile, invalid knowledge base; or the command
        could not run
   130  interrupted (Ctrl-C)
+  143  terminated by SIGTERM, 129 by SIGHUP (install: envsolver.interrupts), cleaned up as after Ctrl-C
 
 Kinds: with --json every failure is `{"ok": false, "exit_code": N, "error": {"kind", "message", "fix"}}`, and
 `kind` is one of KINDS:
@@ -23,7 +24,7 @@ Kinds: with --json every failure is `{"ok": false, "exit_code": N, "error": {"ki
   io              a file or directory could not be read or written (2)
   usage           the command line itself is wrong: a missing option, an unknown choice (2)
   internal        a bug in envsolver (2)
-  interrupted     Ctrl-C (130)
+  interrupted     Ctrl-C (130), SIGTERM (143), SIGHUP (129)
 """
 
 from __future__ import annotations
@@ -52,6 +53,19 @@ KINDS: tuple[Kind, ...] = get_args(Kind)
 INTERRUPTED = "interrupted (Ctrl-C)."
 INTERRUPTED_FIX = "Run the same command again."
 INTERRUPTED_EXIT = 130
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal that ends a command as Ctrl-C does (SIGTERM, SIGHUP: envsolver.interrupts), so every cleanup that
+    runs for Ctrl-C runs for it too; the command exits 128 + its number."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(name)
+        self.signum, self.name = signum, name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
 
 
 def failure(exit_code: int, kind: Kind, message: str, fix: str | None) -> dict[str, object]:

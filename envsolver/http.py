@@ -2,23 +2,30 @@
 
 Credentials come from the URL's user info (`https://alice:s3cret@mirror/...`, or a token as the user name)
 or, when the URL has none, from a netrc file: $NETRC when set, else ~/.netrc (requests does the same; curl
-reads ~/.netrc). They are sent as an `Authorization: Basic` header to the URL's own host only: a redirect to
-another host gets the netrc entry for that host or nothing. An anaconda.org path token (`/t/TOKEN/`) stays in
-the URL that is fetched, because it is the credential. No message ever carries a credential: every URL in
+reads ~/.netrc): the entry for the URL's host, else the file's `default`. They are sent as an
+`Authorization: Basic` header to the URL's own origin only (its scheme, host and port): a redirect to another
+host or port, or from https to http, carries no credentials at all, neither the URL's nor any netrc entry, so
+a `default` entry never reaches a host the user did not name and nothing meant for https travels in clear
+text. An anaconda.org path token (`/t/TOKEN/`) stays in the URL that is fetched, because it is the
+credential. No message ever carries a credential: every URL in
 one goes through `redact_text`.
+
+Every body is bounded (envsolver.bodylimit): by the file's size where the caller knows it, else by the ceiling
+($ENVSOLVER_MAX_DOWNLOAD). A body announced or sent past its limit is refused at once, never tried again.
 """
 
 from __future__ import annotations
 
 import base64
 import email.utils
+import hashlib
 import http.client
 import netrc
 import os
 import random
 import re
-import shutil
 import ssl
+import stat
 import threading
 import time
 import urllib.error
@@ -29,7 +36,8 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
-from envsolver import __version__, netconf
+from envsolver import __version__, bodylimit, netconf
+from envsolver.bodylimit import Limit
 from envsolver.errors import BadInputError, EnvsolverError, Kind
 from envsolver.redact import redact_text
 
@@ -55,7 +63,8 @@ class DownloadError(EnvsolverError, OSError):
 
 @dataclass(frozen=True)
 class _Auth:
-    """Who gets which Authorization header: the URL's own origin gets its user info, other hosts netrc's."""
+    """Who gets an Authorization header: the fetched URL's own origin, with its user info, else the netrc entry
+    for its host (or netrc's `default`); any other origin (a redirect elsewhere, https -> http) gets none."""
 
     origin: tuple[str, str, int | None]
     userinfo: str | None
@@ -63,13 +72,20 @@ class _Auth:
 
     def header(self, url: str) -> str | None:
         parts = urlsplit(url)
-        if self.userinfo is not None and _origin(parts) == self.origin:
+        try:
+            elsewhere = _origin(parts) != self.origin
+        except ValueError:  # a port that is not a number in range: not this origin
+            return None
+        if elsewhere:
+            return None
+        if self.userinfo is not None:
             return self.userinfo
         return _netrc_header(self.netrc_file, parts.hostname or "")
 
 
 class _Redirect(urllib.request.HTTPRedirectHandler):
-    """urllib drops unredirected headers on a redirect; this adds back the ones the new URL is owed."""
+    """urllib drops unredirected headers on a redirect; this adds back the one the new URL is owed (on the
+    origin the credentials belong to, and nowhere else)."""
 
     def __init__(self, auth: _Auth) -> None:
         super().__init__()
@@ -124,6 +140,12 @@ class Cancelled(DownloadError):
     kind: Kind = "interrupted"
 
 
+class Mismatch(DownloadError):
+    """A downloaded file is not the one its sha256 names (exit 2); the file is removed."""
+
+    kind: Kind = "integrity"
+
+
 class _Transient(Exception):
     """A failure worth another try: what happened, the fix should it be the last, a Retry-After in seconds."""
 
@@ -140,6 +162,9 @@ def download(
     retry: Retry = Retry(),
     watch: Watch | None = None,
     context: ssl.SSLContext | None = None,
+    size: int | None = None,
+    ceiling: int | None = None,
+    sha256: str | None = None,
 ) -> None:
     """Fetch `url` (http, https or file) into the file `target`, streaming.
 
@@ -147,12 +172,20 @@ def download(
     `context` is given, the certificate settings (envsolver.netconf). Transient failures (a reset or dropped
     connection, a timeout, HTTP 408, 429, 5xx) are tried again as `retry` says, resuming with a Range request
     where the server allows it.
+    The body may hold at most `size` bytes where the file's size is known, else `ceiling` (default: from
+    $ENVSOLVER_MAX_DOWNLOAD in `environ`, envsolver.bodylimit); a body announced or sent past it is refused and
+    not tried again. With `sha256` (hex), the whole file must have that digest (a file whose size and sha256 a
+    record gives: download(url, path, size=..., sha256=...)); else the caller proves the content itself.
     On any failure `target` is removed and DownloadError (an OSError) is raised with the URL redacted;
-    Cancelled when `watch.cancel` is set.
+    Mismatch for another sha256, Cancelled when `watch.cancel` is set; BadInputError for an
+    $ENVSOLVER_MAX_DOWNLOAD that is not a size.
     """
     try:
         env = os.environ if environ is None else environ
-        _download(url, target, timeout, env, retry, watch or Watch(), context)
+        limit = bodylimit.for_file(size, bodylimit.ceiling(env) if ceiling is None else ceiling)
+        _download(url, target, timeout, env, retry, watch or Watch(), context, limit)
+        if sha256 is not None:
+            _prove(target, sha256.lower(), redact_text(url))
     except BaseException:
         target.unlink(missing_ok=True)
         raise
@@ -166,6 +199,7 @@ def _download(
     retry: Retry,
     watch: Watch,
     context: ssl.SSLContext | None,
+    limit: Limit,
 ) -> None:
     shown = redact_text(url)
     problem = _problem(url)
@@ -173,7 +207,7 @@ def _download(
         raise DownloadError(f"cannot fetch {shown!r}: {problem}. Fix the URL in the lock, or rewrite it with --mirror.")
     parts = urlsplit(url)
     if parts.scheme == "file":
-        _copy_file(parts, shown, target)
+        _copy_file(parts, shown, target, limit)
         return
     auth = _Auth(_origin(parts), _userinfo_header(parts), _netrc_path(environ))
     handlers: list[urllib.request.BaseHandler] = [_Redirect(auth), netconf.ProxyHandler(netconf.proxies(environ))]
@@ -194,7 +228,7 @@ def _download(
         if header is not None:
             request.add_unredirected_header("Authorization", header)
         try:
-            _attempt(opener, request, target, timeout, shown, watch)
+            _attempt(opener, request, target, timeout, shown, watch, limit)
             return
         except _Transient as exc:
             if attempt >= retry.attempts:
@@ -210,9 +244,10 @@ def _attempt(
     timeout: float,
     shown: str,
     watch: Watch,
+    limit: Limit,
 ) -> None:
     """One GET into `target`, resuming after the bytes it holds when the server answers the Range with 206.
-    Raises _Transient for what another try may cure, DownloadError for what it will not."""
+    Raises _Transient for what another try may cure, DownloadError for what it will not (a body past `limit`)."""
     have = target.stat().st_size
     if have:
         request.add_header("Range", f"bytes={have}-")
@@ -223,7 +258,7 @@ def _attempt(
                 watch.received(-have)
                 have = 0
             with target.open("ab" if resumed else "wb") as out:
-                _stream(response, out, shown, have, watch)
+                _stream(response, out, shown, have, watch, limit)
     except (DownloadError, _Transient):
         raise
     except urllib.error.HTTPError as exc:
@@ -275,15 +310,23 @@ def retry_after(value: str | None) -> float | None:
         return None
 
 
-def _stream(response: http.client.HTTPResponse, out: IO[bytes], shown: str, have: int, watch: Watch) -> None:
+def _stream(
+    response: http.client.HTTPResponse, out: IO[bytes], shown: str, have: int, watch: Watch, limit: Limit
+) -> None:
+    """The body into `out` after the `have` bytes it holds; never more than `limit` bytes in all (http.client
+    itself reads no further than a Content-Length)."""
     received = 0
     header = response.headers.get("Content-Length")
     expected = int(header) if header is not None and _NUMBER.fullmatch(header.strip()) else None
-    if expected is not None:
-        watch.total(have + expected)
+    if expected is not None and have + expected > limit.bytes:
+        raise _too_big(shown, f"the server announces {have + expected} bytes", limit)
+    if expected is not None or limit.exact:
+        watch.total(have + expected if expected is not None else limit.bytes)
     while chunk := response.read1(CHUNK):
         if watch.cancel.is_set():
             raise Cancelled(f"cancelled fetching {shown!r}.")
+        if have + received + len(chunk) > limit.bytes:
+            raise _too_big(shown, f"the server sent more than {limit.bytes} bytes", limit)
         out.write(chunk)
         received += len(chunk)
         watch.received(len(chunk))
@@ -294,9 +337,39 @@ def _stream(response: http.client.HTTPResponse, out: IO[bytes], shown: str, have
         )
 
 
-def _copy_file(parts: SplitResult, shown: str, target: Path) -> None:
+def _prove(target: Path, expected: str, shown: str) -> None:
+    hasher = hashlib.sha256()
+    with target.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            hasher.update(chunk)
+    if hasher.hexdigest() != expected:
+        raise Mismatch(
+            f"{shown!r} is not the file its record names: sha256 {hasher.hexdigest()}, expected {expected}; it was "
+            "removed. Run the same command again; if it fails the same way, the server holds other bytes: check it, "
+            "or fetch from another with --mirror FROM=TO."
+        )
+
+
+def _too_big(shown: str, what: str, limit: Limit) -> DownloadError:
+    return DownloadError(f"cannot fetch {shown!r}: {what}, past {limit.what()}. {limit.fix()}")
+
+
+def _copy_file(parts: SplitResult, shown: str, target: Path, limit: Limit) -> None:
+    """Copy a local file, a regular one only (a FIFO or a device is refused, not read), up to `limit`."""
     try:
-        shutil.copyfile(unquote(parts.path), target)
+        fd = os.open(unquote(parts.path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as src:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise DownloadError(f"cannot fetch {shown!r}: it is not a regular file. Point the URL at the archive.")
+            with target.open("wb") as out:
+                copied = 0
+                while chunk := src.read(CHUNK):
+                    copied += len(chunk)
+                    if copied > limit.bytes:
+                        raise _too_big(shown, f"the file holds more than {limit.bytes} bytes", limit)
+                    out.write(chunk)
+    except DownloadError:
+        raise
     except OSError as exc:
         raise DownloadError(
             f"cannot fetch {shown!r}: {_describe(exc)}. Check the path exists and is readable."

@@ -5,8 +5,9 @@ Order of work, so that a refusal leaves the prefix exactly as it was:
   2. copy every archive that is not installed yet into a private staging directory, from the cache or the
      channel, proving each against the lock's sha256 (md5 where an explicit lock has only that) as it is copied;
      up to ENVSOLVER_DOWNLOAD_JOBS (8) are fetched at once, transient failures tried again (envsolver.http),
-     the bytes shown on one progress line (envsolver.progress); Ctrl-C or a failure stops them all, and each
-     removes its partial file;
+     each body bounded by its archive's size where the snapshot's repodata records it, else by
+     ENVSOLVER_MAX_DOWNLOAD (envsolver.bodylimit), the bytes shown on one progress line (envsolver.progress);
+     Ctrl-C or a failure stops them all, and each removes its partial file;
   3. read every staged archive (envsolver.archive): its index.json must name the lock's package, and nothing it
      links may leave the prefix or be written through a symbolic link;
   4. rattler extracts the staged archives into the staging directory (never a shared extraction cache) and
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver import archive, detect, dirlock, http, lockfile, netconf, pkgcache, solve
+from envsolver import archive, bodylimit, detect, dirlock, http, lockfile, netconf, pkgcache, snapshot, solve
 from envsolver.errors import BadInputError, EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
@@ -230,13 +231,15 @@ def download_jobs(environ: Mapping[str, str]) -> int:
 
 @dataclass(frozen=True)
 class _Fetching:
-    """What every download of one install shares: the mirrors' URLs, the TLS context, the meter, the cancel."""
+    """What every download of one install shares: the mirrors' URLs, the TLS context, the meter, the cancel,
+    the ceiling of a body whose size is not known."""
 
     urls: dict[str, str]
     environ: Mapping[str, str]
     context: ssl.SSLContext | None
     meter: Meter
     cancel: threading.Event
+    ceiling: int
 
 
 def _stage_one(entry: LockEntry, how: _Fetching, cache: Path, staging: Path, progress: Progress) -> Path:
@@ -246,7 +249,8 @@ def _stage_one(entry: LockEntry, how: _Fetching, cache: Path, staging: Path, pro
         nonlocal fetched
         fetched = True
         watch = http.Watch(lambda n: how.meter.expect(entry.name, n), how.meter.add, how.cancel)
-        http.download(url, path, environ=how.environ, watch=watch, context=how.context)
+        size = snapshot.size_of(entry.sha256, entry.md5)
+        http.download(url, path, environ=how.environ, watch=watch, context=how.context, size=size, ceiling=how.ceiling)
 
     path = pkgcache.stage(entry, how.urls[entry.name], cache / "verified", staging, fetch, progress)
     if fetched:
@@ -268,10 +272,11 @@ def stage_all(
     cancels the others and is raised (FetchError, IntegrityError); so is a KeyboardInterrupt, once every
     download has stopped and removed its partial file."""
     jobs = min(download_jobs(environ), max(len(missing), 1))
+    ceiling = bodylimit.ceiling(environ)
     https = any(urls[e.name].startswith("https:") for e in missing)
     settings = netconf.tls(environ) if https else None
     how = _Fetching(urls, environ, settings.context() if settings else None, Meter(len(missing), progress),
-                    threading.Event())  # fmt: skip
+                    threading.Event(), ceiling)  # fmt: skip
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="envsolver-fetch") as pool:
         try:
             futures = [pool.submit(_stage_one, e, how, cache, staging, progress) for e in missing]
@@ -425,9 +430,13 @@ def _link(
 def _pip_fetch(environ: Mapping[str, str], progress: Progress) -> pypi_install.Fetch:
     """A PyPI file's download: as a conda archive's (proxies, certificates, netrc, retries), one at a time."""
 
-    def fetch(url: str, path: Path) -> None:
+    from envsolver.pypi import pins
+
+    def fetch(url: str, path: Path, sha256: str) -> None:
+        """The body bounded by the file's size where the bundled PyPI snapshot knows it (its sha256 is proven
+        by pkgcache.stage_file, with the lock's message)."""
         progress(f"fetching {redact(url).rsplit('/', 1)[-1]}")
         context = netconf.tls(environ).context() if url.startswith("https:") else None
-        http.download(url, path, environ=environ, context=context)
+        http.download(url, path, environ=environ, context=context, size=pins.size_of(sha256))
 
     return fetch

@@ -7,6 +7,10 @@ process aborts or panics (the worker's docstring says how). Here a rattler error
 child that dies becomes WorkerCrashed (exit 2), and a KeyboardInterrupt kills and reaps the child before it goes
 on, so an interrupted call never returns a result and nothing of it runs on.
 
+The answer is bounded (envsolver.pipes): an answer past MAX_ANSWER bytes is refused as it arrives, unread, and
+a worker that has not answered within its time (LIMITS_S for its op, or $ENVSOLVER_RATTLER_TIMEOUT seconds) is
+killed; both are WorkerCrashed (exit 2) with a message. Of its stderr only the last ERRORS_TAIL bytes are read.
+
 Results come back as envsolver's own `Record` type, with URLs in their public form (a record read from a
 local copy of a channel, such as the bundled snapshot, gets the public channel's URL).
 """
@@ -22,12 +26,13 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from envsolver.errors import ConflictError, EnvsolverError, Kind
+from envsolver import pipes
+from envsolver.errors import BadInputError, ConflictError, EnvsolverError, Kind
 from envsolver.redact import redact, redact_text
 
 if TYPE_CHECKING:  # the lock reader (and the YAML parser it imports) is needed by install alone
@@ -39,6 +44,13 @@ WORKER = Path(__file__).with_name("rattler_worker.py")
 _BOOT = (
     "import sys; sys.path[:] = filter(None, sys.path); import runpy; runpy.run_path(sys.argv[1], run_name='__main__')"
 )
+MAX_ANSWER = 32 << 20  # bytes; a solve of a whole CUDA training stack answers about 1 MB
+ERRORS_TAIL = 64 << 10  # bytes read of the end of a dead worker's stderr
+TIMEOUT_ENV = "ENVSOLVER_RATTLER_TIMEOUT"
+# Seconds a worker may take before it is killed: a solve fetches the channels' repodata first (conda-forge's is
+# hundreds of MB over a slow link) and then solves within its own timeout_s; an install extracts and links a
+# CUDA stack of several GB, on a shared filesystem; an index reads a local channel (tests).
+LIMITS_S = {"solve": 1800.0, "install": 3600.0, "index": 600.0}
 
 
 @dataclass(frozen=True)
@@ -188,10 +200,26 @@ def _take_spare() -> _Started | None:
     return child, errors
 
 
-def _call(request: dict[str, Any], doing: str, fix: str) -> dict[str, Any]:
+def time_limit(default: float, environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds a worker may take: $ENVSOLVER_RATTLER_TIMEOUT when set, else `default`. Raises BadInputError
+    (exit 2) for a value that is not a whole number of seconds from 1 to 604800 (a week)."""
+    value = environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit() and len(value) <= 6 and 1 <= int(value) <= 604800):
+        defaults = ", ".join(f"{op} {seconds:g} s" for op, seconds in LIMITS_S.items())
+        raise BadInputError(
+            f"{TIMEOUT_ENV}={value!r} is not a number of seconds. Set it to a whole number from 1 to 604800 (e.g. "
+            f"export {TIMEOUT_ENV}=3600), or unset it for the defaults ({defaults})."
+        )
+    return float(value)
+
+
+def _call(request: dict[str, Any], doing: str, fix: str, limit_s: float) -> dict[str, Any]:
     """Carry out one request in a worker process (the prestarted one, else a new one) and return its answer
     (`ok` true or false). Whatever stops the wait (KeyboardInterrupt above all) kills and reaps the child before
-    it goes on. Raises WorkerCrashed (exit 2) when the child dies without answering; `fix` ends that message."""
+    it goes on. Raises WorkerCrashed (exit 2) when the child dies without answering, answers more than
+    MAX_ANSWER bytes or has not answered within `limit_s` seconds; `fix` ends the first message."""
     started = _take_spare()
     if started is None:
         try:
@@ -207,8 +235,21 @@ def _call(request: dict[str, Any], doing: str, fix: str) -> dict[str, Any]:
             with contextlib.suppress(BrokenPipeError):  # a child gone already: its exit status says how
                 child.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
                 child.stdin.flush()
-            raw = child.stdout.read()
+            answer, _ = pipes.collect(child, limit_s, pipes.Bound(MAX_ANSWER))
             code = child.wait()
+        except subprocess.TimeoutExpired:
+            pipes.stop(child, signal.SIGKILL)
+            raise WorkerCrashed(
+                f"rattler gave no answer within {limit_s:g} s while {doing}, so it was stopped. If it needs longer "
+                f"(a slow channel, a large environment), export {TIMEOUT_ENV}=SECONDS and run the same command "
+                "again; else run it again as it is."
+            ) from None
+        except pipes.TooLarge:
+            pipes.stop(child, signal.SIGKILL)
+            raise WorkerCrashed(
+                f"rattler's answer while {doing} is larger than {MAX_ANSWER >> 20} MiB, so it was not read and the "
+                "worker was stopped. Run the same command again; if it stops the same way, report it."
+            ) from None
         except BaseException:
             child.kill()
             child.wait()
@@ -217,16 +258,22 @@ def _call(request: dict[str, Any], doing: str, fix: str) -> dict[str, Any]:
             child.stdout.close()
             with contextlib.suppress(BrokenPipeError):
                 child.stdin.close()
-        doc = read_answer(raw) if code == 0 else None
+        doc = read_answer(answer.bytes()) if code == 0 else None
         if doc is None:
-            errors.seek(0)
             raise WorkerCrashed(
-                f"rattler stopped without an answer while {doing} ({_how(code)}){_cause(errors.read())}. {fix}"
+                f"rattler stopped without an answer while {doing} ({_how(code)}){_cause(_end_of(errors))}. {fix}"
             )
     said = doc.get("warnings")
     for text in said if isinstance(said, list) else ():
         warnings.warn(redact_text(str(text)), RuntimeWarning, stacklevel=3)
     return doc
+
+
+def _end_of(errors: IO[bytes]) -> bytes:
+    """The last ERRORS_TAIL bytes of the worker's stderr file."""
+    size = errors.seek(0, os.SEEK_END)
+    errors.seek(max(size - ERRORS_TAIL, 0))
+    return errors.read(ERRORS_TAIL)
 
 
 def _failure(doc: dict[str, Any]) -> tuple[str, str]:
@@ -313,7 +360,8 @@ def _solve(
         "cache_dir": str(cache_dir),
         "timeout_s": timeout_s,
     }
-    doc = _call(request, f"solving for {platform}", "Run the same command again; if it stops the same way, report it.")
+    doing, again = f"solving for {platform}", "Run the same command again; if it stops the same way, report it."
+    doc = _call(request, doing, again, time_limit(max(LIMITS_S["solve"], timeout_s + 300)))
     if doc["ok"]:
         return records_from_answer(doc, sources)
     kind, message = _failure(doc)
@@ -352,7 +400,10 @@ def solve(
 def index_channel(path: Path) -> None:
     """Write repodata.json for every subdir of a local channel directory (tests build channels this way).
     Raises EnvsolverError (exit 2)."""
-    doc = _call({"op": "index", "path": str(path)}, f"indexing {str(path)!r}", "Run the same command again.")
+    doc = _call(
+        {"op": "index", "path": str(path)}, f"indexing {str(path)!r}", "Run the same command again.",
+        time_limit(LIMITS_S["index"]),
+    )  # fmt: skip
     if not doc["ok"]:
         _, message = _failure(doc)
         raise EnvsolverError(f"indexing the channel {str(path)!r} failed: {message}. Fix the cause and run it again.")
@@ -393,7 +444,7 @@ def install_records(
         "reinstall": sorted(reinstall or ()),
     }
     again = "Run the same command again; it picks up where it stopped."
-    doc = _call(request, f"installing into {str(prefix)!r}", again)
+    doc = _call(request, f"installing into {str(prefix)!r}", again, time_limit(LIMITS_S["install"]))
     if not doc["ok"]:
         _, message = _failure(doc)
         raise EnvsolverError(

@@ -1,8 +1,10 @@
 """A local package server for download tests: serves a directory over HTTP on 127.0.0.1 and can fail on
 purpose, per path: answer 503 (or 429 with Retry-After) to the first N requests, drop the connection halfway
-through the body, ignore Range requests, or send slowly. It records every request (path, Range header,
-Proxy-less absolute form) and the most requests it served at once. A second server kind is a forwarding HTTP
-proxy (absolute-form GET, no CONNECT), and a CONNECT recorder that refuses every tunnel."""
+through the body, ignore Range requests, or send slowly; or, for every path, stream without end (with no
+length, or chunked, or under a Content-Length that lies). It records every request (path, Range header,
+Proxy-less absolute form), the most requests it served at once, and the body bytes it sent. A second server
+kind is a forwarding HTTP proxy (absolute-form GET, no CONNECT), and a CONNECT recorder that refuses every
+tunnel."""
 
 from __future__ import annotations
 
@@ -31,6 +33,13 @@ class Faults:
     bytes_per_s: float | None = None  # send the body at this rate (in 4 KiB pieces)
     delay_s: float = 0.0  # wait this long before answering
     reason: str | None = None  # the reason phrase of a failing answer (default: the status's own, "Not Found")
+    endless: str | None = None  # "close" (no length: until the connection closes) or "chunked": x's, any path
+    length: int | None = None  # with `endless`: this Content-Length header, whatever is sent
+    endless_stop: int = 256 << 20  # an endless body stops after this many bytes, so a client that never stops
+    # reading cannot fill the disk of the machine that runs the tests
+
+
+ENDLESS_PIECE = b"x" * (64 << 10)
 
 
 @dataclass
@@ -42,6 +51,7 @@ class Lab:
     seen: Counter[str] = field(default_factory=Counter)
     active: int = 0
     most_active: int = 0
+    sent: int = 0  # body bytes written to the sockets
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -68,6 +78,9 @@ def _handler(lab: Lab) -> type[http.server.BaseHTTPRequestHandler]:
         def _answer(self, path: str, number: int) -> None:
             faults = lab.faults
             time.sleep(faults.delay_s)
+            if faults.endless is not None:
+                self._endless(faults)
+                return
             file = (lab.root / path.lstrip("/")).resolve()
             if file.is_dir():  # a directory's index.html, as a static index (a PEP 503 simple page) serves it
                 file = file / "index.html"
@@ -104,11 +117,34 @@ def _handler(lab: Lab) -> type[http.server.BaseHTTPRequestHandler]:
         def _send(self, data: bytes, rate: float | None) -> None:
             if rate is None:
                 self.wfile.write(data)
+                self._count(len(data))
                 return
             for offset in range(0, len(data), 4096):
                 self.wfile.write(data[offset : offset + 4096])
                 self.wfile.flush()
+                self._count(len(data[offset : offset + 4096]))
                 time.sleep(4096 / rate)
+
+        def _count(self, sent: int) -> None:
+            with lab.lock:
+                lab.sent += sent
+
+        def _endless(self, faults: Faults) -> None:
+            chunked = faults.endless == "chunked"
+            self.send_response(200)
+            if faults.length is not None:
+                self.send_header("Content-Length", str(faults.length))
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            sent = 0
+            while sent < faults.endless_stop:
+                piece = ENDLESS_PIECE
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                sent += len(piece)
+                self._count(len(piece))
 
         def _status(self, code: int, retry_after: str | None = None) -> None:
             self.send_response(code, lab.faults.reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from click.testing import CliRunner, Result
 from envsolver import __version__, cli_env, envsdir
 from envsolver import lock as lock_module
 from envsolver.cli import main
-from envsolver.errors import BadInputError
+from envsolver.errors import BadInputError, Terminated
 from envsolver.verify import checks as verify_checks
 
 ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None}
@@ -233,6 +234,13 @@ def _interrupt(*_: Any, **__: Any) -> Any:
     raise KeyboardInterrupt
 
 
+def _terminate(sig: signal.Signals) -> Any:
+    def raising(*_: Any, **__: Any) -> Any:
+        raise Terminated(sig, sig.name)  # what envsolver.interrupts raises (tests/test_install_signals.py: real ones)
+
+    return raising
+
+
 @pytest.fixture
 def installed(tmp_path: Path) -> tuple[Path, Path, dict[str, str | None]]:
     """A lock of tiny synthetic packages (with envsolver's arch-list metadata) installed without the hook."""
@@ -279,6 +287,8 @@ def test_each_documented_exit_code_happens_and_no_other(
             (["install", str(lock), "-p", str(prefix)], None),  # the hook's pre-flight fails: no torch here
             (["install", str(tmp_path / "missing.yml"), "-p", str(prefix)], None),
             (["install", str(lock), "-p", str(prefix)], (cli_env.installer, "install", _interrupt)),
+            (["install", str(lock), "-p", str(prefix)], (cli_env.installer, "install", _terminate(signal.SIGTERM))),
+            (["install", str(lock), "-p", str(prefix)], (cli_env.installer, "install", _terminate(signal.SIGHUP))),
         ],
         "hook": [
             (["hook", "-p", str(prefix), "--print-env"], None),
@@ -302,4 +312,5 @@ def test_each_documented_exit_code_happens_and_no_other(
                 result = invoke(args, **env)
             assert result.exit_code in documented(command), (args, result.exit_code, result.output)
             seen.add(result.exit_code)
-        assert seen == documented(command) == {0, 1, 2, 130}, command
+        expected = {0, 1, 2, 130} | ({143, 129} if command == "install" else set())
+        assert seen == documented(command) == expected, command

@@ -7,6 +7,8 @@ import base64
 import dataclasses
 import hashlib
 import http.server
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,8 +47,9 @@ Route = Callable[[http.server.BaseHTTPRequestHandler], bool]
 
 
 @contextmanager
-def serve(route: Route) -> Iterator[Server]:
-    """Run a server whose GET handler is `route` (it answers and returns True, or returns False for a 404)."""
+def serve(route: Route, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> Iterator[Server]:
+    """Run a server on HOST whose GET handler is `route` (it answers and returns True, or returns False for a
+    404); https when `tls` is given."""
     state = Server("")
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -61,11 +64,13 @@ def serve(route: Route) -> Iterator[Server]:
         def log_message(self, *args: object) -> None:
             return None
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer((host, 0), Handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    state.url = f"{'https' if tls else 'http'}://{host}:{server.server_address[1]}"
     try:
         yield state
     finally:
@@ -247,6 +252,81 @@ def test_redirect_to_another_host_drops_the_credentials(other: Server, tmp_path:
         assert server.seen == [("/x", _basic(USER, PASSWORD))]
     assert other.seen == [("/elsewhere.conda", None)]
     assert (tmp_path / "x").read_bytes() == BODY
+
+
+# netrc's credentials, the `default` entry's above all, go to the URL's own origin only. Two hosts on one machine:
+# 127.0.0.1 and 127.0.0.2 (all of 127/8 is the loopback on Linux).
+
+
+def _redirect_to(location: str) -> Route:
+    def route(handler: http.server.BaseHTTPRequestHandler) -> bool:
+        handler.send_response(302)
+        handler.send_header("Location", location)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+        return True
+
+    return route
+
+
+def _netrc(tmp_path: Path, text: str) -> dict[str, str]:
+    (tmp_path / "netrc").write_text(text)
+    return {"NETRC": str(tmp_path / "netrc")}
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        f"default login {USER} password DEFAULT-S3CRET\n",
+        f"machine 127.0.0.1 login {USER} password A-S3CRET\ndefault login dflt password DEFAULT-S3CRET\n",
+        f"machine 127.0.0.1 login {USER} password A-S3CRET\nmachine 127.0.0.2 login bob password B-S3CRET\n",
+    ],
+    ids=["default", "host-and-default", "both-hosts"],
+)
+def test_netrc_credentials_never_follow_a_redirect_to_another_host(tmp_path: Path, entries: str) -> None:
+    with serve(lambda handler: send(handler, BODY), host="127.0.0.2") as other:
+        with serve(_redirect_to(f"{other.url}/elsewhere.conda")) as first:
+            download(f"{first.url}/x.conda", tmp_path / "x", environ=_netrc(tmp_path, entries))
+        assert first.seen[0][1] is not None and first.seen[0][1].startswith("Basic "), first.seen
+    assert other.seen == [("/elsewhere.conda", None)]
+    assert (tmp_path / "x").read_bytes() == BODY
+
+
+def test_netrc_credentials_follow_a_redirect_on_the_same_origin(mirror: Server, tmp_path: Path) -> None:
+    download(f"{mirror.url}/redirect/same", tmp_path / "x", environ=_netrc(tmp_path, f"default login {USER} "
+             f"password {PASSWORD}\n"))  # fmt: skip
+    assert mirror.seen == [("/redirect/same", _basic(USER, PASSWORD)), ("/private/x.conda", _basic(USER, PASSWORD))]
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (openssl), and its key."""
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    done = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return cert, key
+
+
+@pytest.mark.parametrize("entry", ["default", "machine 127.0.0.1"])
+def test_no_credentials_after_https_redirects_to_http(
+    tmp_path: Path, certificate: tuple[Path, Path], entry: str
+) -> None:
+    """https://127.0.0.1:A -> http://127.0.0.1:B, the same host: the credentials would cross in clear text."""
+    cert, key = certificate
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    environ = _netrc(tmp_path, f"{entry} login {USER} password {PASSWORD}\n")
+    with serve(lambda handler: send(handler, BODY)) as plain:
+        with serve(_redirect_to(f"{plain.url}/x.conda"), tls=server_side) as secure:
+            download(f"{secure.url}/x.conda", tmp_path / "x", environ=environ,
+                     context=ssl.create_default_context(cafile=str(cert)))  # fmt: skip
+        assert secure.seen == [("/x.conda", _basic(USER, PASSWORD))]
+    assert plain.seen == [("/x.conda", None)]
 
 
 def test_closed_port(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """The only module that runs Slurm's commands (sinfo, scontrol, srun). Every command is an argument list with
 a timeout; a missing command, a controller that does not answer, a step Slurm refuses and a timeout each
 become a SlurmError (exit 2) whose message ends with the fix. The output is returned as text for parse.py.
+What a command prints is read as it arrives and bounded (envsolver.pipes): of stdout the first MAX_OUTPUT
+bytes and the last MAX_OUTPUT_TAIL, of stderr the first and last MAX_ERRORS, whatever a node prints.
 
 Slurm finds its controller through SLURM_CONF (or its built-in path, or DNS SRV records) exactly as the
 user's own sinfo does: these functions pass the environment through unchanged.
@@ -9,11 +11,11 @@ user's own sinfo does: these functions pass the environment through unchanged.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from envsolver import pipes
 from envsolver.cluster.parse import MARK, SINFO_ARGV
 from envsolver.errors import EnvsolverError, Kind
 
@@ -22,7 +24,11 @@ QUERY_TIMEOUT_S = 60.0  # sinfo and scontrol answer in well under a second on a 
 # itself (nvidia-smi, ldd) must then end within PROBE_TIMEOUT_S.
 IMMEDIATE_S = 30
 PROBE_TIMEOUT_S = 120.0
-MAX_OUTPUT = 4 << 20  # bytes kept of a command's stdout
+MAX_OUTPUT = 4 << 20  # bytes kept of the start of a command's stdout (a probe's and verify's sections)
+MAX_OUTPUT_TAIL = 1 << 20  # ... and of its end (verify's report and exit status, after what a node printed)
+MAX_ERRORS = 64 << 10  # bytes kept of the start and of the end of its stderr
+STDOUT = pipes.Bound(MAX_OUTPUT, MAX_OUTPUT_TAIL)
+STDERR = pipes.Bound(MAX_ERRORS, MAX_ERRORS)
 SMI_QUERY = "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
 # The script a probe step runs on the node: a constant (nothing of the user's reaches it), so one `sh -c` word.
 # Each section starts with a marker line that parse.parse_probe reads.
@@ -63,8 +69,13 @@ _NO_CONFIG = (
 
 
 def _tail(text: str, lines: int = 4) -> str:
-    kept = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
+    """The last lines, each cut to 200 characters, so that a long line does not hide the ones after it."""
+    kept = [_cut(line.strip()) for line in text.strip().splitlines() if line.strip()][-lines:]
     return " / ".join(kept)[:600]
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= 200 else line[:200] + "…"
 
 
 def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) -> str:
@@ -91,32 +102,21 @@ def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) 
             "in your shell, then run the same command again."
         ) from None
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = pipes.collect(proc, timeout, STDOUT, STDERR)
     except subprocess.TimeoutExpired:
-        _stop(proc)
+        pipes.stop(proc)
         raise SlurmError(
             f"`{argv[0]}` ({what}) did not finish within {timeout:.0f} s. "
             + (fix or "Check that the controller answers (`scontrol ping`), then run the same command again."),
             f"no answer within {timeout:.0f} s",
         ) from None
     except BaseException:  # Ctrl-C: end the command (srun cancels its step on SIGTERM) before going on
-        _stop(proc)
+        pipes.stop(proc)
         raise
-    stdout = out[:MAX_OUTPUT].decode("utf-8", errors="replace")
-    stderr = err[:MAX_OUTPUT].decode("utf-8", errors="replace")
+    stdout, stderr = out.text(), err.text()
     if proc.returncode != 0:
         raise _failure(argv, what, proc.returncode, stderr or stdout, fix)
     return stdout
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
 
 
 def _failure(argv: Sequence[str], what: str, code: int, stderr: str, fix: str | None) -> SlurmError:

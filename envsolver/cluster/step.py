@@ -45,6 +45,8 @@ TIME_MIN = 10  # the step's time limit in minutes (srun --time), within the usua
 # cold shared filesystem is the slow part.
 TIMEOUT_S = 480.0
 MAX_SAID = 2000  # characters kept of what the node printed besides its report
+MAX_REPORT = 1 << 20  # characters a report may take (a full verify report is about 10 kB)
+MAX_TRIES = 64  # lines that start with `{` tried as the report's first, from the last
 _STATUSES: frozenset[Status] = frozenset(get_args(Status))
 _EXIT = re.compile(re.escape(MARK) + r"exit ([0-9]{1,3})")
 
@@ -124,19 +126,25 @@ def _trim(text: str) -> str:
 
 
 def _document(lines: list[str]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The first JSON object that starts a line and has `ok` (verify prints it indented, `{` alone on its first
-    line), and the lines around it."""
+    """The last JSON object that starts a line and has `ok` (verify prints it indented, `{` alone on its first
+    line, as the last thing it prints), and the lines around it. Only the last MAX_TRIES lines that start with
+    `{` are tried, each read no further than MAX_REPORT characters, so the time stays bounded whatever a node
+    prints (a decode error counts the lines before it: a try over the whole text costs the whole text)."""
     decoder = json.JSONDecoder(parse_constant=_no_constant)  # NaN and Infinity are not JSON: no report
+    starts, at = [], 0
     for i, line in enumerate(lines):
-        if not line.startswith("{"):
-            continue
-        text = "\n".join(lines[i:])
+        if line.startswith("{"):
+            starts.append((i, at))
+        at += len(line) + 1
+    text = "\n".join(lines)
+    for i, here in reversed(starts[-MAX_TRIES:]):
+        window = text[here : here + MAX_REPORT]
         try:
-            doc, end = decoder.raw_decode(text)
+            doc, end = decoder.raw_decode(window)
         except (ValueError, RecursionError):
             continue
         if isinstance(doc, dict) and "ok" in doc:
-            after = text[end:].split("\n")
+            after = text[here + end :].split("\n")
             return doc, [*lines[:i], *(line for line in after if line.strip())]
     return None, lines
 

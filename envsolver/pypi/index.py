@@ -64,6 +64,7 @@ class PypiFile:
     sha256: str
     requires_python: str | None
     yanked: bool
+    size: int | None = None  # bytes, where the index says (PEP 700's JSON does; PEP 503's HTML does not)
 
     @property
     def wheel(self) -> bool:
@@ -189,7 +190,9 @@ def parse_json(doc: Mapping[str, Any], project: str) -> list[PypiFile]:
         if check_file(project, filename, url, digest, requires_python) is not None:
             continue
         name, version = name_version(filename) or ("", "")
-        out.append(PypiFile(name, version, filename, url, digest, requires_python, bool(item.get("yanked"))))
+        size = item.get("size")
+        known = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+        out.append(PypiFile(name, version, filename, url, digest, requires_python, bool(item.get("yanked")), known))
     return out
 
 

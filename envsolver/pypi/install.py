@@ -31,7 +31,7 @@ from envsolver.redact import redact, redact_text
 from envsolver.writers import files
 
 Progress = Callable[[str], None]
-Fetch = Callable[[str, Path], None]
+Fetch = Callable[[str, Path, str], None]  # fetch URL into the file at Path; the sha256 the file must have
 RECORD = Path("etc") / "envsolver" / "pip-part.json"
 CACHE = "pypi"  # the cache's directory of proven PyPI files
 MAX_RECORD_BYTES = 1 << 20
@@ -144,11 +144,18 @@ def stage(
             )
         out[record.name] = pkgcache.stage_file(
             f"{record.name} {record.version} (PyPI)", record.filename, ("sha256", record.sha256), urls[record.name],
-            (cache / CACHE, staging), fetch, progress,
+            (cache / CACHE, staging), _bound(fetch, record.sha256), progress,
             "If the index moved, rewrite its URLs with --mirror FROM=TO (e.g. https://files.pythonhosted.org=...).",
         )  # fmt: skip
         progress(f"proved {record.filename} against the lock's sha256")
     return out
+
+
+def _bound(fetch: Fetch, sha256: str) -> Callable[[str, Path], None]:
+    def one(url: str, path: Path) -> None:
+        fetch(url, path, sha256)
+
+    return one
 
 
 def requirements_text(records: Sequence[PipRecord]) -> str:
@@ -211,10 +218,10 @@ def install(
     wheels.mkdir(mode=0o700, exist_ok=True)
     fetched = 0
 
-    def counted(url: str, path: Path) -> None:
+    def counted(url: str, path: Path, sha256: str) -> None:
         nonlocal fetched
         fetched += 1
-        fetch(url, path)
+        fetch(url, path, sha256)
 
     staged = stage(missing, urls, cache, wheels, counted, progress)
     requirements = staging / "pypi-requirements.txt"

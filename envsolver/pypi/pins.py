@@ -62,6 +62,20 @@ def bundled(project: str) -> tuple[str, list[index.PypiFile]]:
     return index.read_snapshot(path, project)
 
 
+def size_of(sha256: str) -> int | None:
+    """The size in bytes the bundled snapshot of PyPI's pages gives the file with this sha256; None when it
+    holds no such file (a download of it is then bounded by the ceiling, envsolver.bodylimit)."""
+    for path in sorted(snapshot_dir().glob("*.json")):
+        try:
+            _, files = index.read_snapshot(path, path.stem)
+        except (OSError, ValueError):
+            continue
+        found = next((f.size for f in files if f.sha256 == sha256), None)
+        if found is not None:
+            return found
+    return None
+
+
 def pin(
     requirements: Sequence[str],
     python: MajorMinor,

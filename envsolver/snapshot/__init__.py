@@ -55,3 +55,29 @@ def records() -> tuple[SnapshotRecord, ...]:
                 for rec in doc.get(table, {}).values():
                     out.append(SnapshotRecord(name, rec["subdir"], rec["name"], rec["version"], rec["build"]))
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _sizes() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in provenance()["channels"]:
+        for path in sorted((data_dir() / name).glob("*/repodata.json")):
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            for table in ("packages", "packages.conda"):
+                for rec in doc.get(table, {}).values():
+                    size = rec.get("size")
+                    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+                        for key in ("sha256", "md5"):
+                            if isinstance(rec.get(key), str):
+                                out[rec[key].lower()] = size
+    return out
+
+
+def size_of(sha256: str | None, md5: str | None) -> int | None:
+    """The size in bytes the snapshot's repodata records for the archive with this sha256 (else this md5);
+    None when no record of the snapshot is that archive."""
+    sizes = _sizes()
+    for digest in (sha256, md5):
+        if digest and digest.lower() in sizes:
+            return sizes[digest.lower()]
+    return None

@@ -370,3 +370,49 @@ def test_what_a_python_that_is_not_envsolver_prints_is_shown_escaped(setup: Setu
     problem = verify_report.error_text(report)
     assert problem is not None
     assert_shown(problem)
+
+
+# A fresh process runs verify --cluster (the library call the CLI makes, with the nodes' interpreter given) and
+# prints the outcome and its own peak RSS (VmHWM, kB): the peak is the reading of the node's output alone.
+FLOOD_READER = """
+import json, sys
+from pathlib import Path
+from envsolver.cluster import verify
+from envsolver.kb import default_kb
+file, prefix, python, *only = sys.argv[1:]
+request = verify.Request(Path(file), Path(prefix), only=tuple(only), python=python)
+report = verify.verify(request, default_kb())
+status = open("/proc/self/status").read()
+print(json.dumps({
+    "exit_code": report.exit_code,
+    "outcomes": [[o.partition.name, o.status, o.node, o.error] for o in report.outcomes],
+    "vmhwm_kb": int(status.split("VmHWM:")[1].split()[0]),
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    "flood",
+    # srun relays about 30 MB/s here: 150 MB in the default run (the old reader peaked at 331 MB and lost the
+    # report), the issue's 700 MB with -m slow (about 35 s).
+    [pytest.param(150_000_000, id="150MB"), pytest.param(700_000_000, id="700MB", marks=pytest.mark.slow)],
+)
+def test_a_node_that_prints_a_flood_keeps_memory_flat_and_its_report_is_read(
+    setup: Setup, tmp_path: Path, flood: int
+) -> None:
+    """The node's interpreter prints FLOOD bytes before verify runs: envsolver keeps the start and the end of the
+    step's output (the report is at the end), under 200 MB of memory."""
+    file = setup.edited("v100-only.yaml", {name: None for name in PARTITIONS if name != "v100"})
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nhead -c {flood} /dev/zero | tr '\\0' x\necho\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    argv = [sys.executable, "-c", FLOOD_READER, str(file), str(setup.prefix), str(python), *ONLY]
+    started = time.monotonic()
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": str(setup.lab.conf)}, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    said = f"{str(outcome)[:2000]} after {time.monotonic() - started:.1f} s; stderr: {done.stderr}"
+    assert outcome["vmhwm_kb"] < 200 * 1024, said
+    assert outcome["outcomes"] == [["v100", "warn", "gpu01", None]], said

@@ -5,6 +5,7 @@ values stay single words, never shell), and what it printed read back: real step
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,26 @@ def test_a_report_amid_other_lines_is_found() -> None:
     text = f"== envsolver-verify: begin\nwarning: something\n{report}\nmore noise\n== envsolver-verify: exit 0\n"
     reply = step.read(text)
     assert [c.id for c in reply.checks] == ["shm"] and reply.said == "warning: something\nmore noise"
+
+
+@pytest.mark.parametrize("noise", ["{\n", '{"a":\n', "{" * 40 + "\n"], ids=["open-brace", "open-key", "forty-braces"])
+def test_reading_5_mb_of_lines_that_start_like_json_takes_seconds(noise: str) -> None:
+    """Lines that start with `{` before the report (as much as slurm.run keeps of a step's output): each try to
+    decode one is bounded, and the report after them is found. In a fresh process, stopped at 60 s: the reader
+    used to copy the rest of the text for every such line (5 MB of `{` lines: hours)."""
+    report = '{\n  "ok": true,\n  "checks": [{"id": "shm", "status": "pass", "detail": "8 GiB", "fix": ""}]\n}'
+    count = (5 << 20) // len(noise)
+    script = (
+        "import sys, time\nfrom envsolver.cluster import step\n"
+        f"text = {step.MARK!r} + 'begin\\n' + {noise!r} * {count} + {report!r} + '\\n' + {step.MARK!r} + 'exit 0\\n'\n"
+        "started = time.monotonic()\nreply = step.read(text)\n"
+        "print([c.id for c in reply.checks], reply.exit, round(time.monotonic() - started, 2))\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"step.read of {count} lines {noise!r} and a report took more than 60 s")
+    assert done.returncode == 0, done.stderr
+    checks, exit_status, seconds = done.stdout.rsplit(" ", 2)
+    assert (checks, exit_status) == ("['shm']", "0"), done.stdout
+    assert float(seconds) < 15, done.stdout

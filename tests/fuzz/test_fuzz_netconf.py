@@ -1,6 +1,7 @@
 """Property-based fuzzing of what install's downloads parse from users and servers: a .condarc (conda's
-ssl_verify), proxy variables, ENVSOLVER_DOWNLOAD_JOBS, Retry-After and Content-Range headers, and the progress
-line. Each returns or raises its documented error, nothing else, within the time bound."""
+ssl_verify), proxy variables, ENVSOLVER_DOWNLOAD_JOBS, ENVSOLVER_MAX_DOWNLOAD, ENVSOLVER_RATTLER_TIMEOUT,
+Retry-After and Content-Range headers, and the progress line. Each returns or raises its documented error,
+nothing else, within the time bound."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from envsolver import http, install, netconf, progress
+from envsolver import bodylimit, http, install, netconf, progress, solve
 from envsolver.errors import BadInputError
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_function, modes, run_property
@@ -45,6 +46,10 @@ def test_header_and_variable_parsers_never_raise(seed_value: int | None, count: 
         check_function(tally, ("range_start", text), lambda: http.range_start(text), ())
         check_function(tally, ("proxies", text), lambda: netconf.proxies({"HTTPS_PROXY": text, "no_proxy": text}), ())
         check_function(tally, ("jobs", text), lambda: install.download_jobs({install.JOBS_ENV: text}), (BadInputError,))
+        check_function(tally, ("ceiling", text), lambda: bodylimit.ceiling({bodylimit.ENV: text}), (BadInputError,))
+        check_function(
+            tally, ("worker", text), lambda: solve.time_limit(60.0, {solve.TIMEOUT_ENV: text}), (BadInputError,)
+        )
 
     run_property(HEADER, check, count, seed_value)
     tally.check()

@@ -1,0 +1,100 @@
+"""SIGTERM and SIGHUP sent to a real `envsolver install` mid-download end it like Ctrl-C: one line on stderr,
+exit 128 + the signal's number, the staging directory and its partial files removed, the install lock file
+removed, no prefix. After SIGKILL (no cleanup possible) the next install removes what was left and completes.
+The server is tests/httplab.py, sending slowly, so the signal arrives while archives are being fetched."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.httplab import Faults, Lab, channel_with_big, serve, write_lock
+
+ENVSOLVER = Path(sys.executable).parent / "envsolver"
+WAIT_S = 60.0  # for a loaded 2-core machine
+
+
+def _default_dispositions() -> None:
+    """The child starts with SIGTERM and SIGHUP at their defaults, as from a shell, even when this runner
+    inherited one ignored (nohup, a background job): an ignored signal stays ignored across exec."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+@contextmanager
+def _installing(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Lab]]:
+    """`envsolver install` of four archives (one of 600 kB) from a server sending 100 kB/s, started and seen
+    fetching (a partial file in its staging directory)."""
+    big = channel_with_big(tmp_path, big_bytes=600_000)
+    lock = write_lock(big, tmp_path, ("tiny-app", "tiny-big"))
+    with serve(big, Faults(bytes_per_s=100_000)) as lab:
+        argv = [str(ENVSOLVER), "install", str(lock), "-p", str(tmp_path / "env"), "--no-hook"]
+        argv += ["--mirror", f"{big.as_uri()}={lab.url}"]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_dispositions
+        )
+        try:
+            deadline = time.monotonic() + WAIT_S
+            while not _partials(tmp_path / "cache") and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if proc.poll() is not None or not _partials(tmp_path / "cache"):
+                proc.kill()
+                _, err = proc.communicate()
+                pytest.fail(f"the install never started fetching (exit {proc.returncode}): {err}")
+            yield proc, lab
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+def _partials(cache: Path) -> list[Path]:
+    return list((cache / "staging").glob("*/.*.part")) if (cache / "staging").exists() else []
+
+
+def _leftovers(cache: Path) -> list[str]:
+    """Staging directories, partial files and lock files under the cache."""
+    found = [str(p) for p in cache.rglob("*.part")] + [str(p) for p in (cache / "locks").glob("*")]
+    staging = cache / "staging"
+    return found + ([str(p) for p in staging.iterdir()] if staging.exists() else [])
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGHUP, 129, "SIGHUP")], ids=["TERM", "HUP"]
+)
+def test_a_signal_mid_download_ends_like_ctrl_c_and_leaves_nothing(
+    tmp_path: Path, sig: signal.Signals, code: int, name: str
+) -> None:
+    with _installing(tmp_path) as (proc, _):
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == code, f"exit {proc.returncode}: {err}"
+    assert err.strip().splitlines() == [f"error: terminated ({name}). Run the same command again."], err
+    assert out == "", err
+    assert _leftovers(tmp_path / "cache") == [], err
+    assert not (tmp_path / "env").exists(), err
+
+
+def test_after_sigkill_the_next_install_cleans_up_and_completes(tmp_path: Path) -> None:
+    with _installing(tmp_path) as (proc, lab):
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate(timeout=WAIT_S)
+        assert proc.returncode == -signal.SIGKILL, err
+        left = _leftovers(tmp_path / "cache")
+        assert any("/staging/" in p for p in left), left  # nothing could clean up
+        lab.faults.bytes_per_s = None
+        argv = [str(ENVSOLVER), "install", str(next(tmp_path.glob("conda-lock.yml"))), "-p", str(tmp_path / "env")]
+        argv += ["--no-hook", "--mirror", f"{(tmp_path / 'channel').as_uri()}={lab.url}"]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=WAIT_S * 2)
+    assert done.returncode == 0, done.stderr
+    assert _leftovers(tmp_path / "cache") == [], done.stderr
+    assert (tmp_path / "env" / "share" / "big.txt").exists(), done.stderr
