@@ -27,6 +27,12 @@ def _spelled(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape").decode("ascii")
 
 
+def has_controls(text: str) -> bool:
+    """Whether `text` holds a character printable() would spell out (a newline included): what a value that must
+    go into a file or a command line as it is (a job script's command word) may not hold."""
+    return _UNSAFE_LINES.search(text) is not None
+
+
 def printable(text: str, *, newlines: bool = False) -> str:
     """`text` with every control character spelled out (`\\x1b`); a newline stays one with `newlines=True`
     (a message of several lines), else it is spelled `\\n` too (a line, a table cell, a name). Never raises."""

@@ -224,11 +224,12 @@ def basic_channel() -> Iterator[Server]:
 
 
 def _make(tmp_path: Path, channel: str, *extra: str) -> tuple[int, str, str, str]:
-    """(exit code, stdout, stderr, every written file's text) of `envsolver make --gpu a100 --channel URL`."""
+    """(exit code, stdout, stderr, every written file's text) of `envsolver make --gpu a100 --channel URL` (with
+    conda-forge's DeepSpeed: the channel serves the bundled snapshot's conda-forge, whose newest torch is 2.10)."""
     out = tmp_path / "out"
     result = CliRunner().invoke(
         main,
-        ["make", "--gpu", "a100", "--out", str(out), "--channel", channel, *extra],
+        ["make", "--gpu", "a100", "--deepspeed-from", "conda-forge", "--out", str(out), "--channel", channel, *extra],
         env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache"), "ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None},
     )
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

@@ -25,7 +25,6 @@ reports them (sinfo's GRES), asked once on the login node.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,13 +34,13 @@ from envsolver import prefixmeta
 from envsolver.cluster import grammar, parse, slurm, slurm_launch
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
+from envsolver.printable import has_controls
 from envsolver.verify import nccl_run
 
 LAUNCHER = Path(slurm_launch.__file__).resolve()
 MAX_NODES = 4096
 MAX_GPUS = 64
 MAX_WORDS = 4096
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PATH_MARK = "\x00PATH\x00"  # stands for the job's own $PATH while rendering the activation
 # Slurm's own variables, expanded by the job's shell.
 VERIFYING = (
@@ -92,7 +91,7 @@ def validate(job: Job) -> None:
         raise _refuse("the launcher", job.launcher, str(exc), "Reinstall envsolver at an absolute path.") from None
     if not job.command:
         raise BadInputError("no command to run. Put it after --, e.g. `-- python train.py --lr 3e-4`.")
-    if len(job.command) > MAX_WORDS or any(_CONTROL.search(w) or not w for w in job.command):
+    if len(job.command) > MAX_WORDS or any(has_controls(w) or not w for w in job.command):
         raise BadInputError(
             "the command has an empty word, a control character (a newline, a tab) or more than "
             f"{MAX_WORDS} words. Pass each argument as one plain word (a long or multi-line value belongs in a "

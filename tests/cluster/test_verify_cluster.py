@@ -186,9 +186,11 @@ def _partition(setup: Setup, name: str) -> dict[str, object]:
 
 
 def test_a_down_node_is_exit_2_naming_the_partition(setup: Setup) -> None:
-    """Through the library, with a 2 s wait for a free node (the command's is 30 s)."""
+    """Through the library, with a 2 s wait for a free node (the command's is 30 s). The node is drained, not set
+    DOWN: the lab's ReturnToService=2 lets a DOWN node that re-registers late (after the previous test's job) go
+    back into service, and srun answers a drained one the same way."""
     lab = setup.lab
-    down = lab.run(["scontrol", "update", "NodeName=gpu03", "State=DOWN", "Reason=envsolver-test"])
+    down = lab.run(["scontrol", "update", "NodeName=gpu03", "State=DRAIN", "Reason=envsolver-test"])
     assert down.returncode == 0, down.stderr
     try:
         request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, wait_s=2)
