@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from envsolver import lockcheck, snapshot, unsolved
-from envsolver.errors import BadInputError, ConflictError, Kind
+from envsolver.errors import BadInputError, ConflictError, EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
 from envsolver.pypi.index import PipRecord
@@ -247,11 +247,63 @@ def _lock_conda(
     except Incoherent as exc:
         raise _incoherent(target, kb, plan, str(exc), sources_for, cache) from None
     except SolveFailed as exc:
+        if mode == "custom":
+            raise _unsolvable_here(target, kb, plan, str(exc), sources_for, cache, progress) from None
         raise SolveFailed(f"{exc}\nThe plan's decisions:\n{_reasons(plan)}") from None
     used: Literal["live", "custom"] = "custom" if mode == "custom" else "live"
     return LockResult(
         plan, records, tuple(s.public for s in sources), used, None, {plan.platform: virtual_packages(kb, plan)}
     )
+
+
+def _unsolvable_here(
+    target: Target,
+    kb: KnowledgeBase,
+    plan: Plan,
+    text: str,
+    sources_for: Callable[[Plan], list[ChannelSource]],
+    cache: Path,
+    progress: Progress,
+) -> ConflictError:
+    """--channel URLs (a site mirror) that cannot lock the plan: why in plain words (the solver's text under -v),
+    then the option changes that do lock against the same channels, each solved and checked before it is named."""
+    from envsolver import unsolved
+
+    progress(f"the solver's answer: {text}")
+
+    def planner(changed: Target) -> Plan:
+        chosen = choose(changed, kb)
+        _solve_all(chosen, kb, sources_for(chosen), cache, lambda _: None)
+        return chosen
+
+    ways = ways_out.find(kb, target, planner) or _within_channels(target, kb, planner)
+    return ConflictError(
+        f"the --channel URLs cannot lock {ways_out.describe(plan)}: "
+        f"{unsolved.plain(text, plan, 'their repodata')}. {ways_out.sentence(ways, 'these channels')}"
+    )
+
+
+MAX_CHANNEL_TRIES = 16
+
+
+def _within_channels(target: Target, kb: KnowledgeBase, planner: Callable[[Target], Plan]) -> list[ways_out.WayOut]:
+    """The newest candidate the channels can lock, as the options that give it (`--torch 2.10.0 --cuda 12.9`),
+    tried through PLANNER (which solves against the channels) before it is named; [] when none of the first
+    MAX_CHANNEL_TRIES candidates locks. A site mirror that lags behind the knowledge base lands here."""
+    narrowed = kb
+    for _ in range(MAX_CHANNEL_TRIES):
+        try:
+            candidate = choose(target, narrowed)
+        except ConflictError:
+            return []
+        options: ways_out.Options = (("--torch", candidate.torch_version), ("--cuda", str(candidate.cuda_version)))
+        try:
+            found = planner(ways_out.apply(target, options))
+        except EnvsolverError:
+            narrowed = _without(narrowed, candidate)
+            continue
+        return [ways_out.WayOut(options, found)]
+    return []
 
 
 def _incoherent(

@@ -395,3 +395,21 @@ def test_explain_offline_and_make_offline_agree(args: list[str], tmp_path: Path)
         explained = runner.invoke(main, ["explain", *args, "--offline"])
         made = runner.invoke(main, ["make", *args, "--offline", "--out", str(tmp_path)])
         assert (explained.exit_code, explained.output) == (made.exit_code, made.output)
+
+
+def test_a_mirror_that_lags_behind_the_knowledge_base_is_refused_plainly_with_a_way_out_that_locks(
+    tmp_path: Path,
+) -> None:
+    """--channel with a mirror holding the bundled snapshot's conda-forge (torch up to 2.10): the plan's torch 2.13
+    is not there. One plain sentence, then the newest build the mirror does lock, as options that were run."""
+    local = snapshot.channels()["https://conda.anaconda.org/conda-forge"]
+    args = ["make", "--gpu", "a100", "--channel", local]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "a")])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == (
+        "error: the --channel URLs cannot lock torch 2.13.0 cu130 with CUDA 13.0: their repodata holds no torch "
+        "2.13.0 cu130 build. Ways out: `--torch 2.10.0 --cuda 12.9` gives torch 2.10.0 cu129 with CUDA 12.9."
+    ), result.stderr
+    again = CliRunner().invoke(main, [*args, "--torch", "2.10.0", "--cuda", "12.9", "--out", str(tmp_path / "b")])
+    assert again.exit_code == 0, again.output
+    assert "torch 2.10.0 (CUDA 12.9 build)" in again.stdout, again.stdout
