@@ -34,7 +34,7 @@ FORMAT = b"envsolver-kb-cache 1\n"
 PREFIX = "kb-"
 SUFFIX = ".pickle"
 # The modules whose source decides what the YAML becomes (relative to the envsolver package).
-SOURCES = ("kb/load.py", "kb/model.py", "kb/cache.py", "versions.py", "archlist.py")
+SOURCES = ("kb/load.py", "kb/pypi_rows.py", "kb/model.py", "kb/cache.py", "versions.py", "archlist.py")
 # Every class a KnowledgeBase pickle needs: its row types and the values inside them.
 ALLOWED = frozenset(
     {
@@ -45,12 +45,15 @@ ALLOWED = frozenset(
             "DeepSpeedCondaBuild",
             "DeepSpeedDefaultCcs",
             "DeepSpeedRelease",
+            "DeepSpeedRequirements",
+            "DeepSpeedSdist",
             "Fact",
             "Gpu",
             "Holding",
             "KnowledgeBase",
             "OpHeader",
             "OpLibrary",
+            "PypiCondaName",
             "Toolkit",
             "TorchBuild",
             "TorchRelease",

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 from envsolver import versions
 from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError, KnowledgeBaseError
-from envsolver.kb import cache
+from envsolver.kb import cache, pypi_rows
 from envsolver.kb.model import (
     CHANNELS,
     PLATFORMS,
@@ -29,11 +29,14 @@ from envsolver.kb.model import (
     DeepSpeedCondaBuild,
     DeepSpeedDefaultCcs,
     DeepSpeedRelease,
+    DeepSpeedRequirements,
+    DeepSpeedSdist,
     Fact,
     Gpu,
     KnowledgeBase,
     OpHeader,
     OpLibrary,
+    PypiCondaName,
     Toolkit,
     TorchBuild,
     TorchRelease,
@@ -360,6 +363,41 @@ def _op_library(r: _Row) -> OpLibrary:
     )
 
 
+def _release_range(r: _Row) -> tuple[Version, Version]:
+    since, latest = r.get("since", _version), r.get("latest", _version)
+    if since > latest:
+        raise r.fail(f"since {since} is after latest {latest}")
+    return since, latest
+
+
+def _ds_requirements(r: _Row) -> DeepSpeedRequirements:
+    since, latest = _release_range(r)
+    return DeepSpeedRequirements(
+        since=since,
+        latest=latest,
+        requires=r.get("requires", pypi_rows.requirements),
+        cuda_build_adds=r.get("cuda_build_adds", pypi_rows.requirements),
+        source=r.source(),
+    )
+
+
+def _ds_sdist(r: _Row) -> DeepSpeedSdist:
+    version, url = r.get("version", _version), r.get("url", _str)
+    problem = pypi_rows.sdist_url_problem(version, url)
+    if problem:
+        raise r.fail(problem)
+    return DeepSpeedSdist(version, r.get("sha256", pypi_rows.sha256), url, r.source())
+
+
+def _pypi_conda_name(r: _Row) -> PypiCondaName:
+    return PypiCondaName(
+        pypi=r.get("pypi", pypi_rows.pypi_name),
+        conda=r.get("conda", pypi_rows.conda_name),
+        provides_dist=r.get("provides_dist", _bool),
+        source=r.source(),
+    )
+
+
 def _torch_release(r: _Row) -> TorchRelease:
     return TorchRelease(
         version=r.get("version", _version),
@@ -430,6 +468,12 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
     pip_deps = ds.one("pip_run_deps", lambda r: (r.get("names", _str_list), r.source()))
     no_mixing = conda.one("no_mixing", lambda r: (r.get("first", _mm), r.get("last", _mm), r.source()))
     cxx = conda.one("toolchain", lambda r: _toolchain(r))
+    ds_requirements = ds.rows("pypi_requirements", _ds_requirements)
+    sdists = ds.rows("pypi_sdists", _ds_sdist)
+    conda_names = conda.rows("pypi_conda_names", _pypi_conda_name)
+    problems += pypi_rows.overlaps("deepspeed.yaml: pypi_requirements", ((r.since, r.latest) for r in ds_requirements))
+    problems += pypi_rows.duplicates("deepspeed.yaml: pypi_sdists", (str(s.version) for s in sdists))
+    problems += pypi_rows.duplicates("conda.yaml: pypi_conda_names", (n.pypi for n in conda_names))
     targets = conda.rows("targets_include", _target_include)
     platform_vpkgs = conda.rows("platform_virtual_packages", _platform_vpkgs)
     kb = KnowledgeBase(
@@ -442,6 +486,9 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
         deepspeed_conda_builds=ds.rows("conda_forge_builds", _ds_conda),
         deepspeed_pip_run_deps=pip_deps[0] if pip_deps else (),
         deepspeed_pip_run_deps_source=pip_deps[1] if pip_deps else (),
+        deepspeed_requirements=ds_requirements,
+        deepspeed_sdists=sdists,
+        pypi_conda_names=conda_names,
         op_headers=ds.rows("op_headers", _op_header),
         targets_include=dict(targets),
         split_packages_since=conda.one("split_packages_since", _fact("cuda")) or Fact("", ()),

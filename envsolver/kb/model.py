@@ -145,6 +145,41 @@ class OpLibrary:
 
 
 @dataclass(frozen=True)
+class DeepSpeedRequirements:
+    """What pip requires when it installs DeepSpeed `since`..`latest` from its PyPI sdist on Linux: `requires`
+    (setup.py's install_requires: requirements/requirements.txt) and `cuda_build_adds`, which setup.py appends when
+    the building python imports torch and DeepSpeed's accelerator is CUDA. PEP 508 strings, no extras or markers
+    (the loader checks)."""
+
+    since: Version
+    latest: Version
+    requires: tuple[str, ...]
+    cuda_build_adds: tuple[str, ...]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeepSpeedSdist:
+    """A DeepSpeed release's sdist on PyPI: its file URL and sha256, as PyPI's simple index lists them."""
+
+    version: Version
+    sha256: str
+    url: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PypiCondaName:
+    """The conda-forge package that installs a PyPI project (`pypi`: its PEP 503 normalised name).
+    provides_dist: the package holds the project's Python distribution, so pip sees a requirement on it met."""
+
+    pypi: str
+    conda: str
+    provides_dist: bool
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TorchRelease:
     """An upstream PyTorch release newer than every conda build in the KB: its CUDA variants (None: unknown),
     what its default PyPI wheel requires (CUDA, cuDNN, NCCL, Python; None: unknown) and whether conda-forge has
@@ -212,6 +247,9 @@ class KnowledgeBase:
     deepspeed_conda_builds: tuple[DeepSpeedCondaBuild, ...]
     deepspeed_pip_run_deps: tuple[str, ...]
     deepspeed_pip_run_deps_source: tuple[str, ...]
+    deepspeed_requirements: tuple[DeepSpeedRequirements, ...]
+    deepspeed_sdists: tuple[DeepSpeedSdist, ...]
+    pypi_conda_names: tuple[PypiCondaName, ...]
     op_headers: tuple[OpHeader, ...]
     targets_include: dict[str, Fact]
     split_packages_since: Fact
