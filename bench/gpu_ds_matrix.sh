@@ -12,7 +12,8 @@
 # WHEELDIR holds SHA256SUMS, deepspeed-X-py3-none-any.whl and deepspeed-X.tar.gz for each release, and the wheels
 # the image lacks (hjson, pydantic, pydantic-core, annotated-types, typing-extensions, typing-inspection,
 # platformdirs). OUTDIR gets summary.txt (the table), results.json (every document) and log.txt.
-# Exit 0 when every cell passed, 1 otherwise.
+# Exit 0 when every cell passed, 1 otherwise. RELEASES="0.19.8" runs fewer; SKIP_COMPILEALL=1 skips byte-compiling
+# (for a dry run of the script's plumbing on a machine without a GPU, where every cell fails).
 set -u
 WHEELS=${1:?usage: bash bench/gpu_ds_matrix.sh WHEELDIR OUTDIR}
 OUT=${2:?usage: bash bench/gpu_ds_matrix.sh WHEELDIR OUTDIR}
@@ -34,7 +35,7 @@ say "checking $WHEELS/SHA256SUMS"
   "$PY" -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)'; } > "$WORK/machine.txt" 2>&1
 cat "$WORK/machine.txt" >&3
 TORCH_SITE=$("$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-"$PY" -m compileall -q -j 16 "$TORCH_SITE" > /dev/null 2>&1   # the image keeps no bytecode
+[ -n "${SKIP_COMPILEALL:-}" ] || "$PY" -m compileall -q -j 16 "$TORCH_SITE" > /dev/null 2>&1  # the image keeps no bytecode
 # What DeepSpeed and envsolver need beyond the image's packages, in a directory of their own.
 EXTRA=/tmp/dsm-extra
 "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$EXTRA" \
@@ -49,10 +50,11 @@ for V in $RELEASES; do
   P=/tmp/ds-$V
   rm -rf "$P" && "$PY" -m venv --without-pip "$P"
   SITE=$("$P/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  # the image's site-packages (its .pth files too) and the extra wheels, after the prefix's own
-  printf "import site; site.addsitedir('%s'); site.addsitedir('%s')\n" "$TORCH_SITE" "$EXTRA" > "$SITE/_image.pth"
+  # after the prefix's own: the extra wheels (first, as in envsolver's PYTHONPATH: their typing-extensions is the
+  # one pydantic needs), then the image's site-packages with its .pth files
+  printf "import site; site.addsitedir('%s'); site.addsitedir('%s')\n" "$EXTRA" "$TORCH_SITE" > "$SITE/_image.pth"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS/deepspeed-$V-py3-none-any.whl"
-  "$PY" -m compileall -q -j 16 "$SITE" > /dev/null 2>&1
+  [ -n "${SKIP_COMPILEALL:-}" ] || "$PY" -m compileall -q -j 16 "$SITE" > /dev/null 2>&1
   export TORCH_EXTENSIONS_DIR=$P/var/cache/torch_extensions
   start=$(now)
   timeout 300 "$PY" -m envsolver hook -p "$P" --arch-list 9.0 --jobs 16 --json > "$WORK/hook-$V.json"

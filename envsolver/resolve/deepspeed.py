@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envsolver.kb.model import (
@@ -19,6 +18,9 @@ from envsolver.kb.model import (
     TorchBuild,
 )
 from envsolver.versions import MajorMinor
+
+if TYPE_CHECKING:  # packaging's requirement parser costs ~25 ms: imported where a requirement is read
+    from packaging.requirements import Requirement
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ def requirements_of(kb: KnowledgeBase, version: Version, cuda_build: bool = True
     """What pip requires when it installs this release's PyPI sdist on Linux; with `cuda_build`, what setup.py adds
     when it is built by a python whose torch imports and whose DeepSpeed accelerator is CUDA (nvidia-ml-py from
     0.15.0; DS_ACCELERATOR=cuda, as the hook's activation sets it). None where the KB has not read the release."""
+    from packaging.requirements import Requirement
+
     row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
     if row is None:
         return None
@@ -88,6 +92,8 @@ def sdist_of(kb: KnowledgeBase, version: Version) -> DeepSpeedSdist | None:
 
 def conda_package(kb: KnowledgeBase, pypi_name: str) -> PypiCondaName | None:
     """The conda-forge package that installs the PyPI project `pypi_name` (any spelling); None: unknown."""
+    from packaging.utils import canonicalize_name
+
     key = canonicalize_name(pypi_name)
     return next((row for row in kb.pypi_conda_names if row.pypi == key), None)
 
