@@ -130,3 +130,12 @@ def test_the_fix_for_a_deepspeed_the_lock_takes_from_pypi_works(
     argv = [sys.executable, "-m", "envsolver", *shlex.split(hook)[1:]]
     ran = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     assert ran.returncode == 1 and "CPU-only build" in ran.stdout + ran.stderr, ran.stdout + ran.stderr
+
+
+def test_the_kb_agrees_with_every_sdist_from_0_14(files: dict[str, tuple[str, str]], cache: Path) -> None:
+    """scripts/ds_sdist_facts.py reads all of them (requirements.txt, what setup.py appends for a CUDA build,
+    builder.py's mismatch lists): pypi_requirements and the releases' mismatch lists are what they say."""
+    script = Path(__file__).parent.parent / "scripts" / "ds_sdist_facts.py"
+    done = subprocess.run([sys.executable, str(script), "--cache", str(cache)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("the KB agrees with the 47 sdists 0.14.0..0.19.8"), done.stdout
