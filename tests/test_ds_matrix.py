@@ -3,8 +3,8 @@ registration and `verify --check deepspeed_ops` (what each column checks: tests/
 a DeepSpeed that does not import work when run.
 
 Marker deepspeed_matrix: it needs PyPI (skipped, with the reason, when PyPI cannot be reached) and takes 12 to 26
-minutes on this 2-core machine, by its load; `python3 -m pytest -m deepspeed_matrix tests/test_ds_matrix.py`. The same matrix
-prints its table with `python bench/ds_matrix.py`; the GPU machine's half is bench/gpu_ds_matrix.sh.
+minutes on this 2-core machine, by its load; `python3 -m pytest -m deepspeed_matrix tests/test_ds_matrix.py`. The
+same matrix prints its table with `python bench/ds_matrix.py`; the GPU machine's half is bench/gpu_ds_matrix.sh.
 """
 
 from __future__ import annotations
