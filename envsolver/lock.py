@@ -219,11 +219,9 @@ def with_pip(
 
 
 def _requirements(kb: KnowledgeBase, version: Version) -> tuple[Requirement, ...] | None:
-    from envsolver.pypi import pins
     from envsolver.resolve import deepspeed as ds_rules
 
-    texts = ds_rules.requirements_of(kb, version)
-    return None if texts is None else pins.parse_requirements(texts)
+    return ds_rules.requirements_of(kb, version)
 
 
 def _lock_conda(

@@ -335,3 +335,49 @@ def test_the_builds_import_deepspeeds_builders_without_its_package_init(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"version": "0.19.8", "package": "0.19.8", "accelerator": "cuda"}
+
+
+COMPAT = """
+import json, site, sys
+site.addsitedir(sys.argv[1])
+import torch, deepspeed
+import deepspeed.git_version_info as info
+print(json.dumps({"installed": sorted(k for k, v in info.installed_ops.items() if v),
+                  "compatible": getattr(info, "compatible_ops", "absent"),
+                  "accelerator": getattr(info, "accelerator_name", "absent")}))
+"""
+# DeepSpeed 0.14.0 writes compatible_ops into git_version_info_installed (setup.py) and no accelerator_name; 0.14.1
+# to 0.19.7 compute compatible_ops in git_version_info at import; 0.19.8 keeps them in deepspeed.ops (lazily).
+INSTALLED_0140 = (
+    "version='0.14.0'\ngit_hash='unknown'\ngit_branch='unknown'\ninstalled_ops={'fused_adam': False}\n"
+    "compatible_ops={'fused_adam': True, 'async_io': False}\n"
+    "torch_info={'version': '2.13', 'cuda_version': '0.0', 'hip_version': '0.0'}\n"
+)
+INFO_0197 = GIT_VERSION_INFO + "compatible_ops = {'fused_adam': True, 'from': 'git_version_info'}\n"
+
+
+@pytest.mark.parametrize(
+    ("installed", "info", "compatible"),
+    [
+        (INSTALLED_0140, GIT_VERSION_INFO, {"fused_adam": True, "async_io": False}),
+        (INSTALLED, INFO_0197, {"fused_adam": True, "from": "git_version_info"}),
+        (INSTALLED, GIT_VERSION_INFO, "absent"),
+    ],
+    ids=["0.14.0", "0.14.1-0.19.7", "0.19.8"],
+)
+def test_registration_leaves_compatible_ops_where_each_release_keeps_them(
+    tmp_path: Path, extension: Path, installed: str, info: str, compatible: object
+) -> None:
+    """The registry adds the ops and the accelerator to DeepSpeed's installed info and touches nothing else: the
+    compatible_ops a release keeps in its installed info (0.14.0) or computes in git_version_info (0.14.1-0.19.7)
+    are as DeepSpeed made them, and 0.19.8's git_version_info still has none (verify's probe reads them from
+    deepspeed.ops there)."""
+    site = make_site(tmp_path, installed=installed)
+    (site / "deepspeed" / "git_version_info.py").write_text(info)
+    version = "0.14.0" if installed is INSTALLED_0140 else "0.19.8"
+    built = register.Built(version, BUILT.torch, BUILT.torch_info)
+    register.write(site, [registered_op(extension, tmp_path)], built)
+    done = subprocess.run([sys.executable, "-S", "-c", COMPAT, str(site)], capture_output=True, text=True, check=True)
+    assert done.stderr == ""
+    seen = json.loads(done.stdout)
+    assert seen == {"installed": ["fused_adam"], "compatible": compatible, "accelerator": "cuda"}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 from envsolver import versions
@@ -238,6 +239,200 @@ def test_cpu_adam_links_curand_cublas_cudart_until_0_19_8(kb: KnowledgeBase) -> 
         ("cpu_adam", "cudart"): "cuda-cudart-dev",
     }
     assert ds_rules.op_libraries(kb, Version("0.19.8")) == ()
+
+
+# --- DeepSpeed from PyPI: each release's requirements, its sdist, and the conda-forge names (issue 19) ---
+
+
+def test_every_deepspeed_release_on_pypi_has_its_requirements_row(kb: KnowledgeBase) -> None:
+    """Every sdist the KB records (PyPI's releases 0.14.0-0.19.8) falls in exactly one pypi_requirements row, and
+    every row starts and ends at a recorded release: no release is left without its requirements, none guessed."""
+    sdists = sorted(s.version for s in kb.deepspeed_sdists)
+    assert [str(v) for v in sdists[:1] + sdists[-1:]] == ["0.14.0", "0.19.8"] and len(sdists) == 47
+    for version in sdists:
+        rows = [r for r in kb.deepspeed_requirements if r.since <= version <= r.latest]
+        assert len(rows) == 1, (str(version), rows)
+    assert {r.since for r in kb.deepspeed_requirements} <= set(sdists)
+    assert {r.latest for r in kb.deepspeed_requirements} <= set(sdists)
+
+
+def _names(found: tuple[Requirement, ...] | None) -> list[str]:
+    assert found is not None
+    return [str(r) for r in found]
+
+
+def test_deepspeed_requirements_as_each_release_group_declares_them(kb: KnowledgeBase) -> None:
+    """requirements/requirements.txt of the sdists: pynvml until 0.14.2, nvidia-ml-py in the file for 0.14.3-0.14.5,
+    then appended by setup.py for a CUDA build only; pydantic>=2.0.0 from 0.15.0, msgpack from 0.15.2, einops from
+    0.16.1, torch>=2.0.0 from 0.19.1."""
+    base = ["hjson", "ninja", "numpy", "packaging>=20.0", "psutil", "py-cpuinfo"]
+    assert _names(ds_rules.requirements_of(kb, Version("0.14.2"))) == [*base, "pydantic", "pynvml", "torch", "tqdm"]
+    assert "nvidia-ml-py" in _names(ds_rules.requirements_of(kb, Version("0.14.3"), cuda_build=False))
+    assert "nvidia-ml-py" not in _names(ds_rules.requirements_of(kb, Version("0.15.0"), cuda_build=False))
+    assert _names(ds_rules.requirements_of(kb, Version("0.15.0")))[-1] == "nvidia-ml-py"
+    assert "msgpack" not in _names(ds_rules.requirements_of(kb, Version("0.15.1")))
+    assert "msgpack" in _names(ds_rules.requirements_of(kb, Version("0.15.2")))
+    assert "einops" not in _names(ds_rules.requirements_of(kb, Version("0.16.0")))
+    assert _names(ds_rules.requirements_of(kb, Version("0.19.8"), cuda_build=False)) == [
+        "einops",
+        *base[:1],
+        "msgpack",
+        *base[1:],
+        "pydantic>=2.0.0",
+        "torch>=2.0.0",
+        "tqdm",
+    ]
+    assert ds_rules.requirements_of(kb, Version("0.19.9")) is None  # not read: unknown, not the newest row's
+    assert ds_rules.requirements_of(kb, Version("0.13.0")) is None
+
+
+def test_no_deepspeed_release_bounds_torch_from_above(kb: KnowledgeBase) -> None:
+    """No release's requirements cap torch (requirements.txt says `torch` or `torch>=2.0.0`), and pip's floor is
+    never above the release row's min_torch (README's recommendation)."""
+    for row in kb.deepspeed_requirements:
+        torch = [Requirement(r) for r in row.requires if Requirement(r).name == "torch"]
+        assert len(torch) == 1, row
+        assert all(s.operator in (">=", ">") for s in torch[0].specifier), row
+        for version in (row.since, row.latest):
+            release = ds_rules.release_of(kb, version)
+            assert release is not None, version
+            floor = ds_rules.torch_floor(kb, version)
+            assert floor is None or floor <= release.min_torch, (version, floor, release.min_torch)
+    assert ds_rules.torch_floor(kb, Version("0.19.0")) is None
+    assert ds_rules.torch_floor(kb, Version("0.19.1")) == Version("2.0.0")
+
+
+def test_every_deepspeed_requirement_has_a_conda_forge_name(kb: KnowledgeBase) -> None:
+    names = {Requirement(r).name for row in kb.deepspeed_requirements for r in (*row.requires, *row.cuda_build_adds)}
+    assert {n: ds_rules.conda_name(kb, n) for n in sorted(names)} == {
+        "einops": "einops",
+        "hjson": "hjson-py",
+        "msgpack": "msgpack-python",
+        "ninja": "ninja",
+        "numpy": "numpy",
+        "nvidia-ml-py": "nvidia-ml-py",
+        "packaging": "packaging",
+        "psutil": "psutil",
+        "py-cpuinfo": "py-cpuinfo",
+        "pydantic": "pydantic",
+        "pynvml": "pynvml",
+        "torch": "pytorch",
+        "tqdm": "tqdm",
+    }
+    # conda-forge's ninja is the build tool alone: pip does not see the PyPI project `ninja` in it
+    assert [r.pypi for r in kb.pypi_conda_names if not r.provides_dist] == ["ninja"]
+
+
+def test_conda_name_normalises_and_never_guesses(kb: KnowledgeBase) -> None:
+    assert ds_rules.conda_name(kb, "Py_CPUInfo") == "py-cpuinfo"
+    assert ds_rules.conda_name(kb, "MsgPack") == "msgpack-python"
+    assert ds_rules.conda_name(kb, "leftpad") is None
+
+
+def test_deepspeed_sdists_are_pypis_files(kb: KnowledgeBase) -> None:
+    for sdist in kb.deepspeed_sdists:
+        assert sdist.url.startswith("https://files.pythonhosted.org/packages/")
+        assert sdist.url.endswith(f"/deepspeed-{sdist.version}.tar.gz") and len(sdist.sha256) == 64
+    found = ds_rules.sdist_of(kb, Version("0.19.8"))
+    assert found is not None and found.sha256.startswith("9e491abd")
+    assert ds_rules.sdist_of(kb, Version("0.19.9")) is None
+
+
+def test_deepspeed_mismatch_lists_hold_cuda_10_as_builder_py_does(kb: KnowledgeBase) -> None:
+    """op_builder/builder.py of every sdist 0.14.0-0.19.8 lists 10: 10.0-10.2 beside 11 and 12."""
+    for row in kb.deepspeed_releases:
+        assert sorted(str(v) for v in row.cuda_minor_mismatch_ok[10]) == ["10.0", "10.1", "10.2"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        pytest.param(
+            lambda d: d["pypi_requirements"][0]["requires"].append("torch>=>2"),
+            "deepspeed.yaml: pypi_requirements[0] (0.14.0): bad value for 'requires'",
+            id="not-pep508",
+        ),
+        pytest.param(
+            lambda d: d["pypi_requirements"][0]["requires"].append("einops[extra]"),
+            "extras or markers",
+            id="extras",
+        ),
+        pytest.param(
+            lambda d: d["pypi_requirements"][0]["cuda_build_adds"].append('einops; python_version < "3.9"'),
+            "extras or markers",
+            id="marker",
+        ),
+        pytest.param(
+            lambda d: d["pypi_requirements"][1].update(since="0.14.2"),
+            "pypi_requirements rows overlap: 0.14.0-0.14.2 and 0.14.2-0.14.5",
+            id="overlap",
+        ),
+        pytest.param(
+            lambda d: d["pypi_requirements"][1].update(since="0.14.6", latest="0.14.4"),
+            "pypi_requirements[1] (0.14.6): since 0.14.6 is after latest 0.14.4",
+            id="backwards",
+        ),
+        pytest.param(
+            lambda d: d["pypi_requirements"][2].update(source=["DS-NOWHERE"]),
+            "unknown source id(s) ['DS-NOWHERE']",
+            id="source",
+        ),
+        pytest.param(
+            lambda d: d["pypi_sdists"][0].update(sha256="8A140B"),
+            "deepspeed.yaml: pypi_sdists[0] (0.14.0): bad value for 'sha256'",
+            id="sha256",
+        ),
+        pytest.param(
+            lambda d: d["pypi_sdists"][1].update(url=d["pypi_sdists"][0]["url"]),
+            "is not PyPI's file deepspeed-0.14.1.tar.gz",
+            id="url",
+        ),
+        pytest.param(
+            lambda d: d["pypi_sdists"].append(dict(d["pypi_sdists"][0])),
+            "pypi_sdists: 0.14.0 listed twice",
+            id="twice",
+        ),
+    ],
+)
+def test_loader_refuses_bad_deepspeed_pypi_rows(tmp_path: Path, edit: Any, problem: str) -> None:
+    data = _copy_kb(tmp_path)
+    _edit(data / "deepspeed.yaml", edit)
+    with pytest.raises(KnowledgeBaseError) as info:
+        load_kb(data)
+    assert problem in "\n".join(info.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        pytest.param(
+            lambda d: d["pypi_conda_names"][0].update(pypi="Py_CPUInfo"),
+            "is not a normalised PyPI name",
+            id="normalised",
+        ),
+        pytest.param(
+            lambda d: d["pypi_conda_names"].append(dict(d["pypi_conda_names"][0])),
+            "listed twice",
+            id="twice",
+        ),
+        pytest.param(
+            lambda d: d["pypi_conda_names"][0].update(conda="Bad Name"),
+            "bad value for 'conda'",
+            id="conda-name",
+        ),
+        pytest.param(
+            lambda d: d["pypi_conda_names"][0].pop("provides_dist"),
+            "missing key 'provides_dist'",
+            id="dist",
+        ),
+    ],
+)
+def test_loader_refuses_bad_conda_name_rows(tmp_path: Path, edit: Any, problem: str) -> None:
+    data = _copy_kb(tmp_path)
+    _edit(data / "conda.yaml", edit)
+    with pytest.raises(KnowledgeBaseError) as info:
+        load_kb(data)
+    assert problem in "\n".join(info.value.problems)
 
 
 def test_conda_forge_tegra_builds_for_jetson_orin(kb: KnowledgeBase) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -166,8 +167,8 @@ TABLE = [
     (
         "deepspeed_ops",
         edit("deepspeed", {"error": "ModuleNotFoundError: No module named 'deepspeed'"}),
-        "warn",
-        "No module named",
+        "skip",
+        "not installed",
     ),
     ("extensions_cache", same, "pass", "empty"),
     (
@@ -574,21 +575,159 @@ def test_arch_coverage_names_only_the_gpus_without_a_kernel(kb: KnowledgeBase) -
     assert "no kernel for NVIDIA A100 (sm_80) (its archs: sm_90)" in result(kb, "arch_coverage", doc).detail
 
 
+NO_DEEPSPEED = {"error": "ModuleNotFoundError: No module named 'deepspeed'", "distribution": None}
+PY = "/opt/torch/.venv/bin/python3"  # the H200 capture's interpreter
+
+
 @pytest.mark.parametrize(
-    ("deepspeed", "wanted", "status", "detail"),
+    ("deepspeed", "ctx", "status", "detail", "fix"),
     [
-        (None, False, "skip", "not probed (pass --deepspeed, or --gpu-test)"),
-        ("absent", False, "warn", "DeepSpeed: ModuleNotFoundError: No module named 'deepspeed'"),
-        ("absent", True, "fail", "DeepSpeed: ModuleNotFoundError: No module named 'deepspeed'"),
+        pytest.param(None, {}, "skip", "not probed (pass --deepspeed, or --gpu-test)", "", id="not-probed"),
+        pytest.param(
+            NO_DEEPSPEED,
+            {},
+            "skip",
+            "DeepSpeed is not installed in this python (nothing asks for it: no lock, no envsolver install)",
+            "",
+            id="absent-not-wanted",
+        ),
+        pytest.param(
+            NO_DEEPSPEED,
+            {
+                "lock_meta": {
+                    "envsolver_pip_not_locked": "einops deepspeed==0.19.8",
+                    "envsolver_torch_cuda_arch_list": "8.0;9.0+PTX",
+                }
+            },
+            "fail",
+            "DeepSpeed is not installed in this python; the lock takes DeepSpeed 0.19.8 from PyPI",
+            f"{PY} -m pip install --no-deps deepspeed==0.19.8 && envsolver hook -p /opt/torch/.venv "
+            "--arch-list '8.0;9.0+PTX' (DeepSpeed builds no ops when pip installs it on Linux; the hook builds and "
+            "registers them)",
+            id="absent-pip",
+        ),
+        pytest.param(
+            NO_DEEPSPEED,
+            {
+                "lock_meta": {"envsolver_torch_cuda_arch_list": "9.0"},
+                "lock_entries": (
+                    LockEntry("deepspeed", "0.18.8", "cuda130_py312_h0", "linux-64", "linux-64", "u", None, None),
+                ),
+            },
+            "fail",
+            "DeepSpeed is not installed in this python; the lock holds deepspeed 0.18.8",
+            "envsolver install conda-lock.yml -p /opt/torch/.venv (installs what the lock holds and is missing)",
+            id="absent-conda",
+        ),
+        pytest.param(
+            NO_DEEPSPEED,
+            {"lock_meta": {"envsolver_torch_cuda_arch_list": "9.0"}},
+            "warn",
+            "DeepSpeed is not installed in this python; the environment's metadata does not say whether its lock "
+            "holds DeepSpeed",
+            "envsolver install conda-lock.yml -p /opt/torch/.venv (installs DeepSpeed if the lock holds it)",
+            id="absent-meta-only",
+        ),
+        pytest.param(
+            NO_DEEPSPEED,
+            {"lock_meta": {"envsolver_torch_cuda_arch_list": "9.0"}, "lock_entries": LOCK},
+            "skip",
+            "DeepSpeed is not installed in this python, and the lock holds none",
+            "",
+            id="absent-not-in-lock",
+        ),
     ],
 )
-def test_deepspeed_ops_without_deepspeed_facts(
-    kb: KnowledgeBase, deepspeed: str | None, wanted: bool, status: str, detail: str
+def test_deepspeed_ops_without_deepspeed(
+    kb: KnowledgeBase, deepspeed: dict[str, Any] | None, ctx: dict[str, Any], status: str, detail: str, fix: str
 ) -> None:
-    facts_ = None if deepspeed is None else {"error": "ModuleNotFoundError: No module named 'deepspeed'"}
-    check = result(kb, "deepspeed_ops", {**healthy(), "deepspeed": facts_}, deepspeed_wanted=wanted)
-    assert (check.status, check.detail) == (status, detail)
-    assert check.fix == ("" if status == "skip" else "install the environment from its lock (deepspeed is in it)")
+    wanted = bool(ctx.get("lock_meta"))
+    check = result(kb, "deepspeed_ops", {**healthy(), "deepspeed": deepspeed}, deepspeed_wanted=wanted, **ctx)
+    assert (check.status, check.detail, check.fix) == (status, detail, fix)
+
+
+def _missing(names: list[str], conda: bool) -> dict[str, Any]:
+    doc = healthy()
+    doc["deepspeed"] = {
+        "error": f"ModuleNotFoundError: No module named '{names[0]}'",
+        "distribution": "0.19.8",
+        "requires_missing": names,
+    }
+    if conda:
+        doc["conda_meta"] = CONDA_META
+    return doc
+
+
+def test_deepspeed_that_lacks_its_requirements_is_fixed_by_installing_them(kb: KnowledgeBase) -> None:
+    """DeepSpeed installed but its import fails on a requirement pip never installed (pip install --no-deps): the fix
+    installs exactly those, with conda-forge's names in a conda env and PyPI's in any other."""
+    in_venv = result(kb, "deepspeed_ops", _missing(["hjson", "py-cpuinfo"], conda=False))
+    assert in_venv.status == "warn"
+    assert in_venv.detail == (
+        "DeepSpeed 0.19.8 does not import: ModuleNotFoundError: No module named 'hjson'; "
+        "its requirements hjson, py-cpuinfo are not installed"
+    )
+    assert in_venv.fix == f"{PY} -m pip install hjson py-cpuinfo"
+    in_conda = result(kb, "deepspeed_ops", _missing(["hjson", "msgpack", "leftpad"], conda=True), deepspeed_wanted=True)
+    assert in_conda.status == "fail"
+    assert in_conda.fix == (
+        f"conda install -p /opt/torch/.venv -c conda-forge hjson-py msgpack-python && {PY} -m pip install leftpad"
+    )
+
+
+def test_deepspeed_that_does_not_import_for_another_reason_is_reinstalled(kb: KnowledgeBase) -> None:
+    doc = healthy()
+    doc["deepspeed"] = {"error": "ImportError: boom", "distribution": "0.19.8", "requires_missing": []}
+    check = result(kb, "deepspeed_ops", doc)
+    assert check.detail == "DeepSpeed 0.19.8 does not import: ImportError: boom"
+    assert check.fix == f"{PY} -m pip install --no-deps --force-reinstall deepspeed==0.19.8"
+    doc["conda_meta"] = [*CONDA_META, {"name": "deepspeed", "version": "0.18.8", "build": "cuda130_h0"}]
+    doc["deepspeed"]["distribution"] = "0.18.8"
+    check = result(kb, "deepspeed_ops", doc)
+    assert check.fix == "conda install -p /opt/torch/.venv -c conda-forge --force-reinstall deepspeed=0.18.8"
+
+
+def test_deepspeed_ops_with_a_cpu_torch_says_torch_is_the_problem(kb: KnowledgeBase) -> None:
+    """A CPU-only torch: DeepSpeed's CUDA ops can be neither built nor used, whatever DeepSpeed's accelerator; the
+    fix is torch_cuda_build's, never `envsolver hook` (whose pre-flight refuses a CPU torch)."""
+    for accelerator in ("cpu", "cuda"):
+        doc = edit("torch.cuda", None)(edit("deepspeed.accelerator", accelerator)(healthy()))
+        check = result(kb, "deepspeed_ops", doc)
+        assert check.status == "fail"
+        assert check.detail == (
+            f"DeepSpeed 0.19.5 ({accelerator!r} accelerator) cannot build or use its CUDA ops: "
+            f"torch {doc['torch']['version']} is a CPU-only build"
+        )
+        assert check.fix == result(kb, "torch_cuda_build", doc).fix and "envsolver hook" not in check.fix
+
+
+@pytest.mark.parametrize(
+    ("ds_accelerator", "fix"),
+    [
+        ("cpu", "export DS_ACCELERATOR=cuda (DS_ACCELERATOR=cpu is set; envsolver hook's activation sets cuda)"),
+        (
+            None,
+            "export DS_ACCELERATOR=cuda (DeepSpeed picks its CPU accelerator where it sees no GPU; envsolver hook's "
+            "activation sets it)",
+        ),
+    ],
+)
+def test_deepspeed_on_its_cpu_accelerator_with_a_cuda_torch(
+    kb: KnowledgeBase, ds_accelerator: str | None, fix: str
+) -> None:
+    doc = edit("env.DS_ACCELERATOR", ds_accelerator)(edit("deepspeed.accelerator", "cpu")(healthy()))
+    check = result(kb, "deepspeed_ops", doc)
+    assert (check.status, check.fix) == ("fail", fix)
+    assert check.detail == "DeepSpeed 0.19.5 selected its 'cpu' accelerator, so its CUDA ops are not used"
+
+
+def test_a_deepspeed_fact_the_probe_could_not_read_does_not_hide_the_rest(kb: KnowledgeBase) -> None:
+    """One try per fact: installed_ops unreadable (null with its error) still leaves FusedAdam's verdict."""
+    doc = healthy()
+    doc["deepspeed"]["installed_ops"] = None
+    doc["deepspeed"]["installed_ops_error"] = "ImportError: cannot import name 'installed_ops'"
+    check = result(kb, "deepspeed_ops", doc)
+    assert check.status == "pass" and "FusedAdam loads" in check.detail
 
 
 def test_op_libraries_without_any_deepspeed_version_is_skipped(kb: KnowledgeBase) -> None:
@@ -1182,3 +1321,104 @@ def test_host_compiler_against_an_nvcc_whose_gcc_limit_the_kb_does_not_know(kb: 
         "/opt/gcc/bin/g++ is GCC 13; the newest GCC nvcc 99.0 accepts is not in the knowledge base",
         "check nvcc's host compiler range in NVIDIA's installation guide for this CUDA release",
     )
+
+
+# --- the probe's DeepSpeed facts across DeepSpeed's layouts (issue 19). The real releases run in
+# tests/test_ds_matrix.py (marker deepspeed_matrix); here, stand-in packages with each release's layout. ---
+
+OLD_INFO = """
+from .git_version_info_installed import *
+compatible_ops = {"fused_adam": True, "async_io": False}  # computed at import, as DeepSpeed 0.14.1-0.19.7 do
+"""
+NEW_INFO = "from .git_version_info_installed import *\n"  # 0.19.8: no compatible_ops here
+NEW_OPS = """
+def __getattr__(name):  # 0.19.8: the probe runs on first access
+    if name == "__compatible_ops__":
+        globals()["__compatible_ops__"] = {"fused_adam": True, "async_io": False}
+        return globals()["__compatible_ops__"]
+    raise AttributeError(name)
+"""
+INSTALLED = "version = '{v}'\ninstalled_ops = {{'fused_adam': False, 'cpu_adam': True}}\naccelerator_name = 'cpu'\n"
+
+
+def stand_in_deepspeed(
+    site: Path, version: str, info: str, ops: str = "", init: str = "", requires: tuple[str, ...] = ()
+) -> Path:
+    ds = site / "deepspeed"
+    (ds / "ops").mkdir(parents=True)
+    (ds / "accelerator").mkdir()
+    (ds / "__init__.py").write_text(f"{init}__version__ = {version!r}\n")
+    (ds / "ops" / "__init__.py").write_text(ops)
+    (ds / "accelerator" / "__init__.py").write_text(
+        "class _A:\n    _name = 'cpu'\ndef get_accelerator():\n    return _A()\n"
+    )
+    (ds / "git_version_info.py").write_text(info)
+    (ds / "git_version_info_installed.py").write_text(INSTALLED.format(v=version))
+    meta = site / f"deepspeed-{version}.dist-info"
+    meta.mkdir()
+    lines = [f"Metadata-Version: 2.1\nName: deepspeed\nVersion: {version}\n"]
+    lines += [f"Requires-Dist: {r}\n" for r in requires]
+    (meta / "METADATA").write_text("".join(lines))
+    return site
+
+
+def ds_facts(site: Path, tmp_path: Path) -> dict[str, Any]:
+    """The probe's DeepSpeed child in a python that sees only `site` (-S: no site-packages)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    done = subprocess.run([sys.executable, "-S", "-c", probe.DS_CHILD], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("version", "info", "ops", "where"),
+    [
+        pytest.param("0.19.7", OLD_INFO, "", "deepspeed.git_version_info", id="0.14-0.19.7"),
+        pytest.param("0.19.8", NEW_INFO, NEW_OPS, "deepspeed.ops.__compatible_ops__", id="0.19.8"),
+    ],
+)
+def test_probe_reads_compatible_ops_where_each_release_keeps_them(
+    tmp_path: Path, version: str, info: str, ops: str, where: str
+) -> None:
+    site = stand_in_deepspeed(tmp_path / "site", version, info, ops)
+    doc = ds_facts(site, tmp_path)
+    assert "error" not in doc, doc
+    assert doc["version"] == version and doc["accelerator"] == "cpu" and doc["distribution"] == version
+    assert doc["installed_ops"] == {"fused_adam": False, "cpu_adam": True}
+    assert doc["compatible_ops"] == {"fused_adam": True, "async_io": False}
+    assert doc["compatible_ops_from"] == where
+    assert doc["fused_adam_built"] is False and doc["requires_missing"] == []
+
+
+def test_probe_keeps_the_other_deepspeed_facts_when_one_fails(tmp_path: Path) -> None:
+    site = stand_in_deepspeed(tmp_path / "site", "0.19.8", "", NEW_OPS)  # a git_version_info with nothing in it
+    doc = ds_facts(site, tmp_path)
+    assert "error" not in doc and doc["version"] == "0.19.8" and doc["accelerator"] == "cpu"
+    assert doc["installed_ops"] is None and "installed_ops" in doc["installed_ops_error"]
+    assert doc["compatible_ops"] == {"fused_adam": True, "async_io": False}
+    assert doc["fused_adam_built"] is False
+
+
+def test_probe_names_the_requirements_a_deepspeed_that_does_not_import_lacks(tmp_path: Path) -> None:
+    site = stand_in_deepspeed(
+        tmp_path / "site",
+        "0.19.8",
+        NEW_INFO,
+        NEW_OPS,
+        init="import hjson\n",
+        requires=("hjson", "Packaging>=20.0", "nvidia-ml-py", 'xgboost; extra == "all"'),
+    )
+    (site / "packaging-26.0.dist-info").mkdir()
+    meta = "Metadata-Version: 2.1\nName: packaging\nVersion: 26.0\n"
+    (site / "packaging-26.0.dist-info" / "METADATA").write_text(meta)
+    doc = ds_facts(site, tmp_path)
+    assert doc["error"] == "ModuleNotFoundError: No module named 'hjson'"
+    assert doc["distribution"] == "0.19.8" and doc["requires_missing"] == ["hjson", "nvidia-ml-py"]
+
+
+def test_probe_without_deepspeed(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    doc = ds_facts(tmp_path / "site", tmp_path)
+    assert doc["error"] == "ModuleNotFoundError: No module named 'deepspeed'"
+    assert doc["distribution"] is None and "deepspeed" in doc["distribution_error"]

@@ -38,7 +38,7 @@ MAX_BYTES = 64 << 20  # the compiled KB is ~0.3 MB
 PREFIX = "kb-"
 SUFFIX = ".pickle"
 # The modules whose source decides what the YAML becomes (relative to the envsolver package).
-SOURCES = ("kb/load.py", "kb/model.py", "kb/cache.py", "versions.py", "archlist.py")
+SOURCES = ("kb/load.py", "kb/pypi_rows.py", "kb/model.py", "kb/cache.py", "versions.py", "archlist.py")
 # Every class a KnowledgeBase pickle needs: its row types and the values inside them.
 ALLOWED = frozenset(
     {
@@ -50,12 +50,14 @@ ALLOWED = frozenset(
             "DeepSpeedDefaultCcs",
             "DeepSpeedRelease",
             "DeepSpeedRequirements",
+            "DeepSpeedSdist",
             "Fact",
             "Gpu",
             "Holding",
             "KnowledgeBase",
             "OpHeader",
             "OpLibrary",
+            "PypiCondaName",
             "Toolkit",
             "TorchBuild",
             "TorchRelease",

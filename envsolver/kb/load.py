@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 from envsolver import versions
 from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError, KnowledgeBaseError
-from envsolver.kb import cache
+from envsolver.kb import cache, pypi_rows
 from envsolver.kb.model import (
     CHANNELS,
     PLATFORMS,
@@ -30,11 +30,13 @@ from envsolver.kb.model import (
     DeepSpeedDefaultCcs,
     DeepSpeedRelease,
     DeepSpeedRequirements,
+    DeepSpeedSdist,
     Fact,
     Gpu,
     KnowledgeBase,
     OpHeader,
     OpLibrary,
+    PypiCondaName,
     Toolkit,
     TorchBuild,
     TorchRelease,
@@ -340,31 +342,6 @@ def _ds_conda(r: _Row) -> DeepSpeedCondaBuild:
     )
 
 
-def _requirement(value: Any) -> str:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    text = _str(value)
-    try:
-        Requirement(text)
-    except InvalidRequirement as exc:
-        raise ValueError(f"{text!r} is not a PEP 508 requirement ({exc})") from None
-    return text
-
-
-def _ds_requirements(r: _Row) -> DeepSpeedRequirements:
-    requires = r.get("requires", lambda v: tuple(_requirement(x) for x in (v if isinstance(v, list) else [v])))
-    return DeepSpeedRequirements(r.get("since", _version), r.get("latest", _version), requires, r.source())
-
-
-def _pypi_conda_name(r: _Row) -> tuple[str, Fact]:
-    import re
-
-    pypi = r.get("pypi", _str)
-    if re.sub(r"[-_.]+", "-", pypi).lower() != pypi:
-        raise ValueError(f"pypi name {pypi!r} is not normalized (PEP 503)")
-    return pypi, Fact(r.get("conda", _str), r.source())
-
-
 def _ds_default_ccs(r: _Row) -> DeepSpeedDefaultCcs:
     return DeepSpeedDefaultCcs(
         since=r.get("since", _version),
@@ -382,6 +359,41 @@ def _op_library(r: _Row) -> OpLibrary:
         since=r.get("since", _version),
         latest=r.get("latest", _version),
         package=r.get("package", _str),
+        source=r.source(),
+    )
+
+
+def _release_range(r: _Row) -> tuple[Version, Version]:
+    since, latest = r.get("since", _version), r.get("latest", _version)
+    if since > latest:
+        raise r.fail(f"since {since} is after latest {latest}")
+    return since, latest
+
+
+def _ds_requirements(r: _Row) -> DeepSpeedRequirements:
+    since, latest = _release_range(r)
+    return DeepSpeedRequirements(
+        since=since,
+        latest=latest,
+        requires=r.get("requires", pypi_rows.requirements),
+        cuda_build_adds=r.get("cuda_build_adds", pypi_rows.requirements),
+        source=r.source(),
+    )
+
+
+def _ds_sdist(r: _Row) -> DeepSpeedSdist:
+    version, url = r.get("version", _version), r.get("url", _str)
+    problem = pypi_rows.sdist_url_problem(version, url)
+    if problem:
+        raise r.fail(problem)
+    return DeepSpeedSdist(version, r.get("sha256", pypi_rows.sha256), url, r.source())
+
+
+def _pypi_conda_name(r: _Row) -> PypiCondaName:
+    return PypiCondaName(
+        pypi=r.get("pypi", pypi_rows.pypi_name),
+        conda=r.get("conda", pypi_rows.conda_name),
+        provides_dist=r.get("provides_dist", _bool),
         source=r.source(),
     )
 
@@ -453,10 +465,15 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
     torch = docs["torch.yaml"]
     ds = docs["deepspeed.yaml"]
     conda = docs["conda.yaml"]
-    pip_deps = ds.one("pip_run_deps", lambda r: (r.get("names", _str_list), r.source()))
     pip_build = ds.one("pip_build", lambda r: (r.get("names", _str_list), r.source()))
     no_mixing = conda.one("no_mixing", lambda r: (r.get("first", _mm), r.get("last", _mm), r.source()))
     cxx = conda.one("toolchain", lambda r: _toolchain(r))
+    ds_requirements = ds.rows("pypi_requirements", _ds_requirements)
+    sdists = ds.rows("pypi_sdists", _ds_sdist)
+    conda_names = conda.rows("pypi_conda_names", _pypi_conda_name)
+    problems += pypi_rows.overlaps("deepspeed.yaml: pypi_requirements", ((r.since, r.latest) for r in ds_requirements))
+    problems += pypi_rows.duplicates("deepspeed.yaml: pypi_sdists", (str(s.version) for s in sdists))
+    problems += pypi_rows.duplicates("conda.yaml: pypi_conda_names", (n.pypi for n in conda_names))
     targets = conda.rows("targets_include", _target_include)
     platform_vpkgs = conda.rows("platform_virtual_packages", _platform_vpkgs)
     kb = KnowledgeBase(
@@ -467,11 +484,10 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
         torch_builds=torch.rows("builds", _torch_build),
         deepspeed_releases=ds.rows("releases", _ds_release),
         deepspeed_conda_builds=ds.rows("conda_forge_builds", _ds_conda),
-        deepspeed_pip_run_deps=pip_deps[0] if pip_deps else (),
-        deepspeed_pip_run_deps_source=pip_deps[1] if pip_deps else (),
         pip_build=pip_build or ((), ()),
-        deepspeed_requirements=ds.rows("pypi_requirements", _ds_requirements),
-        pypi_conda_names=dict(ds.rows("pypi_conda_names", _pypi_conda_name)),
+        deepspeed_requirements=ds_requirements,
+        deepspeed_sdists=sdists,
+        pypi_conda_names=conda_names,
         op_headers=ds.rows("op_headers", _op_header),
         targets_include=dict(targets),
         split_packages_since=conda.one("split_packages_since", _fact("cuda")) or Fact("", ()),

@@ -116,16 +116,6 @@ class DeepSpeedRelease:
 
 
 @dataclass(frozen=True)
-class DeepSpeedRequirements:
-    """The run requirements of PyPI's deepspeed `since`..`latest` on Linux with a CUDA torch (PEP 508 strings)."""
-
-    since: Version
-    latest: Version
-    requires: tuple[str, ...]
-    source: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class DeepSpeedDefaultCcs:
     """What DeepSpeed's op builder targets, releases `since`..`latest`, when TORCH_CUDA_ARCH_LIST is unset and
     ops are built ahead of time with an nvcc of `cuda_major`."""
@@ -151,6 +141,41 @@ class OpLibrary:
     since: Version
     latest: Version
     package: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeepSpeedRequirements:
+    """What pip requires when it installs DeepSpeed `since`..`latest` from its PyPI sdist on Linux: `requires`
+    (setup.py's install_requires: requirements/requirements.txt) and `cuda_build_adds`, which setup.py appends when
+    the building python imports torch and DeepSpeed's accelerator is CUDA. PEP 508 strings, no extras or markers
+    (the loader checks)."""
+
+    since: Version
+    latest: Version
+    requires: tuple[str, ...]
+    cuda_build_adds: tuple[str, ...]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeepSpeedSdist:
+    """A DeepSpeed release's sdist on PyPI: its file URL and sha256, as PyPI's simple index lists them."""
+
+    version: Version
+    sha256: str
+    url: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PypiCondaName:
+    """The conda-forge package that installs a PyPI project (`pypi`: its PEP 503 normalised name).
+    provides_dist: the package holds the project's Python distribution, so pip sees a requirement on it met."""
+
+    pypi: str
+    conda: str
+    provides_dist: bool
     source: tuple[str, ...]
 
 
@@ -220,12 +245,11 @@ class KnowledgeBase:
     torch_builds: tuple[TorchBuild, ...]
     deepspeed_releases: tuple[DeepSpeedRelease, ...]
     deepspeed_conda_builds: tuple[DeepSpeedCondaBuild, ...]
-    deepspeed_pip_run_deps: tuple[str, ...]
-    deepspeed_pip_run_deps_source: tuple[str, ...]
     # What an env needs to build a PyPI sdist into itself without build isolation (conda names), with sources.
     pip_build: tuple[tuple[str, ...], tuple[str, ...]]
     deepspeed_requirements: tuple[DeepSpeedRequirements, ...]
-    pypi_conda_names: dict[str, Fact]  # PyPI project (normalized) -> the conda-forge package that provides it
+    deepspeed_sdists: tuple[DeepSpeedSdist, ...]
+    pypi_conda_names: tuple[PypiCondaName, ...]
     op_headers: tuple[OpHeader, ...]
     targets_include: dict[str, Fact]
     split_packages_since: Fact

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
@@ -10,11 +11,16 @@ from envsolver.kb.model import (
     DeepSpeedCondaBuild,
     DeepSpeedDefaultCcs,
     DeepSpeedRelease,
+    DeepSpeedSdist,
     KnowledgeBase,
     OpLibrary,
+    PypiCondaName,
     TorchBuild,
 )
 from envsolver.versions import MajorMinor
+
+if TYPE_CHECKING:  # packaging's requirement parser costs ~25 ms: imported where a requirement is read
+    from packaging.requirements import Requirement
 
 
 @dataclass(frozen=True)
@@ -54,22 +60,48 @@ def default_ccs(kb: KnowledgeBase, version: Version, cuda_major: int) -> DeepSpe
     )
 
 
-def requirements_of(kb: KnowledgeBase, version: Version) -> tuple[str, ...] | None:
-    """PyPI's deepspeed VERSION's run requirements on Linux with a CUDA torch (PEP 508); None where the KB does
-    not know them."""
-    row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
-    return row.requires if row else None
-
-
-def conda_name(kb: KnowledgeBase, pypi_name: str) -> str | None:
-    """The conda-forge package that provides the PyPI project (normalized name); None where the KB does not say."""
-    fact = kb.pypi_conda_names.get(pypi_name)
-    return fact.value if fact else None
-
-
 def op_libraries(kb: KnowledgeBase, version: Version | None = None) -> tuple[OpLibrary, ...]:
     """The CUDA libraries DeepSpeed's ops link in this release (every release's, when None)."""
     return tuple(lib for lib in kb.op_libraries if version is None or lib.since <= version <= lib.latest)
+
+
+def requirements_of(kb: KnowledgeBase, version: Version, cuda_build: bool = True) -> tuple[Requirement, ...] | None:
+    """What pip requires when it installs this release's PyPI sdist on Linux; with `cuda_build`, what setup.py adds
+    when it is built by a python whose torch imports and whose DeepSpeed accelerator is CUDA (nvidia-ml-py from
+    0.15.0; DS_ACCELERATOR=cuda, as the hook's activation sets it). None where the KB has not read the release."""
+    from packaging.requirements import Requirement
+
+    row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
+    if row is None:
+        return None
+    return tuple(Requirement(text) for text in (*row.requires, *(row.cuda_build_adds if cuda_build else ())))
+
+
+def torch_floor(kb: KnowledgeBase, version: Version) -> Version | None:
+    """The lowest torch pip accepts for this release (its `torch>=X`); None when it sets none or is not known.
+    No release sets an upper bound (tests/test_kb.py holds that)."""
+    found = requirements_of(kb, version, cuda_build=False) or ()
+    floors = [Version(s.version) for r in found if r.name == "torch" for s in r.specifier if s.operator == ">="]
+    return max(floors) if floors else None
+
+
+def sdist_of(kb: KnowledgeBase, version: Version) -> DeepSpeedSdist | None:
+    """PyPI's sdist of this release (URL, sha256); None where the KB does not list it."""
+    return next((s for s in kb.deepspeed_sdists if s.version == version), None)
+
+
+def conda_package(kb: KnowledgeBase, pypi_name: str) -> PypiCondaName | None:
+    """The conda-forge package that installs the PyPI project `pypi_name` (any spelling); None: unknown."""
+    from packaging.utils import canonicalize_name
+
+    key = canonicalize_name(pypi_name)
+    return next((row for row in kb.pypi_conda_names if row.pypi == key), None)
+
+
+def conda_name(kb: KnowledgeBase, pypi_name: str) -> str | None:
+    """conda-forge's name for the PyPI project `pypi_name` (torch -> pytorch); None where the KB does not know."""
+    row = conda_package(kb, pypi_name)
+    return row.conda if row is not None else None
 
 
 def choose(

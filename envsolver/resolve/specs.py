@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -231,9 +230,8 @@ def pypi_run_specs(kb: KnowledgeBase, version: Version) -> list[CondaSpec]:
     pytorch). A requirement's specifier is kept where conda reads it the same way; the lock checks each one
     against the solved records either way (pypi.pins)."""
     out = []
-    for text in ds_rules.requirements_of(kb, version) or ():
-        requirement = Requirement(text)
-        name = ds_rules.conda_name(kb, canonicalize_name(requirement.name))
+    for requirement in ds_rules.requirements_of(kb, version) or ():
+        name = ds_rules.conda_name(kb, requirement.name)
         if name is None or name == "pytorch" or requirement.marker is not None:
             continue
         clauses = [f"{s.operator}{s.version}" for s in requirement.specifier]
@@ -243,9 +241,10 @@ def pypi_run_specs(kb: KnowledgeBase, version: Version) -> list[CondaSpec]:
 
 
 def _requirements_source(kb: KnowledgeBase, version: Version) -> tuple[str, ...]:
+    """The sources of this release's requirements row and of the conda-forge names that hold them."""
     row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
-    names = {ds_rules.conda_name(kb, canonicalize_name(Requirement(t).name)) for t in (row.requires if row else ())}
-    mapped = tuple(s for n, f in kb.pypi_conda_names.items() if f.value in names for s in f.source)
+    names = {canonicalize_name(r.name) for r in ds_rules.requirements_of(kb, version) or ()}
+    mapped = tuple(s for r in kb.pypi_conda_names if r.pypi in names for s in r.source)
     return tuple(dict.fromkeys((row.source if row else ()) + mapped))
 
 

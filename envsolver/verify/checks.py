@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from envsolver.verify.checks_base import Check, Context
-from envsolver.verify.checks_deepspeed import check_op_libraries
+from envsolver.verify.checks_deepspeed import check_deepspeed_ops, check_op_libraries
 from envsolver.verify.checks_host import (
     check_driver,
     check_gpus,
@@ -28,7 +28,6 @@ from envsolver.verify.checks_torch import (
     check_cuda_available,
     check_cuda_version_match,
     check_cudnn,
-    check_deepspeed_ops,
     check_driver_supports_torch_cuda,
     check_extensions_cache,
     check_libcudart,

@@ -6,7 +6,6 @@ import re
 import shlex
 
 from envsolver import toolchain
-from envsolver.hook.build import compiler_line
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
 from envsolver.versions import leading_major_minor
@@ -37,8 +36,15 @@ def check_torch_cuda_build(ctx: Context) -> Check:
         "torch_cuda_build",
         "fail",
         f"torch {t.get('version')} is a CPU-only build (torch.version.cuda is None): the silent fallback",
+        cuda_torch_fix(ctx),
+    )
+
+
+def cuda_torch_fix(ctx: Context) -> str:
+    """How a CPU-only torch becomes a CUDA one (torch_cuda_build's fix, and deepspeed_ops')."""
+    return (
         "reinstall torch as a CUDA build: envsolver make --gpu <your GPU> && envsolver install conda-lock.yml "
-        f"-p {prefix_of(ctx)} (the lock pins a CUDA build string)",
+        f"-p {prefix_of(ctx)} (the lock pins a CUDA build string)"
     )
 
 
@@ -176,65 +182,6 @@ def check_nccl(ctx: Context) -> Check:
         "warn",
         f"NCCL version unknown: {t.get('nccl_error')}",
         "install the environment from its lock (the nccl package)",
-    )
-
-
-def check_deepspeed_ops(ctx: Context) -> Check:
-    ds = ctx.facts.get("deepspeed")
-    if not isinstance(ds, dict):
-        return Check("deepspeed_ops", "skip", "not probed (pass --deepspeed, or --gpu-test)")
-    if ds.get("error"):
-        return Check(
-            "deepspeed_ops",
-            "warn" if not ctx.deepspeed_wanted else "fail",
-            f"DeepSpeed: {ds['error']}",
-            "install the environment from its lock (deepspeed is in it)",
-        )
-    installed = sorted(k for k, v in (ds.get("installed_ops") or {}).items() if v)
-    if ds.get("accelerator") and ds.get("accelerator") != "cuda":
-        return Check(
-            "deepspeed_ops",
-            "fail",
-            f"DeepSpeed {ds.get('version')} selected its "
-            f"{ds.get('accelerator')!r} accelerator, so its CUDA ops are not used",
-            "use a CUDA torch and export DS_ACCELERATOR=cuda (envsolver hook sets it on activation)",
-        )
-    if not ds.get("fused_adam_built"):
-        return Check(
-            "deepspeed_ops",
-            "fail",
-            f"DeepSpeed {ds.get('version')}: FusedAdam is not built (not prebuilt, "
-            f"not in {ds.get('fused_adam_cache')}); its first use would JIT-compile it",
-            f"envsolver hook -p {prefix_of(ctx)} (builds the ops for the target GPUs and proves them)",
-        )
-    if not ds.get("fused_adam_loads"):
-        return Check(
-            "deepspeed_ops",
-            "fail",
-            f"DeepSpeed {ds.get('version')}: FusedAdam does not load: {compiler_line(str(ds.get('fused_adam_error')))}",
-            f"envsolver hook -p {prefix_of(ctx)} (builds and proves the ops)",
-        )
-    gpu = ctx.facts.get("gpu_test")
-    if ctx.gpu_test and isinstance(gpu, dict):
-        diff = gpu.get("max_abs_diff")
-        if diff is None or diff > 1e-5:
-            return Check(
-                "deepspeed_ops",
-                "fail",
-                f"FusedAdam vs torch.optim.AdamW: {gpu.get('error') or diff}",
-                f"rebuild the ops: rm -rf the extensions cache, then envsolver hook -p {prefix_of(ctx)}",
-            )
-    extra = (
-        f"; 5 FusedAdam steps match AdamW (max |diff| {gpu['max_abs_diff']:.1e})"
-        if (ctx.gpu_test and isinstance(gpu, dict) and gpu.get("max_abs_diff") is not None)
-        else ""
-    )
-    prebuilt = f"; prebuilt: {', '.join(installed)}" if installed else ""
-    return Check(
-        "deepspeed_ops",
-        "pass",
-        f"DeepSpeed {ds.get('version')}: FusedAdam loads in "
-        f"{ds.get('fused_adam_load_seconds', 0):.3f} s{prebuilt}{extra}",
     )
 
 

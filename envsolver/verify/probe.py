@@ -99,40 +99,76 @@ except Exception as exc:
 print(json.dumps(out))
 """
 
+# DeepSpeed's facts, one try each. DeepSpeed keeps compatible_ops in deepspeed.git_version_info up to 0.19.7
+# (computed when it is imported); 0.19.8 moved them to the lazy deepspeed.ops.__compatible_ops__.
 DS_CHILD = r"""
-import json, time
+import json, os, re, sys, time
+from importlib import metadata
 out = {}
+def fact(name, get):
+    try:
+        out[name] = get()
+    except Exception as exc:
+        out[name] = None
+        out[name + "_error"] = "%s: %s" % (type(exc).__name__, exc)
+def key(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+def requires_missing():
+    # DeepSpeed's run requirements (its metadata's Requires-Dist, extras left out) with no distribution installed
+    have = set(key(d.metadata["Name"] or "") for d in metadata.distributions())
+    names = [re.match(r"[A-Za-z0-9._-]+", line).group(0) for line in metadata.requires("deepspeed") or []
+             if "extra" not in line.partition(";")[2]]
+    return sorted(set(key(n) for n in names if key(n) not in have))
+def compatible_ops():
+    import deepspeed.git_version_info as info
+    if hasattr(info, "compatible_ops"):
+        out["compatible_ops_from"] = "deepspeed.git_version_info"
+        found = info.compatible_ops
+    else:
+        import deepspeed.ops
+        out["compatible_ops_from"] = "deepspeed.ops.__compatible_ops__"
+        found = deepspeed.ops.__compatible_ops__
+    return dict((k, bool(v)) for k, v in found.items())
+def accelerator():
+    from deepspeed.accelerator import get_accelerator
+    return get_accelerator()._name
+def installed_ops():
+    from deepspeed.git_version_info import installed_ops
+    return dict((k, bool(v)) for k, v in installed_ops.items())
+def extensions_root():
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root:
+        return root
+    import torch
+    from torch.utils.cpp_extension import get_default_build_root
+    flavour = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
+    return os.path.join(get_default_build_root(), "py%d%d%s_%s" % (sys.version_info[0], sys.version_info[1],
+                                                                   getattr(sys, "abiflags", ""), flavour))
+fact("distribution", lambda: metadata.version("deepspeed"))
+fact("requires_missing", requires_missing)
 try:
     import deepspeed
-    out["version"] = deepspeed.__version__
-    from deepspeed.accelerator import get_accelerator
-    out["accelerator"] = get_accelerator()._name
-    from deepspeed.git_version_info import installed_ops, compatible_ops
-    out["installed_ops"] = {k: bool(v) for k, v in installed_ops.items()}
-    out["compatible_ops"] = {k: bool(v) for k, v in compatible_ops.items()}
-    import os, sys, torch
-    from torch.utils.cpp_extension import get_default_build_root
-    root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    if not root:
-        flavour = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
-        root = os.path.join(get_default_build_root(), "py%d%d%s_%s" % (sys.version_info[0], sys.version_info[1],
-                                                                        getattr(sys, "abiflags", ""), flavour))
-    so = os.path.join(root, "fused_adam", "fused_adam.so")
-    out["fused_adam_cache"] = so
-    out["fused_adam_built"] = bool(out["installed_ops"].get("fused_adam")) or os.path.exists(so)
-    if out["accelerator"] == "cuda" and out["fused_adam_built"]:
-        from deepspeed.ops.op_builder import FusedAdamBuilder
-        builder = FusedAdamBuilder()
-        start = time.perf_counter()
-        try:
-            builder.load(verbose=False)
-            out["fused_adam_load_seconds"] = time.perf_counter() - start
-            out["fused_adam_loads"] = True
-        except Exception as exc:
-            out["fused_adam_loads"] = False
-            out["fused_adam_error"] = "%s: %s" % (type(exc).__name__, str(exc)[-1500:])
 except Exception as exc:
     out["error"] = "%s: %s" % (type(exc).__name__, exc)
+    print(json.dumps(out))
+    sys.exit(0)
+fact("version", lambda: deepspeed.__version__)
+fact("accelerator", accelerator)
+fact("installed_ops", installed_ops)
+fact("compatible_ops", compatible_ops)
+fact("fused_adam_cache", lambda: os.path.join(extensions_root(), "fused_adam", "fused_adam.so"))
+so = out.get("fused_adam_cache")
+out["fused_adam_built"] = bool((out.get("installed_ops") or {}).get("fused_adam")) or bool(so and os.path.exists(so))
+if out.get("accelerator") == "cuda" and out["fused_adam_built"]:
+    try:
+        from deepspeed.ops.op_builder import FusedAdamBuilder
+        start = time.perf_counter()
+        FusedAdamBuilder().load(verbose=False)
+        out["fused_adam_load_seconds"] = time.perf_counter() - start
+        out["fused_adam_loads"] = True
+    except Exception as exc:
+        out["fused_adam_loads"] = False
+        out["fused_adam_error"] = "%s: %s" % (type(exc).__name__, str(exc)[-1500:])
 print(json.dumps(out))
 """
 
