@@ -610,6 +610,28 @@ PY = "/opt/torch/.venv/bin/python3"  # the H200 capture's interpreter
             NO_DEEPSPEED,
             {
                 "lock_meta": {"envsolver_torch_cuda_arch_list": "9.0"},
+                "lock_entries": LOCK,
+                "lock_pip": (
+                    PipRecord(
+                        "deepspeed",
+                        "0.19.8",
+                        "deepspeed-0.19.8.tar.gz",
+                        "https://files.pythonhosted.org/packages/bc/d8/x/deepspeed-0.19.8.tar.gz",
+                        "9e491abd0827ea5c389dd702e15e11e13d83d904bac4a20d6c2a4cb37207a9af",
+                    ),
+                ),
+            },
+            "fail",
+            "DeepSpeed is not installed in this python; the lock takes DeepSpeed 0.19.8 from PyPI "
+            "(deepspeed-0.19.8.tar.gz, sha256 9e491abd0827…)",
+            "envsolver install conda-lock.yml -p /opt/torch/.venv (installs the lock's PyPI part by its sha256, then "
+            "runs the hook, which builds and registers the ops)",
+            id="absent-locked-pypi",
+        ),
+        pytest.param(
+            NO_DEEPSPEED,
+            {
+                "lock_meta": {"envsolver_torch_cuda_arch_list": "9.0"},
                 "lock_entries": (
                     LockEntry("deepspeed", "0.18.8", "cuda130_py312_h0", "linux-64", "linux-64", "u", None, None),
                 ),
