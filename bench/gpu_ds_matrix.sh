@@ -16,6 +16,7 @@
 # (for a dry run of the script's plumbing on a machine without a GPU, where every cell fails).
 set -u
 WHEELS=${1:?usage: bash bench/gpu_ds_matrix.sh WHEELDIR OUTDIR}
+WHEELS=$(cd "$WHEELS" && pwd)  # absolute: the CUDA-build step runs pip from another directory
 OUT=${2:?usage: bash bench/gpu_ds_matrix.sh WHEELDIR OUTDIR}
 RELEASES=${RELEASES:-"0.17.6 0.18.9 0.19.8"}
 mkdir -p "$OUT"
