@@ -58,7 +58,9 @@ def test_every_profile_locks_without_network(tmp_path: Path, monkeypatch: pytest
         live = lock.lock(target, kb, "live", (), tmp_path / "cache", lambda _: None)
         offline = lock.lock(target, kb, "offline", (), tmp_path / "cache", lambda _: None)
         assert live.used == "snapshot" and live.records == offline.records, name
-        assert len(live.warnings) == 1 and "could not be reached" in live.warnings[0], name
+        assert "could not be reached" in live.warnings[0], (name, live.warnings)
+        # A PyPI part adds the index's fallback line (a closed port stands for PyPI in tests: conftest.py).
+        assert len(live.warnings) == 1 + bool(live.pip), (name, live.warnings)
         outputs.write_all(live, kb, tmp_path / name, make_command(target), None, force=True)
         locked = parse_conda_lock_file(tmp_path / name / "conda-lock.yml")
         torch = next(p for p in locked.package if p.name == "pytorch")

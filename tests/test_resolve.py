@@ -1223,15 +1223,15 @@ def test_within_a_snapshot_a_toolkit_it_does_not_hold_is_named(kb: KnowledgeBase
             dict(gpus=("a100",), torch="2.3.1", source="pytorch", python="3.11"),
             "python 3.11.*|pytorch ==2.3.1 *cuda12*|pytorch-cuda 12.1.*|cuda-nvcc 12.1.*|cuda-cudart-dev|"
             "libcusparse-dev|libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx_linux-64 <13|ninja|"
-            "einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py|pip|"
-            "setuptools >=70.1",
+            "einops|hjson-py|msgpack-python|numpy|packaging >=20.0|psutil|py-cpuinfo|pydantic >=2.0.0|tqdm|"
+            "nvidia-ml-py|pip|setuptools >=70.1",
         ),
         (
             dict(gpus=("jetson-thor",)),
             "python 3.13.*|pytorch ==2.13.0 cuda130*|cuda-version 13.0.*|cuda-nvcc|cuda-cudart-dev|libcusparse-dev|"
             "libcublas-dev|libcusolver-dev|libcurand-dev|cuda-profiler-api|gxx <16|gxx_linux-aarch64 <16|ninja|cudnn|"
-            "nccl|einops|hjson-py|msgpack-python|numpy|packaging|psutil|py-cpuinfo|pydantic >=2|tqdm|nvidia-ml-py|pip|"
-            "setuptools >=70.1",
+            "nccl|einops|hjson-py|msgpack-python|numpy|packaging >=20.0|psutil|py-cpuinfo|pydantic >=2.0.0|tqdm|"
+            "nvidia-ml-py|pip|setuptools >=70.1",
         ),
     ],
 )

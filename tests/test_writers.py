@@ -372,15 +372,26 @@ def accepted_by_conda_lock(text: str, tmp: Path) -> None:
     jsonschema.validate(yaml.safe_load(text), conda_lock_schema())
 
 
-def inputs_of(path: Path) -> tuple[dict[str, list[Record]], list[str], dict[str, str], dict[str, str], str, str]:
-    """What renders a written conda-lock.yml: its records, channels, hashes, custom metadata, command, KB date."""
+def inputs_of(
+    path: Path,
+) -> tuple[dict[str, list[Record]], list[str], dict[str, str], dict[str, str], str, str, dict[str, list[PipRecord]]]:
+    """What renders a written conda-lock.yml: its records, channels, hashes, custom metadata, command, KB date,
+    and its PyPI files."""
     text = path.read_text(encoding="utf-8")
     doc = yaml.safe_load(text)
     lines = text.splitlines()
     kb_date = lines[0].split("(knowledge base ", 1)[1].split(")", 1)[0]
     command = lines[1].removeprefix("# Regenerate with: ")
     records: dict[str, list[Record]] = {}
+    pip: dict[str, list[PipRecord]] = {}
     for p in doc["package"]:
+        if p["manager"] == "pip":
+            file_name = p["url"].rsplit("/", 1)[-1]
+            deps = tuple(p["dependencies"].items())
+            pip.setdefault(p["platform"], []).append(
+                PipRecord(p["name"], p["version"], file_name, p["url"], p["hash"]["sha256"], deps)
+            )
+            continue
         depends = tuple(f"{name} {spec}".strip() for name, spec in p["dependencies"].items())
         rec = Record(
             p["name"],
@@ -405,6 +416,7 @@ def inputs_of(path: Path) -> tuple[dict[str, list[Record]], list[str], dict[str,
         meta["custom_metadata"],
         command,
         kb_date,
+        pip,
     )
 
 
@@ -414,10 +426,10 @@ def test_the_shipped_locks_are_there() -> None:
 
 @pytest.mark.parametrize("path", SHIPPED_LOCKS, ids=lambda p: p.parent.name)
 def test_every_shipped_lock_renders_byte_for_byte_and_conda_lock_accepts_it(path: Path, tmp_path: Path) -> None:
-    records, channels, hashes, custom, command, kb_date = inputs_of(path)
-    text = condalock.render(records, channels, hashes, custom, command, kb_date)
+    records, channels, hashes, custom, command, kb_date, pip = inputs_of(path)
+    text = condalock.render(records, channels, hashes, custom, command, kb_date, pip)
     assert files.stamp(text) == path.read_text(encoding="utf-8")
-    assert text == render_with_conda_locks_models(records, channels, hashes, custom, command, kb_date)
+    assert text == render_with_conda_locks_models(records, channels, hashes, custom, command, kb_date, pip)
     accepted_by_conda_lock(text, tmp_path)
 
 
