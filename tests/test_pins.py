@@ -41,8 +41,7 @@ CONDA = [
 
 def _pin(kb: KnowledgeBase, mode: pins.Mode, environ: dict[str, str], conda: list[Record] = CONDA) -> pins.PipPart:
     def needs(_name: str, version: object) -> object:
-        texts = ds_rules.requirements_of(kb, version)  # type: ignore[arg-type]
-        return None if texts is None else pins.parse_requirements(texts)
+        return ds_rules.requirements_of(kb, version)  # type: ignore[arg-type]
 
     return pins.pin(
         ["deepspeed==0.19.8"], MajorMinor(3, 13), "linux-64", conda, needs,  # type: ignore[arg-type]

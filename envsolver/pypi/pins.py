@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from envsolver.errors import ConflictError, EnvsolverError
@@ -237,14 +237,3 @@ def _satisfied(
             "specs for this release: pass --no-deepspeed, or report it."
         )
     return tuple(sorted(dict(out).items()))
-
-
-def parse_requirements(texts: Sequence[str]) -> tuple[Requirement, ...]:
-    """PEP 508 strings -> Requirements. Raises ValueError naming the bad one."""
-    out = []
-    for text in texts:
-        try:
-            out.append(Requirement(text))
-        except InvalidRequirement as exc:
-            raise ValueError(f"{text!r} is not a PEP 508 requirement: {exc}") from None
-    return tuple(out)
