@@ -99,14 +99,15 @@ def pin(
         if found is None:
             raise ConflictError(
                 f"{where} has no file of {name} {version} with a sha256 (and not yanked), so it cannot be locked. "
-                f"Pass --no-deepspeed, or choose another release the index has."
+                "Point ENVSOLVER_PYPI_INDEX (or PIP_INDEX_URL) at an index that holds it, or pass --no-deepspeed."
             )
         _check_python(found, python)
         needs = requirements_of(name, version)
         if needs is None:
             raise ConflictError(
                 f"the knowledge base does not know the run requirements of {name} {version}, so the conda part "
-                "cannot be checked to hold them. Use a release it knows (envsolver explain lists them)."
+                "cannot be checked to hold them (an envsolver bug: a plan takes only releases it knows). Pass "
+                "--no-deepspeed to lock the rest, and report it."
             )
         deps = _satisfied(name, version, needs, python, platform, conda, conda_name)
         records.append(PipRecord(name, found.version, found.filename, found.url, found.sha256, deps))
