@@ -148,3 +148,16 @@ def test_every_bundled_page_reads() -> None:
     for path in sorted(pins.snapshot_dir().glob("*.json")):
         date, files = index.read_snapshot(path, path.stem)
         assert files and len(date) == 10, path
+
+
+def test_an_index_without_the_release_is_refused_naming_what_to_do(kb: KnowledgeBase, tmp_path: Path) -> None:
+    root = tmp_path / "index"
+    (root / "simple" / "deepspeed").mkdir(parents=True)
+    page = "\n".join(line for line in PAGE.read_text().splitlines() if "deepspeed-0.19.8" not in line)
+    (root / "simple" / "deepspeed" / "index.html").write_text(page)
+    with httplab.serve(root) as lab, pytest.raises(ConflictError) as info:
+        _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple"})
+    assert str(info.value) == (
+        f"{lab.url}/simple has no file of deepspeed 0.19.8 with a sha256 (and not yanked), so it cannot be locked. "
+        "Point ENVSOLVER_PYPI_INDEX (or PIP_INDEX_URL) at an index that holds it, or pass --no-deepspeed."
+    )
