@@ -286,33 +286,31 @@ def _show_plan(plan: installer.InstallPlan, as_json: bool) -> None:
 
 def _install_prefix(prefix: Path | None, name: str | None) -> Path:
     """-p PREFIX, or -n NAME under conda's envs directory (envsdir.py); exactly one of them."""
-    if prefix is not None and name is not None:
-        raise click.UsageError("-n/--name and -p/--prefix exclude each other. Pass one of them.")
-    if name is not None:
-        from envsolver import envsdir
-
-        return envsdir.prefix_for(name, os.environ)
-    if prefix is None:
-        raise click.UsageError(
-            "Missing option '-p' / '--prefix' (or '-n' / '--name'): the environment to install into. Pass -p "
-            "PREFIX (a directory), or -n NAME for a named environment under conda's envs directory."
-        )
-    return prefix
+    return _prefix_or_name(
+        prefix, name, False, "the environment to install into. Pass -p PREFIX (a directory), or -n NAME for a named "
+        "environment under conda's envs directory.",
+    )  # fmt: skip
 
 
 def _hook_prefix(prefix: Path | None, name: str | None) -> Path:
     """-p PREFIX, or -n NAME of an existing environment (envsdir.existing); exactly one of them."""
+    return _prefix_or_name(
+        prefix, name, True, "the environment to set up. Pass -p PREFIX, or -n NAME for a named environment (as "
+        "conda-lock install -n NAME made it).",
+    )  # fmt: skip
+
+
+def _prefix_or_name(prefix: Path | None, name: str | None, existing: bool, missing: str) -> Path:
+    """The prefix -p gives, or -n NAME's: an existing environment found as conda finds it (EXISTING), else the
+    directory conda's -n NAME names. Raises click.UsageError for both or neither (MISSING: what it is for)."""
     if prefix is not None and name is not None:
         raise click.UsageError("-n/--name and -p/--prefix exclude each other. Pass one of them.")
     if name is not None:
         from envsolver import envsdir
 
-        return envsdir.existing(name, os.environ)
+        return envsdir.existing(name, os.environ) if existing else envsdir.prefix_for(name, os.environ)
     if prefix is None:
-        raise click.UsageError(
-            "Missing option '-p' / '--prefix' (or '-n' / '--name'): the environment to set up. Pass -p PREFIX, or "
-            "-n NAME for a named environment (as conda-lock install -n NAME made it)."
-        )
+        raise click.UsageError(f"Missing option '-p' / '--prefix' (or '-n' / '--name'): {missing}")
     return prefix
 
 

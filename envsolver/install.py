@@ -331,15 +331,7 @@ def plan(lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str,
 
 def pip_urls(records: tuple[PipRecord, ...], mirrors: dict[str, str]) -> list[str]:
     """Where each PyPI file is fetched from: its locked URL, or a mirror's where --mirror rewrites it."""
-    out = []
-    for record in records:
-        url = record.url
-        for old, new in mirrors.items():
-            if url.startswith(old.rstrip("/") + "/"):
-                url = new.rstrip("/") + url[len(old.rstrip("/")) :]
-                break
-        out.append(url)
-    return out
+    return [lockfile.mirrored(record.url, mirrors) for record in records]
 
 
 def _read_lock(lock_path: Path, platform: str | None) -> lockfile.Lock:

@@ -388,14 +388,17 @@ def _metadata(where: str, custom: dict[str, str] | None) -> dict[str, str]:
     return out
 
 
+def mirrored(url: str, mirrors: dict[str, str]) -> str:
+    """URL with its prefix rewritten by the first --mirror FROM=TO that matches (a site mirror), else as it is."""
+    for old, new in mirrors.items():
+        if url.startswith(old.rstrip("/") + "/"):
+            return new.rstrip("/") + url[len(old.rstrip("/")) :]
+    return url
+
+
 def apply_mirrors(entries: list[LockEntry], mirrors: dict[str, str]) -> list[LockEntry]:
     """Rewrite URL prefixes (FROM -> TO), e.g. to a site mirror, at install time."""
     out = []
     for entry in entries:
-        url = entry.url
-        for old, new in mirrors.items():
-            if url.startswith(old.rstrip("/") + "/"):
-                url = new.rstrip("/") + url[len(old.rstrip("/")) :]
-                break
-        out.append(dataclasses.replace(entry, url=url))
+        out.append(dataclasses.replace(entry, url=mirrored(entry.url, mirrors)))
     return out
