@@ -335,6 +335,10 @@ class SlurmLab:
             "GresTypes=gpu",
             "ReturnToService=2",
             "SlurmctldTimeout=30",
+            # Job ids of their own: the launcher's rendezvous port follows the job id (slurm_launch.port_for), and
+            # two labs on one host (two copies of the suite side by side) would otherwise both run job 27 on
+            # 127.0.0.1:29527 at once. A real cluster's job ids are unique; two labs' need not be.
+            f"FirstJobId={1000 + (os.getpid() % 90) * 200}",
             "SlurmdTimeout=60",
             "InactiveLimit=0",
             "KillWait=2",
