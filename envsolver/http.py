@@ -146,6 +146,11 @@ class Mismatch(DownloadError):
     kind: Kind = "integrity"
 
 
+class TooLarge(DownloadError):
+    """A body past its limit (the file's size, or the ceiling); the partial file is removed, the URL not tried
+    again (exit 2)."""
+
+
 class _Transient(Exception):
     """A failure worth another try: what happened, the fix should it be the last, a Retry-After in seconds."""
 
@@ -350,8 +355,8 @@ def _prove(target: Path, expected: str, shown: str) -> None:
         )
 
 
-def _too_big(shown: str, what: str, limit: Limit) -> DownloadError:
-    return DownloadError(f"cannot fetch {shown!r}: {what}, past {limit.what()}. {limit.fix()}")
+def _too_big(shown: str, what: str, limit: Limit) -> TooLarge:
+    return TooLarge(f"cannot fetch {shown!r}: {what}, past {limit.what()}. {limit.fix()}")
 
 
 def _copy_file(parts: SplitResult, shown: str, target: Path, limit: Limit) -> None:

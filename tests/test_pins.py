@@ -161,3 +161,18 @@ def test_an_index_without_the_release_is_refused_naming_what_to_do(kb: Knowledge
         f"{lab.url}/simple has no file of deepspeed 0.19.8 with a sha256 (and not yanked), so it cannot be locked. "
         "Point ENVSOLVER_PYPI_INDEX (or PIP_INDEX_URL) at an index that holds it, or pass --no-deepspeed."
     )
+
+
+def test_an_index_page_past_its_bound_is_not_read_past_it_and_the_snapshot_serves(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """An index that streams its page without end: the download stops at MAX_PAGE_BYTES (not the 4 GiB ceiling
+    of package downloads), and the PyPI part comes from the bundled snapshot with one warning."""
+    root = tmp_path / "index"
+    root.mkdir()
+    with httplab.serve(root, httplab.Faults(endless="close")) as lab:
+        part = _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple"})
+    (warning,) = part.warnings
+    assert "is larger than 16 MiB; it is not a simple page" in warning, warning
+    assert part.records[0].sha256 == SHA_0198
+    assert lab.sent < 2 * index.MAX_PAGE_BYTES, lab.sent

@@ -214,7 +214,7 @@ def index_url(environ: Mapping[str, str]) -> str:
 
 def fetch(project: str, index: str, environ: Mapping[str, str]) -> list[PypiFile]:
     """PROJECT's lockable files on INDEX, read from its simple page. Raises IndexUnreadable (exit 2) when the page
-    cannot be fetched, is larger than MAX_PAGE_BYTES or is not text."""
+    cannot be fetched, is larger than MAX_PAGE_BYTES (the download stops there) or is not text."""
     from envsolver import http  # urllib and ssl: only a live lock with a PyPI part needs them
 
     page = f"{index.rstrip('/')}/{normalize(project)}/"
@@ -222,15 +222,17 @@ def fetch(project: str, index: str, environ: Mapping[str, str]) -> list[PypiFile
     with tempfile.TemporaryDirectory(prefix="envsolver-pypi-") as tmp:
         target = Path(tmp) / "page.html"
         try:
-            http.download(page, target, timeout=TIMEOUT_S, environ=environ, retry=http.Retry(attempts=2))
+            http.download(
+                page, target, timeout=TIMEOUT_S, environ=environ, retry=http.Retry(attempts=2), ceiling=MAX_PAGE_BYTES
+            )
+        except http.TooLarge:
+            raise IndexUnreadable(
+                f"the index page {shown!r} is larger than {MAX_PAGE_BYTES >> 20} MiB; it is not a simple page"
+            ) from None
         except http.DownloadError as exc:
             raise IndexUnreadable(str(exc)) from None
         with target.open("rb") as handle:
-            data = handle.read(MAX_PAGE_BYTES + 1)
-    if len(data) > MAX_PAGE_BYTES:
-        raise IndexUnreadable(
-            f"the index page {shown!r} is larger than {MAX_PAGE_BYTES >> 20} MiB; it is not a simple page"
-        )
+            data = handle.read(MAX_PAGE_BYTES)  # the download stopped at MAX_PAGE_BYTES
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
