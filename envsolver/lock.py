@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from envsolver import lockcheck, snapshot, unsolved
 from envsolver.errors import BadInputError, ConflictError, EnvsolverError, Kind
@@ -27,10 +27,6 @@ from envsolver.resolve import choose, refusal, resolve, ways_out
 from envsolver.snapshot import restricted as snapshot_restricted
 from envsolver.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
 from envsolver.target import Target
-
-if TYPE_CHECKING:
-    from packaging.requirements import Requirement
-    from packaging.version import Version
 
 Mode = Literal["live", "offline", "custom"]
 Progress = Callable[[str], None]
@@ -197,31 +193,14 @@ def with_pip(
     if not plan.pip:
         return result
     from envsolver.pypi import pins
-    from envsolver.resolve import deepspeed as ds_rules
 
-    part = pins.pin(
-        plan.pip,
-        plan.python_version,
-        plan.platform,
-        result.records[plan.platform],
-        lambda _name, version: _requirements(kb, version),
-        lambda name: ds_rules.conda_name(kb, name),
-        mode,
-        environ,
-        progress,
-    )
+    part = pins.pin(plan, result.records[plan.platform], kb, mode, environ, progress)
     return dataclasses.replace(
         result,
         pip={plan.platform: part.records},
         pip_index=part.index,
         warnings=result.warnings + part.warnings,
     )
-
-
-def _requirements(kb: KnowledgeBase, version: Version) -> tuple[Requirement, ...] | None:
-    from envsolver.resolve import deepspeed as ds_rules
-
-    return ds_rules.requirements_of(kb, version)
 
 
 def _lock_conda(
@@ -265,15 +244,8 @@ def _unsolvable_here(
 ) -> ConflictError:
     """--channel URLs (a site mirror) that cannot lock the plan: why in plain words (the solver's text under -v),
     then the option changes that do lock against the same channels, each solved and checked before it is named."""
-    from envsolver import unsolved
-
     progress(f"the solver's answer: {text}")
-
-    def planner(changed: Target) -> Plan:
-        chosen = choose(changed, kb)
-        _solve_all(chosen, kb, sources_for(chosen), cache, lambda _: None)
-        return chosen
-
+    planner = _channels_planner(kb, sources_for, cache)
     ways = ways_out.find(kb, target, planner) or _within_channels(target, kb, planner)
     return ConflictError(
         f"the --channel URLs cannot lock {ways_out.describe(plan)}: "
@@ -282,6 +254,20 @@ def _unsolvable_here(
 
 
 MAX_CHANNEL_TRIES = 16
+
+
+def _channels_planner(
+    kb: KnowledgeBase, sources_for: Callable[[Plan], list[ChannelSource]], cache: Path
+) -> Callable[[Target], Plan]:
+    """A planner for ways_out whose plans are solved and checked against the same channels (it raises when they
+    cannot lock one)."""
+
+    def planner(changed: Target) -> Plan:
+        chosen = choose(changed, kb)
+        _solve_all(chosen, kb, sources_for(chosen), cache, lambda _: None)
+        return chosen
+
+    return planner
 
 
 def _within_channels(target: Target, kb: KnowledgeBase, planner: Callable[[Target], Plan]) -> list[ways_out.WayOut]:
@@ -314,13 +300,7 @@ def _incoherent(
 ) -> ConflictError:
     """The refusal of a solution with two CUDA runtimes, with the ways out that do lock against the same
     channels (each solved and checked before it is named)."""
-
-    def planner(changed: Target) -> Plan:
-        chosen = choose(changed, kb)
-        _solve_all(chosen, kb, sources_for(chosen), cache, lambda _: None)
-        return chosen
-
-    ways = ways_out.find(kb, target, planner)
+    ways = ways_out.find(kb, target, _channels_planner(kb, sources_for, cache))
     return ConflictError(
         f"the solution the channels give for {ways_out.describe(plan)} is not coherent, so nothing was written: "
         f"{why}. {ways_out.sentence(ways, 'these channels')}"

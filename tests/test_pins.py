@@ -8,6 +8,7 @@ https://pypi.org/simple/deepspeed/`), unchanged."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,10 @@ import pytest
 from envsolver.errors import ConflictError, EnvsolverError
 from envsolver.kb import KnowledgeBase
 from envsolver.pypi import index, pins
-from envsolver.resolve import deepspeed as ds_rules
 from envsolver.solve import Record
 from envsolver.versions import MajorMinor
 from tests import httplab
+from tests.conftest import plan_for
 
 PAGE = Path(__file__).parent / "data" / "pypi" / "deepspeed-simple.html"
 SHA_0198 = "9e491abd0827ea5c389dd702e15e11e13d83d904bac4a20d6c2a4cb37207a9af"
@@ -40,13 +41,10 @@ CONDA = [
 
 
 def _pin(kb: KnowledgeBase, mode: pins.Mode, environ: dict[str, str], conda: list[Record] = CONDA) -> pins.PipPart:
-    def needs(_name: str, version: object) -> object:
-        return ds_rules.requirements_of(kb, version)  # type: ignore[arg-type]
-
-    return pins.pin(
-        ["deepspeed==0.19.8"], MajorMinor(3, 13), "linux-64", conda, needs,  # type: ignore[arg-type]
-        lambda name: ds_rules.conda_name(kb, name), mode, environ,
-    )  # fmt: skip
+    plan = replace(
+        plan_for(kb, gpus=("a100",)), pip=("deepspeed==0.19.8",), python_version=MajorMinor(3, 13), platform="linux-64"
+    )
+    return pins.pin(plan, conda, kb, mode, environ)
 
 
 def test_pypis_real_simple_page_parses_into_its_lockable_files() -> None:

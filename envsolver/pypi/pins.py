@@ -21,18 +21,17 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from envsolver.errors import ConflictError, EnvsolverError
+from envsolver.kb.model import KnowledgeBase
+from envsolver.plan import Plan
 from envsolver.pypi import index
 from envsolver.pypi.index import PipRecord
 from envsolver.redact import redact
+from envsolver.resolve import deepspeed as ds_rules
 from envsolver.solve import Record
 from envsolver.versions import MajorMinor
 
 Mode = Literal["live", "offline", "custom"]
 Progress = Callable[[str], None]
-# (PyPI name, version) -> the release's run requirements on Linux (None: not known), and PyPI name -> the
-# conda-forge package that provides it (None: not known). The knowledge base answers both.
-RequirementsOf = Callable[[str, Version], "tuple[Requirement, ...] | None"]
-CondaNameOf = Callable[[str], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -77,18 +76,18 @@ def size_of(sha256: str) -> int | None:
 
 
 def pin(
-    requirements: Sequence[str],
-    python: MajorMinor,
-    platform: str,
+    plan: Plan,
     conda: Sequence[Record],
-    requirements_of: RequirementsOf,
-    conda_name: CondaNameOf,
+    kb: KnowledgeBase,
     mode: Mode,
     environ: Mapping[str, str],
     progress: Progress = lambda _: None,
 ) -> PipPart:
-    """The locked files of REQUIREMENTS (each `name==version`). Raises ConflictError (exit 1) when a release
-    has no lockable file, needs another Python, or needs what the conda part does not hold."""
+    """The locked files of the plan's PyPI requirements (each `name==version`), with CONDA (the plan's solved
+    conda part) holding every run requirement the KB gives each release (resolve.deepspeed). Raises
+    ConflictError (exit 1) when a release has no lockable file, needs another Python, or needs what the conda
+    part does not hold."""
+    requirements, python, platform = plan.pip, plan.python_version, plan.platform
     if not requirements:
         return PipPart((), "", None)
     wanted = [_exact(text) for text in requirements]
@@ -102,14 +101,14 @@ def pin(
                 "Point ENVSOLVER_PYPI_INDEX (or PIP_INDEX_URL) at an index that holds it, or pass --no-deepspeed."
             )
         _check_python(found, python)
-        needs = requirements_of(name, version)
+        needs = ds_rules.requirements_of(kb, version)
         if needs is None:
             raise ConflictError(
                 f"the knowledge base does not know the run requirements of {name} {version}, so the conda part "
                 "cannot be checked to hold them (an envsolver bug: a plan takes only releases it knows). Pass "
                 "--no-deepspeed to lock the rest, and report it."
             )
-        deps = _satisfied(name, version, needs, python, platform, conda, conda_name)
+        deps = _satisfied(name, version, needs, _environment(python, platform), conda, kb)
         records.append(PipRecord(name, found.version, found.filename, found.url, found.sha256, deps))
         progress(f"locked {found.filename} (sha256 {found.sha256[:12]}…) from {where}")
     return PipPart(tuple(records), where, date, tuple(warnings))
@@ -128,10 +127,8 @@ def _pages(
     names: list[str], mode: Mode, environ: Mapping[str, str], progress: Progress
 ) -> tuple[dict[str, list[index.PypiFile]], str, str | None, list[str]]:
     """Each project's files, where they were read, the snapshot date when bundled, and the warnings."""
-    snap = {name: bundled(name) for name in names} if mode == "offline" else {}
     if mode == "offline":
-        date = max(d for d, _ in snap.values())
-        return {n: files for n, (_, files) in snap.items()}, f"the bundled PyPI snapshot of {date}", date, []
+        return (*_bundled_pages(names), [])
     url = index.index_url(environ)
     public = redact(url)
     progress(f"reading {', '.join(names)} from {public}")
@@ -140,17 +137,23 @@ def _pages(
     except index.IndexUnreadable as exc:
         why = " ".join(str(exc).split())
         why = why if len(why) <= 160 else why[:159] + "…"
-        snap = {name: bundled(name) for name in names}
-        date = max(d for d, _ in snap.values())
+        pages, where, date = _bundled_pages(names)
         warning = (
             f"the Python package index could not be read ({why}); the PyPI part was locked from the bundled "
             f"snapshot of PyPI's pages of {date} instead (the same files and sha256 as PyPI gave them)"
         )
         progress(warning)
-        return {n: files for n, (_, files) in snap.items()}, f"the bundled PyPI snapshot of {date}", date, [warning]
+        return pages, where, date, [warning]
     for name, files in live.items():
         _same_as_pypi(name, files, public)
     return live, public, None, []
+
+
+def _bundled_pages(names: list[str]) -> tuple[dict[str, list[index.PypiFile]], str, str]:
+    """Each project's files from the bundled snapshot, how messages name it, and its date."""
+    snap = {name: bundled(name) for name in names}
+    date = max(d for d, _ in snap.values())
+    return {n: files for n, (_, files) in snap.items()}, f"the bundled PyPI snapshot of {date}", date
 
 
 def _same_as_pypi(name: str, files: list[index.PypiFile], where: str) -> None:
@@ -202,21 +205,20 @@ def _satisfied(
     name: str,
     version: Version,
     needs: tuple[Requirement, ...],
-    python: MajorMinor,
-    platform: str,
+    env: dict[str, str],
     conda: Sequence[Record],
-    conda_name: CondaNameOf,
+    kb: KnowledgeBase,
 ) -> tuple[tuple[str, str], ...]:
-    """Check that the conda part holds every run requirement; (name, specifier) of each, as the lock records."""
+    """Check that the conda part holds every run requirement (whose marker holds in the target's marker
+    environment ENV); (name, specifier) of each, as the lock records."""
     by_name = {r.name: r for r in conda}
-    env = _environment(python, platform)
     problems = []
     out = []
     for need in needs:
         if need.marker is not None and not need.marker.evaluate(env):
             continue
         out.append((index.normalize(need.name), str(need.specifier) or "*"))
-        conda_package = conda_name(index.normalize(need.name))
+        conda_package = ds_rules.conda_name(kb, need.name)
         if conda_package is None:
             problems.append(f"{need} (the knowledge base knows no conda-forge package for it)")
             continue
