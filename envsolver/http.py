@@ -150,6 +150,8 @@ class TooLarge(DownloadError):
     """A body past its limit (the file's size, or the ceiling); the partial file is removed, the URL not tried
     again (exit 2)."""
 
+    kind: Kind = "fetch"
+
 
 class _Transient(Exception):
     """A failure worth another try: what happened, the fix should it be the last, a Retry-After in seconds."""
