@@ -183,9 +183,7 @@ def _record_public_urls(prefix: Path, entries: list[LockEntry]) -> None:
         doc["channel"] = redact(entry.url.rsplit("/", 2)[0])
         for key in ("extracted_package_dir", "package_tarball_full_path", "link"):
             doc.pop(key, None)
-        tmp = path.with_name(f".{path.name}.envsolver-new")
-        files.write_new(tmp, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        files.replace_with(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 @contextlib.contextmanager
@@ -308,25 +306,27 @@ def plan(lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str,
     for entry in lock.entries:
         _, expected = pkgcache.expected_hash(entry)
         cached = cache / "verified" / f"{expected}-{entry.file_name}"
-        state: State = "installed" if _same(entry, have.get(entry.name)) else "download"
-        size = None
-        with contextlib.suppress(OSError):
-            if state == "download" and cached.is_file():
-                state, size = "cached", cached.stat().st_size
+        state, size = _state(_same(entry, have.get(entry.name)), cached)
         out.append(PlannedPackage(entry.name, entry.version, entry.build, state, size, redact(urls[entry.name])))
     kept = pypi_install.recorded(prefix) if prefix.exists() else {}
     for record, url in zip(lock.pip, pip_urls(lock.pip, mirrors), strict=True):
         cached = cache / pypi_install.CACHE / f"{record.sha256}-{record.filename}"
-        state = "installed" if pypi_install.in_place(prefix, record, kept) else "download"
-        size = None
-        with contextlib.suppress(OSError):
-            if state == "download" and cached.is_file():
-                state, size = "cached", cached.stat().st_size
+        state, size = _state(pypi_install.in_place(prefix, record, kept), cached)
         out.append(PlannedPackage(record.name, record.version, "pypi", state, size, redact(url), "pip"))
     unchanged = (
         prefix.exists() and all(p.state == "installed" for p in out) and set(have) == {e.name for e in lock.entries}
     )
     return InstallPlan(prefix, lock.platform, tuple(out), not unchanged)
+
+
+def _state(installed: bool, cached: Path) -> tuple[State, int | None]:
+    """A dry run's state of one file: installed already, else in the cache (with its size) or to download."""
+    if installed:
+        return "installed", None
+    with contextlib.suppress(OSError):
+        if cached.is_file():
+            return "cached", cached.stat().st_size
+    return "download", None
 
 
 def pip_urls(records: tuple[PipRecord, ...], mirrors: dict[str, str]) -> list[str]:

@@ -15,7 +15,6 @@ with the same lock and the release still in site-packages changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -122,12 +121,8 @@ def _save(prefix: Path, records: Sequence[PipRecord]) -> None:
             for r in sorted(records, key=lambda r: r.name)
         }
     }
-    path = prefix / RECORD
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.envsolver-new")
-    tmp.unlink(missing_ok=True)
-    files.write_new(tmp, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    (prefix / RECORD).parent.mkdir(parents=True, exist_ok=True)
+    files.replace_with(prefix / RECORD, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def stage(
@@ -198,10 +193,10 @@ def install(
     fetch: Fetch,
     progress: Progress,
     environ: Mapping[str, str],
-    runner: procrun.Runner | None = None,
 ) -> PipReport:
-    """Install every file of RECORDS that is not in place into PREFIX's python, proven by hash. Raises
-    IntegrityError, FetchError or PipInstallError (exit 2)."""
+    """Install every file of RECORDS that is not in place into PREFIX's python, proven by hash, staged in STAGING
+    (the caller's private directory, which it removes). Raises IntegrityError, FetchError or PipInstallError
+    (exit 2)."""
     kept = recorded(prefix)
     missing = [r for r in records if not in_place(prefix, r, kept)]
     done = tuple(f"{r.name} {r.version}" for r in records if r not in missing)
@@ -223,12 +218,11 @@ def install(
         fetched += 1
         fetch(url, path, sha256)
 
-    staged = stage(missing, urls, cache, wheels, counted, progress)
+    stage(missing, urls, cache, wheels, counted, progress)
     requirements = staging / "pypi-requirements.txt"
     files.write_new(requirements, requirements_text(missing))
     progress(f"pip: installing {', '.join(f'{r.name} {r.version}' for r in missing)} into {prefix} (by sha256)")
-    run = runner or (lambda argv, env: procrun.run(argv, env, BUILD_TIMEOUT_S))
-    code, output = run(pip_argv(python, wheels, requirements), pip_env(environ))
+    code, output = procrun.run(pip_argv(python, wheels, requirements), pip_env(environ), BUILD_TIMEOUT_S)
     if code != 0:
         raise PipInstallError(
             f"pip could not install {', '.join(f'{r.name} {r.version}' for r in missing)} into {str(prefix)!r} "
@@ -242,8 +236,5 @@ def install(
             f"pip ran, but {str(prefix)!r} does not hold {', '.join(f'{r.name} {r.version}' for r in wrong)} "
             "afterwards. Run the same command again; if it persists, check PREFIX/lib/python3*/site-packages."
         )
-    with contextlib.suppress(OSError):
-        for path in staged.values():
-            path.unlink(missing_ok=True)
     _save(prefix, records)
     return PipReport(tuple(f"{r.name} {r.version}" for r in missing), done, fetched)

@@ -92,6 +92,18 @@ def write_new(path: Path, text: str) -> None:
         raise
 
 
+def replace_with(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically: written whole beside it (write_new, never through a link), then
+    renamed over it. Raises OSError; the file beside it is removed on failure."""
+    tmp = path.with_name(f".{path.name}.envsolver-new")
+    write_new(tmp, text)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def fsync_dir(directory: Path) -> None:
     """Make the directory's entries (creations, renames, removals) durable. Raises OSError."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
