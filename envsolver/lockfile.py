@@ -227,12 +227,17 @@ def _checked(where: str, entries: list[LockEntry], platform: str) -> list[LockEn
     """The platform's entries: at least one, each name once."""
     if not entries:
         raise BadInputError(f"{where} has no packages for {platform}. Regenerate it with envsolver make.")
-    seen: set[str] = set()
-    for entry in entries:
-        if entry.name in seen:
-            raise _fail(where, f"lists {entry.name!r} twice for {platform}")
-        seen.add(entry.name)
+    _once(where, [e.name for e in entries], f"{{!r}} twice for {platform}")
     return entries
+
+
+def _once(where: str, names: list[str], twice: str) -> None:
+    """Raise BadInputError for the first name listed twice (TWICE: how the message says it, `{!r}` the name)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise _fail(where, "lists " + twice.format(name))
+        seen.add(name)
 
 
 def _model(text: str, where: str) -> Any:
@@ -347,11 +352,7 @@ def _canonical(version: str) -> str | None:
 
 
 def _pip_checked(where: str, pip: list[PipRecord]) -> tuple[PipRecord, ...]:
-    seen: set[str] = set()
-    for record in pip:
-        if record.name in seen:
-            raise _fail(where, f"lists the PyPI package {record.name!r} twice")
-        seen.add(record.name)
+    _once(where, [r.name for r in pip], "the PyPI package {!r} twice")
     return tuple(pip)
 
 

@@ -28,6 +28,7 @@ from click.testing import CliRunner
 
 from envsolver import howto, lockfile
 from envsolver.cli import main
+from envsolver.errors import EnvsolverError
 from envsolver.pypi import index, pins
 from envsolver.pypi import install as pypi_install
 from envsolver.pypi.index import PipRecord
@@ -269,3 +270,11 @@ def test_the_printed_conda_lock_path_ends_with_the_hook(
         check=False,
     )
     assert shown.stdout.split() == [ARCH_LIST, "cuda"], shown.stderr
+
+
+def test_a_lock_that_lists_a_pypi_file_twice_is_refused(channel: Path, release: PipRecord, tmp_path: Path) -> None:
+    _, plain = write_locks(channel, tmp_path, release)
+    plain.write_text(plain.read_text() + explicit.pip_line(release) + "\n")
+    with pytest.raises(EnvsolverError) as info:
+        lockfile.read(plain, None)
+    assert "lists the PyPI package 'deepspeed' twice" in str(info.value), str(info.value)
