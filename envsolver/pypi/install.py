@@ -27,7 +27,7 @@ from envsolver.printable import printable
 from envsolver.pypi import index
 from envsolver.pypi.index import PipRecord
 from envsolver.redact import redact, redact_text
-from envsolver.writers import files
+from envsolver.writers import files, pipreqs
 
 Progress = Callable[[str], None]
 Fetch = Callable[[str, Path, str], None]  # fetch URL into the file at Path; the sha256 the file must have
@@ -154,7 +154,8 @@ def _bound(fetch: Fetch, sha256: str) -> Callable[[str, Path], None]:
 
 
 def requirements_text(records: Sequence[PipRecord]) -> str:
-    return "".join(f"{r.name}=={r.version} --hash=sha256:{r.sha256}\n" for r in sorted(records, key=lambda r: r.name))
+    """pip's requirements for RECORDS, the lines of the explicit lock's .pip.txt (writers.pipreqs)."""
+    return "".join(f"{pipreqs.line(r)}\n" for r in sorted(records, key=lambda r: r.name))
 
 
 def pip_argv(python: Path, staging: Path, requirements: Path) -> list[str]:
