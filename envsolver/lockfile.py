@@ -44,11 +44,7 @@ _VERSION = re.compile(rf"(?:[0-9]{{1,9}}!)?{_COMPONENTS}(?:\+{_COMPONENTS})?")
 _BUILD = re.compile(r"[A-Za-z0-9_.+]{1,128}")
 _MD5 = re.compile(r"[0-9a-f]{32}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-# http(s) with a host (and user info, a port), or file: with a path. Path characters exclude quotes, spaces,
-# '$', '`', ';', '#', '?' and the like: a package URL needs none of them.
-_URL = re.compile(
-    r"(?:https?://(?:[A-Za-z0-9._~%+\-:]+@)?[A-Za-z0-9.\-]+(?::[0-9]{1,5})?|file://)(?:/[A-Za-z0-9._~%+=,!@:\-]+)+"
-)
+_URL = index.URL  # a conda archive's URL and a PyPI file's have one grammar
 _FILE = re.compile(r"(?P<stem>.+)(?P<ext>\.conda|\.tar\.bz2)")
 _DEPENDS = re.compile(r"[A-Za-z0-9_.*,<>=!|~+\- ]{0,256}")
 _METADATA_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,128}")

@@ -40,7 +40,9 @@ _WHEEL = re.compile(
     r"-(?P<py>[A-Za-z0-9_.]+)-(?P<abi>[A-Za-z0-9_.]+)-(?P<platform>[A-Za-z0-9_.]+)\.whl"
 )
 _SDIST = re.compile(r"(?P<name>[A-Za-z0-9._-]+?)-(?P<version>[A-Za-z0-9_.!+]+)\.tar\.gz")
-# http(s) with a host (user info and a port allowed), or file: with a path; path characters as for conda URLs.
+# A package URL, a conda archive's (lockfile.py) or a PyPI file's: http(s) with a host (and user info, a port),
+# or file: with a path. Path characters exclude quotes, spaces, '$', '`', ';', '#', '?' and the like: a package
+# URL needs none of them.
 URL = re.compile(
     r"(?:https?://(?:[A-Za-z0-9._~%+\-:]+@)?[A-Za-z0-9.\-]+(?::[0-9]{1,5})?|file://)(?:/[A-Za-z0-9._~%+=,!@:\-]+)+"
 )
