@@ -38,7 +38,7 @@ from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
 from envsolver.progress import Meter
 from envsolver.pypi import install as pypi_install
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact
 from envsolver.writers import files
 

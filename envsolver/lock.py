@@ -21,7 +21,7 @@ from envsolver import lockcheck, snapshot, unsolved
 from envsolver.errors import BadInputError, ConflictError, EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact, redact_text
 from envsolver.resolve import choose, refusal, resolve, ways_out
 from envsolver.snapshot import restricted as snapshot_restricted

@@ -20,7 +20,7 @@ from envsolver.archlist import parse_arch_list
 from envsolver.errors import BadInputError
 from envsolver.kb.model import PLATFORMS
 from envsolver.pypi import index
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact
 
 MAX_BYTES = 32 << 20  # the a100 lock is 70 KiB

@@ -31,7 +31,7 @@ from envsolver.cli import main
 from envsolver.errors import EnvsolverError
 from envsolver.pypi import index, pins
 from envsolver.pypi import install as pypi_install
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.solve import ChannelSource, index_channel, solve
 from envsolver.writers import condalock, explicit, pipreqs
 from tests import httplab

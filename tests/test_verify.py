@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from envsolver.cli import main
 from envsolver.kb import KnowledgeBase
 from envsolver.lockfile import LockEntry
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.verify import checks, probe
 from envsolver.verify import run as verify_run
 from tests.conftest import DATA

@@ -21,7 +21,7 @@ from envsolver.errors import BadInputError
 from envsolver.inputs import Options, build_target
 from envsolver.kb import KnowledgeBase
 from envsolver.plan import Plan
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.resolve import resolve
 from envsolver.solve import Record
 from envsolver.writers import condalock, environment, explicit, files, virtualpkgs

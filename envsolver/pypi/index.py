@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envsolver.errors import EnvsolverError, Kind
@@ -82,23 +83,9 @@ class PypiFile:
         }
 
 
-@dataclass(frozen=True)
-class PipRecord:
-    """One locked PyPI file: the release, its file name and URL (credentials kept for the fetch; written files
-    get redact()), its sha256, and its run requirements as conda-lock writes them (name -> specifier, '*' for
-    any)."""
-
-    name: str
-    version: str
-    filename: str
-    url: str
-    sha256: str
-    dependencies: tuple[tuple[str, str], ...] = ()
-
-
 def normalize(name: str) -> str:
-    """PEP 503's normalized name: 'Py_CPUInfo' -> 'py-cpuinfo'."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503's normalized name: 'Py_CPUInfo' -> 'py-cpuinfo' (packaging's canonicalize_name)."""
+    return str(canonicalize_name(name))
 
 
 def name_version(filename: str) -> tuple[str, str] | None:

@@ -25,7 +25,7 @@ from envsolver import howto, pkgcache, procrun
 from envsolver.errors import EnvsolverError, Kind
 from envsolver.printable import printable
 from envsolver.pypi import index
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact, redact_text
 from envsolver.writers import files, pipreqs
 

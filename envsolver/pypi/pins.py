@@ -24,7 +24,7 @@ from envsolver.errors import ConflictError, EnvsolverError
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan
 from envsolver.pypi import index
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact
 from envsolver.resolve import deepspeed as ds_rules
 from envsolver.solve import Record

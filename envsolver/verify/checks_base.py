@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lockfile import LockEntry
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.versions import DriverVersion
 from envsolver.versions import driver as parse_driver
 

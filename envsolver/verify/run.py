@@ -14,7 +14,7 @@ from typing import Any
 from envsolver import lockfile, prefixmeta
 from envsolver.errors import EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.verify.checks import HOST_ONLY, Check, Context, run
 
 PROBE = Path(__file__).with_name("probe.py")

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from envsolver import __version__, howto
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact
 from envsolver.solve import Record
 from envsolver.writers import virtualpkgs, yamlemit

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from envsolver import __version__, howto
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact
 from envsolver.solve import Record
 from envsolver.writers.yamlemit import comment

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envsolver import __version__, howto
-from envsolver.pypi.index import PipRecord
+from envsolver.pypi.record import PipRecord
 from envsolver.writers.explicit import file_name, pip_file_name
 from envsolver.writers.yamlemit import comment
 
