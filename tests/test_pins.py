@@ -174,3 +174,12 @@ def test_an_index_page_past_its_bound_is_not_read_past_it_and_the_snapshot_serve
     assert "is larger than 16 MiB; it is not a simple page" in warning, warning
     assert part.records[0].sha256 == SHA_0198
     assert lab.sent < 2 * index.MAX_PAGE_BYTES, lab.sent
+
+
+def test_the_knowledge_bases_sdists_are_the_bundled_pages_files(kb: KnowledgeBase) -> None:
+    """Two records of PyPI's deepspeed files stand in the tree: the KB's pypi_sdists (the files its requirement rows
+    were read from) and the bundled page the PyPI part is locked from. They must be the same files."""
+    _, files = pins.bundled("deepspeed")
+    page = {f.version: (f.url, f.sha256) for f in files if not f.wheel}
+    for sdist in kb.deepspeed_sdists:
+        assert page.get(str(sdist.version)) == (sdist.url, sdist.sha256), sdist
