@@ -11,6 +11,7 @@ from envsolver.kb.model import (
     DeepSpeedCondaBuild,
     DeepSpeedDefaultCcs,
     DeepSpeedRelease,
+    DeepSpeedRequirements,
     DeepSpeedSdist,
     KnowledgeBase,
     OpLibrary,
@@ -65,13 +66,18 @@ def op_libraries(kb: KnowledgeBase, version: Version | None = None) -> tuple[OpL
     return tuple(lib for lib in kb.op_libraries if version is None or lib.since <= version <= lib.latest)
 
 
+def requirements_row(kb: KnowledgeBase, version: Version) -> DeepSpeedRequirements | None:
+    """The KB's row of this release's pip requirements (with its sources); None where it has not read it."""
+    return next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
+
+
 def requirements_of(kb: KnowledgeBase, version: Version, cuda_build: bool = True) -> tuple[Requirement, ...] | None:
     """What pip requires when it installs this release's PyPI sdist on Linux; with `cuda_build`, what setup.py adds
     when it is built by a python whose torch imports and whose DeepSpeed accelerator is CUDA (nvidia-ml-py from
     0.15.0; DS_ACCELERATOR=cuda, as the hook's activation sets it). None where the KB has not read the release."""
     from packaging.requirements import Requirement
 
-    row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
+    row = requirements_row(kb, version)
     if row is None:
         return None
     return tuple(Requirement(text) for text in (*row.requires, *(row.cuda_build_adds if cuda_build else ())))

@@ -242,7 +242,7 @@ def pypi_run_specs(kb: KnowledgeBase, version: Version) -> list[CondaSpec]:
 
 def _requirements_source(kb: KnowledgeBase, version: Version) -> tuple[str, ...]:
     """The sources of this release's requirements row and of the conda-forge names that hold them."""
-    row = next((r for r in kb.deepspeed_requirements if r.since <= version <= r.latest), None)
+    row = ds_rules.requirements_row(kb, version)
     names = {canonicalize_name(r.name) for r in ds_rules.requirements_of(kb, version) or ()}
     mapped = tuple(s for r in kb.pypi_conda_names if r.pypi in names for s in r.source)
     return tuple(dict.fromkeys((row.source if row else ()) + mapped))
