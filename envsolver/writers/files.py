@@ -1,7 +1,8 @@
 """Write generated files atomically, never over a user's edits.
 
 Each generated file carries `# envsolver-sha256: <hex>` on its last header line, the hash of the text
-that follows it. On rewrite: identical content is left alone; a file whose hash still matches (or that
+that follows it (`-- envsolver-sha256: <hex>` in a Lua file: `comment` names the line-comment mark).
+On rewrite: identical content is left alone; a file whose hash still matches (or that
 does not exist) is replaced atomically; anything else was edited by hand and needs `force`.
 write() does this for one file; writers/fileset.py for a set of files that must change together.
 """
@@ -26,18 +27,22 @@ class Outcome(str, Enum):
     REMOVED = "removed"  # a file of an earlier set that the new set does not have
 
 
-def stamp(text: str) -> str:
-    """Insert the hash line after the leading comment block."""
+def _mark(comment: str) -> str:
+    return MARK if comment == "#" else f"{comment}{MARK[1:]}"
+
+
+def stamp(text: str, comment: str = "#") -> str:
+    """Insert the hash line after the leading comment block (lines starting with `comment`)."""
     lines = text.splitlines(keepends=True)
-    split = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    split = next((i for i, line in enumerate(lines) if not line.startswith(comment)), len(lines))
     body = "".join(lines[split:])
     digest = hashlib.sha256(body.encode()).hexdigest()
-    return "".join(lines[:split]) + f"{MARK}{digest}\n" + body
+    return "".join(lines[:split]) + f"{_mark(comment)}{digest}\n" + body
 
 
-def edited_by_hand(text: str) -> bool:
+def edited_by_hand(text: str, comment: str = "#") -> bool:
     """True when the file has no envsolver hash line or its body no longer matches it."""
-    _, sep, body = text.partition(MARK)
+    _, sep, body = text.partition(_mark(comment))
     if not sep:
         return True
     digest, _, rest = body.partition("\n")
@@ -50,14 +55,15 @@ def _umask() -> int:
     return mask
 
 
-def write(path: Path, text: str, force: bool = False) -> Outcome:
-    """Write stamped `text` to `path` atomically. Raises BadInputError when a hand edit would be lost."""
-    stamped = stamp(text)
+def write(path: Path, text: str, force: bool = False, comment: str = "#") -> Outcome:
+    """Write stamped `text` to `path` atomically (`comment`: the file's line-comment mark, for the hash line).
+    Raises BadInputError when a hand edit would be lost."""
+    stamped = stamp(text, comment)
     if path.exists():
         current = path.read_text(encoding="utf-8", errors="replace")
         if current == stamped:
             return Outcome.UNCHANGED
-        if edited_by_hand(current) and not force:
+        if edited_by_hand(current, comment) and not force:
             raise BadInputError(
                 f"{str(path)!r} was edited by hand (or not written by envsolver); it was left as "
                 "it is. Move your changes elsewhere, or pass --force to overwrite it."
