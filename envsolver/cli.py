@@ -61,6 +61,13 @@ LAZY = {
         "Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,\n"
         "DeepSpeed's ops, the lock. Every failure names its fix.",
     ),
+    "module": (
+        "envsolver.cli_module:module_command",
+        "Write an Lmod modulefile (Lua) for an installed environment: `module load MODULE` sets what activating it\n"
+        "sets (PATH, CONDA_PREFIX, and the hook's TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and\n"
+        "CUDA_HOME and CPATH when the prefix holds the CUDA toolkit), and `module unload MODULE` gives every variable\n"
+        "back its earlier value.",
+    ),
     "cluster": (
         "envsolver.cli_cluster:cluster",
         "Work with a Slurm cluster as a whole: draft its cluster file from Slurm (`cluster init`), write a job\n"
