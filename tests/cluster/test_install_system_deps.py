@@ -16,13 +16,16 @@ SCRIPT = Path(__file__).resolve().parent.parent.parent / "scripts" / "install_sy
 TOOLS = ("bash", "env", "id", "echo")  # what the script needs besides the Slurm binaries and apt-get
 
 
-def run(path: str, *prefix: str, script: Path = SCRIPT, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    path: str, *prefix: str, script: Path = SCRIPT, cwd: Path | None = None, lmod: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The script with PATH=`path` (and LMOD_PKG=`lmod`: where it looks for Lmod's init/bash)."""
     return subprocess.run(
         [*prefix, shutil.which("bash") or "bash", str(script)],
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PATH": path},
+        env={**os.environ, "PATH": path, **({"LMOD_PKG": lmod} if lmod else {})},
         check=False,
         cwd=cwd,
     )
@@ -49,6 +52,21 @@ def test_without_apt_get_it_says_what_to_install(tmp_path: Path) -> None:
     done = run(bare_path(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "no apt-get" in done.stdout and "slurm-client" in done.stdout
+
+
+def test_lmod_is_named_when_its_init_is_missing(tmp_path: Path) -> None:
+    """Lmod has no command on PATH: the script looks for LMOD_PKG/init/bash (Debian's /usr/share/lmod/lmod)."""
+    bin_dir, lmod = tmp_path / "bin", tmp_path / "lmod"
+    bin_dir.mkdir()
+    (lmod / "init").mkdir(parents=True)
+    path = bare_path(bin_dir)
+    missing = run(path, lmod=str(lmod))
+    assert missing.returncode == 0, missing.stderr
+    assert "no apt-get" in missing.stdout and " lmod " in missing.stdout, missing.stdout
+    (lmod / "init" / "bash").write_text("# Lmod's init\n")
+    found = run(path, lmod=str(lmod))
+    assert found.returncode == 0, found.stderr
+    assert " lmod " not in found.stdout, found.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
