@@ -6,7 +6,9 @@ hook wrote the prefix's activate.d/envsolver.sh with (arch list, include target,
 toolkit) are read back from that script and proven by rendering it again, byte for byte; a script edited by hand
 or written by another envsolver is refused. Lmod's `pushenv` sets a variable and on unload gives back its earlier
 value (or unsets it), as deactivate.d/envsolver.sh does; `prepend_path` adds a directory in front of a path list
-(`${CPATH:+:${CPATH}}` in the script) and takes it out again on unload.
+(`${CPATH:+:${CPATH}}` in the script) and takes it out again on unload. One difference: Lmod keeps no empty
+values, so a variable set to the empty string before load is unset after unload (deactivate.d gives back '').
+The module runs none of the prefix's other activate.d scripts (conda packages' own); `Result.not_covered` names them.
 
 Every value that reaches the file is checked against its grammar here and written as a Lua literal (lua.py).
 """
@@ -35,7 +37,7 @@ MAX_SCRIPT = 64 * 1024
 # digit or '_': no '.', '..' or hidden parts, nothing a file name or Lmod's own syntax would read another way.
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}"
 NAME = re.compile(rf"{_PART}(?:/{_PART}){{0,3}}")
-FAMILY = re.compile(_PART)
+FAMILY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # Lmod names a variable after it: LMOD_FAMILY_<NAME>
 VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 TARGET = re.compile(r"[a-z0-9_]+-[a-z0-9_]+")
 META_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # the keys lockfile.read accepts in custom_metadata
@@ -131,14 +133,21 @@ def _path(text: str, what: str, fix: str) -> str:
     return text
 
 
-def _value(text: str, what: str) -> str:
-    """A one-line printable value (a lock metadata value, an activation literal). Raises BadInputError."""
-    if len(text) > MAX_VALUE or not all(ch == " " or ch.isprintable() for ch in text):
-        raise BadInputError(
-            f"{what} {text[:200]!r} is not a one-line printable value; it was edited or not written by envsolver. "
-            "Reinstall the prefix with envsolver install, or regenerate the lock with envsolver make."
-        )
-    return text
+def _lock(prefix: str, kept: prefixmeta.Kept | None) -> dict[str, str]:
+    """The kept lock metadata, each key a plain name and each value one printable line. Raises BadInputError."""
+    if kept is None:
+        return {}
+    path = shlex.quote(f"{prefix}/{prefixmeta.METADATA}")
+    fix = (
+        f"{path} was edited or not written by envsolver. Run envsolver install LOCK -p {shlex.quote(prefix)} again "
+        f"to rewrite it, or delete {path} (the module then names the lock as unknown)."
+    )
+    for key, value in sorted(kept.custom.items()):
+        if not META_KEY.fullmatch(key):
+            raise BadInputError(f"lock metadata key {key[:128]!r} is not a plain name; {fix}")
+        if len(value) > MAX_VALUE or not all(ch == " " or ch.isprintable() for ch in value):
+            raise BadInputError(f"lock metadata {key!r} {value[:200]!r} is not a one-line printable value; {fix}")
+    return dict(sorted(kept.custom.items()))
 
 
 def check_request(request: Request) -> tuple[str, str]:
@@ -149,7 +158,9 @@ def check_request(request: Request) -> tuple[str, str]:
             "digits, '_', '.', '+' and '-', each starting with a letter, digit or '_'. E.g. train/2026.12."
         )
     if request.family is not None and not FAMILY.fullmatch(request.family):
-        raise BadInputError(f"--family {request.family!r} is not a family name such as conda_env.")
+        raise BadInputError(
+            f"--family {request.family!r} is not a family name (letters, digits and '_') such as conda_env."
+        )
     for conflict in request.conflicts:
         if not NAME.fullmatch(conflict):
             raise BadInputError(f"--conflict {conflict!r} is not a module name such as anaconda3 or cuda/12.4.")
@@ -164,6 +175,11 @@ def read_activation(prefix: Path, targets: Iterable[str]) -> Activation:
     Raises BadInputError when the script is missing, unreadable, or no rendering matches it."""
     path = prefix / ACTIVATE
     rerun = f"envsolver hook -p {shlex.quote(str(prefix))}"
+    if not prefix.is_dir():
+        raise BadInputError(
+            f"prefix {str(prefix)!r} does not exist. Install the environment first (envsolver install "
+            f"conda-lock.yml -p {shlex.quote(str(prefix))}), then run this command again."
+        )
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_SCRIPT + 1)
@@ -208,14 +224,17 @@ def settings(found: Activation) -> tuple[Setting, ...]:
         for part in setting.parts:
             if isinstance(part, Ref) and (part.name != "CONDA_PREFIX" or part.append):
                 raise ValueError(f"{name}: a reference to {part.name} cannot be loaded and unloaded exactly")
-            if isinstance(part, str) and setting.how == "prepend_path" and ":" in part:
-                raise ValueError(f"{name}: {part!r} holds the path separator")
+            if isinstance(part, str) and (
+                not part.isprintable() or len(part) > MAX_VALUE or (setting.how == "prepend_path" and ":" in part)
+            ):
+                raise ValueError(f"{name}: {part!r} is not a printable one-line value (or holds ':' in a path)")
         out.append(setting)
     return tuple(out)
 
 
 def _expression(parts: tuple[Part, ...]) -> str:
-    return lua.concat(["prefix" if isinstance(p, Ref) else lua.string(_value(p, "an activation value")) for p in parts])
+    """`prefix` for the reference to CONDA_PREFIX, literals quoted (settings() allows nothing else)."""
+    return lua.concat(["prefix" if isinstance(p, Ref) else lua.string(p) for p in parts])
 
 
 def _activate_d(prefix: Path) -> tuple[str, ...]:
@@ -236,13 +255,7 @@ def render(
     not_covered: tuple[str, ...],
 ) -> str:
     """The modulefile's text (without the hash line files.write adds)."""
-    lock = {} if kept is None else {k: _value(v, f"lock metadata {k!r}") for k, v in sorted(kept.custom.items())}
-    for key in lock:
-        if not META_KEY.fullmatch(key):
-            raise BadInputError(
-                f"lock metadata key {key[:128]!r} is not a plain name; {prefix}/{prefixmeta.METADATA} was edited or "
-                "not written by envsolver. Run envsolver install LOCK -p PREFIX again to rewrite it."
-            )
+    lock = _lock(prefix, kept)
     command = ["envsolver", "module", request.module, "-p", prefix, "--out", out]
     command += ["--no-family"] if request.family is None else ["--family", request.family]
     for conflict in request.conflicts:

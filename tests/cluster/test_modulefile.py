@@ -199,8 +199,17 @@ def test_a_non_utf8_prefix_path_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["../up"], ["train/"], ["train//1"], ["train/1;rm"], ["a/b/c/d/e"], ["train/1", "--family", "x y"]],
-    ids=["dot-dot", "trailing-slash", "empty-part", "semicolon", "five-parts", "family"],
+    [
+        ["../up"],
+        ["train/"],
+        ["train//1"],
+        ["train/1;rm"],
+        ["a/b/c/d/e"],
+        ["train/1", "--family", "x y"],
+        ["train/1", "--family", "a.b"],
+        ["train/1", "--conflict", "x\ny"],
+    ],
+    ids=["dot-dot", "trailing-slash", "empty-part", "semicolon", "five-parts", "family", "family-dot", "conflict"],
 )
 def test_a_malformed_module_name_is_refused(tmp_path: Path, args: list[str]) -> None:
     prefix = tmp_path / "env"
@@ -250,6 +259,11 @@ def test_hostile_lock_metadata_values_are_quoted_or_refused(tmp_path: Path) -> N
     refused = cli("train/2", "-p", str(prefix), "--out", str(out))
     assert refused.exit_code == 2 and "'envsolver_torch'" in refused.output, refused.output
     assert not (out / "train" / "2.lua").exists()
+    assert f"delete {meta}" in refused.output, refused.output
+    meta.unlink()  # the fix that needs no lock at hand
+    fixed = cli("train/2", "-p", str(prefix), "--out", str(out))
+    assert fixed.exit_code == 0, fixed.output
+    assert "Lock: unknown" in (out / "train" / "2.lua").read_text()
 
 
 @needs_lmod
@@ -372,3 +386,33 @@ def test_lua_literals_read_back_exactly(texts: list[str]) -> None:
     done = subprocess.run([LUA or "lua", "-e", program], capture_output=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines() == [t.encode().hex() for t in texts], program
+
+
+def test_n_name_finds_the_environment_as_conda_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix = hooked(tmp_path)  # tmp_path/env
+    monkeypatch.setenv("CONDA_ENVS_DIRS", str(tmp_path))
+    done = cli("train/1", "-n", "env", "--out", str(tmp_path / "m"), "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["prefix"] == str(prefix)
+    both = cli("train/1", "-n", "env", "-p", str(prefix), "--out", str(tmp_path / "m"))
+    assert both.exit_code == 2 and "exclude each other" in both.output, both.output
+
+
+@needs_lmod
+def test_a_variable_set_empty_before_load_is_unset_after_unload(tmp_path: Path) -> None:
+    """Lmod keeps no empty values: where deactivate.d gives back CUDA_HOME='' (set, empty), unload leaves it
+    unset. Pinned here so that the difference stays known (the module's docstring says so)."""
+    prefix = hooked(tmp_path / "p")
+    out = tmp_path / "modules"
+    assert cli("train/1", "-p", str(prefix), "--out", str(out)).exit_code == 0
+    before = {"PATH": "/usr/bin:/bin", "CUDA_HOME": "", "TORCH_CUDA_ARCH_LIST": ""}
+    seen = load_unload(tmp_path, out, "train/1", before)
+    assert seen["loaded"]["CUDA_HOME"] == str(prefix) and seen["loaded"]["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX"
+    assert "CUDA_HOME" not in seen["unloaded"] and "TORCH_CUDA_ARCH_LIST" not in seen["unloaded"], seen["unloaded"]
+
+
+def test_a_missing_prefix_is_named(tmp_path: Path) -> None:
+    missing = cli("train/1", "-p", str(tmp_path / "nowhere"), "--out", str(tmp_path / "m"))
+    assert missing.exit_code == 2 and "does not exist" in missing.output, missing.output
+    assert f"envsolver install conda-lock.yml -p {tmp_path / 'nowhere'}" in missing.output
+    assert not (tmp_path / "m").exists()
