@@ -23,6 +23,7 @@ from envsolver.errors import BadInputError
 from envsolver.hook import activation
 from envsolver.hook import run as hook_run
 from envsolver.kb import default_kb
+from envsolver.writers import files
 from tests.test_hook import BASE, fake_prefix
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -416,3 +417,14 @@ def test_a_missing_prefix_is_named(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "does not exist" in missing.output, missing.output
     assert f"envsolver install conda-lock.yml -p {tmp_path / 'nowhere'}" in missing.output
     assert not (tmp_path / "m").exists()
+
+
+def test_the_hash_line_is_a_lua_comment(tmp_path: Path) -> None:
+    """files.write(comment='--'): the stamp is `-- envsolver-sha256:` (a `#` line is no Lua), and a hand edit
+    shows against it as it does in the `#` files."""
+    prefix = hooked(tmp_path)
+    assert cli("train/1", "-p", str(prefix), "--out", str(tmp_path / "m")).exit_code == 0
+    text = (tmp_path / "m" / "train" / "1.lua").read_text()
+    assert text.splitlines()[2].startswith("-- envsolver-sha256: ") and "\n#" not in text, text
+    assert not files.edited_by_hand(text, "--") and files.edited_by_hand(text.replace("cuda", "cpu"), "--")
+    assert files.edited_by_hand(text)  # as a `#` file it has no hash line
