@@ -65,10 +65,17 @@ def cli(*args: str) -> Result:
     return CliRunner().invoke(main, ["module", *args])
 
 
+def written(*args: str) -> Result:
+    """`envsolver module ARGS`, which must succeed."""
+    done = cli(*args)
+    assert done.exit_code == 0, done.output
+    return done
+
+
 def bash(script: str, env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """`script` in a bash that sourced Lmod's init (no profile, no rc files), with exactly `env`."""
     init = lmod_init()
-    assert init is not None
+    assert init is not None, "Lmod's init/bash: see lmod_init()"
     return subprocess.run(
         ["bash", "--noprofile", "--norc", "-c", f". {init}\n{script}"],
         env=dict(env),
@@ -136,10 +143,10 @@ def test_load_sets_what_activation_sets_and_unload_restores(tmp_path: Path, befo
             f"activation {expected.get(name)!r}"
         )
     # the hook found the toolkit in the fake prefix: CUDA_HOME and CPATH are the prefix's
-    assert seen["loaded"]["CUDA_HOME"] == str(prefix) and seen["loaded"]["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX"
+    assert seen["loaded"]["CUDA_HOME"] == str(prefix) and seen["loaded"]["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX", seen
     for name in WATCHED:
         assert seen["unloaded"].get(name) == before.get(name), f"{name} after unload: {seen['unloaded'].get(name)!r}"
-    assert own(seen["unloaded"]) == own(seen["baseline"])
+    assert own(seen["unloaded"]) == own(seen["baseline"]), (own(seen["baseline"]), own(seen["unloaded"]))
 
 
 # Each prefix path carries something that breaks out of a naive Lua or shell literal; `{canary}` is a file a
@@ -169,10 +176,10 @@ def test_a_hostile_prefix_path_is_carried_exactly(tmp_path: Path, name: str) -> 
     seen = load_unload(tmp_path, out, "train/1", {"PATH": "/usr/bin:/bin"})
     loaded = seen["loaded"]
     assert loaded.get("CONDA_PREFIX") == str(prefix), loaded.get("CONDA_PREFIX")
-    assert loaded.get("TORCH_EXTENSIONS_DIR") == f"{prefix}/var/cache/torch_extensions"
-    assert loaded.get("CUDA_HOME") == str(prefix) and loaded["PATH"] == f"{prefix}/bin:/usr/bin:/bin"
-    assert "CONDA_PREFIX" not in seen["unloaded"] and seen["unloaded"]["PATH"] == "/usr/bin:/bin"
-    assert not canary.exists()
+    assert loaded.get("TORCH_EXTENSIONS_DIR") == f"{prefix}/var/cache/torch_extensions", loaded
+    assert loaded.get("CUDA_HOME") == str(prefix) and loaded["PATH"] == f"{prefix}/bin:/usr/bin:/bin", loaded
+    assert "CONDA_PREFIX" not in seen["unloaded"] and seen["unloaded"]["PATH"] == "/usr/bin:/bin", seen["unloaded"]
+    assert not canary.exists(), f"{canary} was created: a command in the prefix path ran"
 
 
 @pytest.mark.parametrize(
@@ -187,7 +194,7 @@ def test_a_prefix_path_a_modulefile_cannot_carry_is_refused(tmp_path: Path, name
     refused = cli("train/1", "-p", str(prefix), "--out", str(out))
     assert refused.exit_code == 2, refused.output
     assert "the prefix" in refused.output and problem in refused.output, refused.output
-    assert not out.exists()
+    assert not out.exists(), sorted(out.rglob("*"))
 
 
 def test_a_non_utf8_prefix_path_is_refused(tmp_path: Path) -> None:
@@ -195,7 +202,7 @@ def test_a_non_utf8_prefix_path_is_refused(tmp_path: Path) -> None:
     activation.write(prefix, "9.0", "x86_64-linux")
     with pytest.raises(BadInputError, match="which a modulefile does not carry"):
         modulefile.write(modulefile.Request(prefix, "train/1", tmp_path / "modules"), {"linux-64": "x86_64-linux"})
-    assert not (tmp_path / "modules").exists()
+    assert not (tmp_path / "modules").exists(), "a refused prefix still wrote a module"
 
 
 @pytest.mark.parametrize(
@@ -217,20 +224,20 @@ def test_a_malformed_module_name_is_refused(tmp_path: Path, args: list[str]) -> 
     activation.write(prefix, "9.0", "x86_64-linux")
     refused = cli(*args, "-p", str(prefix), "--out", str(tmp_path / "m"))
     assert refused.exit_code == 2 and "is not" in refused.output, refused.output
-    assert not (tmp_path / "m").exists()
+    assert not (tmp_path / "m").exists(), "a refused request still wrote a module"
 
 
 @needs_lmod
 def test_whatis_and_help_name_the_lock(tmp_path: Path) -> None:
     prefix = hooked(tmp_path / "p")
     out = tmp_path / "modules"
-    assert cli("train/2026.12", "-p", str(prefix), "--out", str(out)).exit_code == 0
+    written("train/2026.12", "-p", str(prefix), "--out", str(out))
     done = bash(f"module use {out}\nmodule whatis train/2026.12\nmodule help train/2026.12", BASE, tmp_path)
     assert done.returncode == 0, done.stderr
     meta = lockfile.read(LOCK, None).metadata
     for key in ("envsolver_torch", "envsolver_gpus", "envsolver_kb_date"):
         assert f"{key}: {meta[key]}" in done.stderr, done.stderr  # Lmod prints whatis and help on stderr
-    assert "Lock (platform linux-64):" in done.stderr and "TORCH_CUDA_ARCH_LIST=8.0+PTX" in done.stderr
+    assert "Lock (platform linux-64):" in done.stderr and "TORCH_CUDA_ARCH_LIST=8.0+PTX" in done.stderr, done.stderr
     assert f"envsolver module train/2026.12 -p {prefix}" in done.stderr, done.stderr
 
 
@@ -238,7 +245,7 @@ def test_whatis_and_help_name_the_lock(tmp_path: Path) -> None:
 def test_a_prefix_without_lock_metadata_says_the_lock_is_unknown(tmp_path: Path) -> None:
     prefix = hooked(tmp_path / "p", metadata=False)
     out = tmp_path / "modules"
-    assert cli("train/1", "-p", str(prefix), "--out", str(out)).exit_code == 0
+    written("train/1", "-p", str(prefix), "--out", str(out))
     done = bash(f"module use {out}\nmodule help train/1", BASE, tmp_path)
     assert "Lock: unknown" in done.stderr, done.stderr
 
@@ -251,20 +258,20 @@ def test_hostile_lock_metadata_values_are_quoted_or_refused(tmp_path: Path) -> N
     doc["custom_metadata"]["envsolver_torch"] = 'x"]] ..os.execute("touch PWNED")--'
     meta.write_text(json.dumps(doc))
     out = tmp_path / "modules"
-    assert cli("train/1", "-p", str(prefix), "--out", str(out)).exit_code == 0
+    written("train/1", "-p", str(prefix), "--out", str(out))
     done = bash(f"module use {out}\nmodule whatis train/1", BASE, tmp_path)
     assert 'envsolver_torch: x"]] ..os.execute("touch PWNED")--' in done.stderr, done.stderr
-    assert not (tmp_path / "PWNED").exists()
+    assert not (tmp_path / "PWNED").exists(), "the metadata value ran as Lua"
     doc["custom_metadata"]["envsolver_torch"] = "2.10\nhelp('x')"
     meta.write_text(json.dumps(doc))
     refused = cli("train/2", "-p", str(prefix), "--out", str(out))
     assert refused.exit_code == 2 and "'envsolver_torch'" in refused.output, refused.output
-    assert not (out / "train" / "2.lua").exists()
+    assert not (out / "train" / "2.lua").exists(), "refused metadata still wrote a module"
     assert f"delete {meta}" in refused.output, refused.output
     meta.unlink()  # the fix that needs no lock at hand
     fixed = cli("train/2", "-p", str(prefix), "--out", str(out))
     assert fixed.exit_code == 0, fixed.output
-    assert "Lock: unknown" in (out / "train" / "2.lua").read_text()
+    assert "Lock: unknown" in (out / "train" / "2.lua").read_text(), (out / "train" / "2.lua").read_text()
 
 
 @needs_lmod
@@ -280,12 +287,12 @@ def test_a_hand_edit_is_kept_unless_force(tmp_path: Path) -> None:
     path.write_text(edited)
     kept = cli("train/1", "-p", str(prefix), "--out", str(out))
     assert kept.exit_code == 2 and "edited by hand" in kept.output and "--force" in kept.output, kept.output
-    assert path.read_text() == edited
+    assert path.read_text() == edited, "the hand edit was overwritten without --force"
     forced = cli("train/1", "-p", str(prefix), "--out", str(out), "--force")
     assert forced.exit_code == 0, forced.output
-    assert "SITE_VAR" not in path.read_text()
+    assert "SITE_VAR" not in path.read_text(), path.read_text()
     seen = load_unload(tmp_path, out, "train/1", BASE)
-    assert seen["loaded"].get("CONDA_PREFIX") == str(prefix)
+    assert seen["loaded"].get("CONDA_PREFIX") == str(prefix), seen["loaded"]
 
 
 def test_no_activation_scripts_names_the_hook_and_the_fix_works(tmp_path: Path) -> None:
@@ -309,17 +316,17 @@ def test_an_edited_activation_script_is_refused_and_the_hook_rewrites_it(tmp_pat
     out = tmp_path / "modules"
     refused = cli("train/1", "-p", str(prefix), "--out", str(out))
     assert refused.exit_code == 2 and "edited by hand" in refused.output, refused.output
-    assert f"envsolver hook -p {prefix}" in refused.output
+    assert f"envsolver hook -p {prefix}" in refused.output, refused.output
     fix = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--no-build"])
     assert fix.exit_code == 0, fix.output
-    assert cli("train/1", "-p", str(prefix), "--out", str(out)).exit_code == 0
+    written("train/1", "-p", str(prefix), "--out", str(out))
 
 
 @needs_lmod
 def test_a_prefix_that_is_gone_fails_the_load_and_changes_nothing(tmp_path: Path) -> None:
     prefix = hooked(tmp_path / "p")
     out = tmp_path / "modules"
-    assert cli("train/1", "-p", str(prefix), "--out", str(out)).exit_code == 0
+    written("train/1", "-p", str(prefix), "--out", str(out))
     prefix.rename(tmp_path / "moved")
     done = bash(f"module use {out}\nmodule load train/1\necho CONDA_PREFIX=${{CONDA_PREFIX-unset}}", BASE, tmp_path)
     assert "is gone" in done.stderr and str(prefix) in done.stderr, done.stderr
@@ -330,8 +337,9 @@ def test_a_prefix_that_is_gone_fails_the_load_and_changes_nothing(tmp_path: Path
 def test_the_family_swaps_one_env_for_another_and_conflict_refuses(tmp_path: Path) -> None:
     one, two = hooked(tmp_path / "one"), hooked(tmp_path / "two")
     out = tmp_path / "modules"
-    assert cli("train/1", "-p", str(one), "--out", str(out)).exit_code == 0
-    assert cli("infer/1", "-p", str(two), "--out", str(out), "--conflict", "site/1").exit_code == 0
+    for args in (["train/1", "-p", str(one)], ["infer/1", "-p", str(two), "--conflict", "site/1"]):
+        made = cli(*args, "--out", str(out))
+        assert made.exit_code == 0, made.output
     (out / "site").mkdir()
     (out / "site" / "1.lua").write_text('setenv("SITE", "1")\n')
     swapped = bash(
@@ -349,13 +357,13 @@ def test_json(tmp_path: Path) -> None:
     done = cli("train/2026.12", "-p", str(prefix), "--out", str(out), "--json")
     assert done.exit_code == 0, done.output
     doc = json.loads(done.output)
-    assert doc["ok"] is True and doc["file"] == str(out / "train" / "2026.12.lua") and doc["outcome"] == "written"
+    assert doc["ok"] is True and doc["file"] == str(out / "train" / "2026.12.lua") and doc["outcome"] == "written", doc
     settings = {s["name"]: (s["how"], s["value"]) for s in doc["settings"]}
-    assert settings["PATH"] == ("prepend_path", f"{prefix}/bin")
-    assert settings["TORCH_CUDA_ARCH_LIST"] == ("pushenv", "8.0+PTX")
-    assert doc["use"] == f"module use {out}" and doc["load"] == "module load train/2026.12"
+    assert settings["PATH"] == ("prepend_path", f"{prefix}/bin"), settings
+    assert settings["TORCH_CUDA_ARCH_LIST"] == ("pushenv", "8.0+PTX"), settings
+    assert doc["use"] == f"module use {out}" and doc["load"] == "module load train/2026.12", doc
     failed = cli("bad name", "-p", str(prefix), "--out", str(out), "--json")
-    assert failed.exit_code == 2
+    assert failed.exit_code == 2, failed.output
     error = json.loads(failed.stdout)
     assert error["ok"] is False and "not NAME/VERSION" in error["error"]["message"], failed.output
 
@@ -365,12 +373,14 @@ def test_every_activation_setting_has_a_statement() -> None:
     for toolkit in (True, False):
         found = modulefile.Activation("8.0;9.0+PTX", "sbsa-linux", toolkit)
         names = [s.name for s in modulefile.settings(found)]
-        assert names == ["CONDA_PREFIX", "PATH", *activation.settings("8.0", "sbsa-linux", toolkit)]
+        assert names == ["CONDA_PREFIX", "PATH", *activation.settings("8.0", "sbsa-linux", toolkit)], names
 
 
 def test_help_shows_examples() -> None:
     done = CliRunner().invoke(main, ["module", "--help"])
-    assert done.exit_code == 0 and "module use /shared/modulefiles && module load train/2026.12" in done.output
+    assert done.exit_code == 0 and "module use /shared/modulefiles && module load train/2026.12" in done.output, (
+        done.output
+    )
 
 
 LUA = shutil.which("lua5.3") or shutil.which("lua")
@@ -394,7 +404,7 @@ def test_n_name_finds_the_environment_as_conda_does(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("CONDA_ENVS_DIRS", str(tmp_path))
     done = cli("train/1", "-n", "env", "--out", str(tmp_path / "m"), "--json")
     assert done.exit_code == 0, done.output
-    assert json.loads(done.output)["prefix"] == str(prefix)
+    assert json.loads(done.output)["prefix"] == str(prefix), done.output
     both = cli("train/1", "-n", "env", "-p", str(prefix), "--out", str(tmp_path / "m"))
     assert both.exit_code == 2 and "exclude each other" in both.output, both.output
 
@@ -405,26 +415,44 @@ def test_a_variable_set_empty_before_load_is_unset_after_unload(tmp_path: Path) 
     unset. Pinned here so that the difference stays known (the module's docstring says so)."""
     prefix = hooked(tmp_path / "p")
     out = tmp_path / "modules"
-    assert cli("train/1", "-p", str(prefix), "--out", str(out)).exit_code == 0
+    written("train/1", "-p", str(prefix), "--out", str(out))
     before = {"PATH": "/usr/bin:/bin", "CUDA_HOME": "", "TORCH_CUDA_ARCH_LIST": ""}
     seen = load_unload(tmp_path, out, "train/1", before)
-    assert seen["loaded"]["CUDA_HOME"] == str(prefix) and seen["loaded"]["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX"
+    assert seen["loaded"]["CUDA_HOME"] == str(prefix) and seen["loaded"]["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX", seen
     assert "CUDA_HOME" not in seen["unloaded"] and "TORCH_CUDA_ARCH_LIST" not in seen["unloaded"], seen["unloaded"]
 
 
 def test_a_missing_prefix_is_named(tmp_path: Path) -> None:
     missing = cli("train/1", "-p", str(tmp_path / "nowhere"), "--out", str(tmp_path / "m"))
     assert missing.exit_code == 2 and "does not exist" in missing.output, missing.output
-    assert f"envsolver install conda-lock.yml -p {tmp_path / 'nowhere'}" in missing.output
-    assert not (tmp_path / "m").exists()
+    assert f"envsolver install conda-lock.yml -p {tmp_path / 'nowhere'}" in missing.output, missing.output
+    assert not (tmp_path / "m").exists(), "a refused request still wrote a module"
 
 
 def test_the_hash_line_is_a_lua_comment(tmp_path: Path) -> None:
     """files.write(comment='--'): the stamp is `-- envsolver-sha256:` (a `#` line is no Lua), and a hand edit
     shows against it as it does in the `#` files."""
     prefix = hooked(tmp_path)
-    assert cli("train/1", "-p", str(prefix), "--out", str(tmp_path / "m")).exit_code == 0
+    written("train/1", "-p", str(prefix), "--out", str(tmp_path / "m"))
     text = (tmp_path / "m" / "train" / "1.lua").read_text()
     assert text.splitlines()[2].startswith("-- envsolver-sha256: ") and "\n#" not in text, text
-    assert not files.edited_by_hand(text, "--") and files.edited_by_hand(text.replace("cuda", "cpu"), "--")
-    assert files.edited_by_hand(text)  # as a `#` file it has no hash line
+    assert not files.edited_by_hand(text, "--"), "the file as written reads as edited by hand"
+    assert files.edited_by_hand(text.replace("cuda", "cpu"), "--"), "an edit does not show against the hash line"
+    assert files.edited_by_hand(text), "as a `#` file it has no hash line"
+
+
+@pytest.mark.parametrize("toolkit", [True, False], ids=["toolkit", "no-toolkit"])
+def test_an_aarch64_prefix_gets_its_own_include_target(tmp_path: Path, toolkit: bool) -> None:
+    """The target is the one the activation script was written with (sbsa-linux on linux-aarch64), not this host's;
+    without the toolkit neither CUDA_HOME nor CPATH is set, as activation leaves them."""
+    prefix = tmp_path / "gh200"
+    activation.write(prefix, "9.0", "sbsa-linux", toolkit=toolkit)
+    done = cli("train/gh200", "-p", str(prefix), "--out", str(tmp_path / "m"), "--json")
+    assert done.exit_code == 0, done.output
+    settings = {s["name"]: s["value"] for s in json.loads(done.output)["settings"]}
+    if toolkit:
+        assert settings["CPATH"] == f"{prefix}/targets/sbsa-linux/include", settings
+        assert settings["CUDA_HOME"] == str(prefix), settings
+    else:
+        assert "CPATH" not in settings and "CUDA_HOME" not in settings, settings
+    assert settings["TORCH_CUDA_ARCH_LIST"] == "9.0", settings
