@@ -237,13 +237,15 @@ def _expression(parts: tuple[Part, ...]) -> str:
     return lua.concat(["prefix" if isinstance(p, Ref) else lua.string(p) for p in parts])
 
 
-def _activate_d(prefix: Path) -> tuple[str, ...]:
-    """The prefix's other activate.d scripts (conda packages' own, e.g. the compilers'), by name."""
+def _activate_d(prefix: Path, most: int = 20) -> tuple[str, ...]:
+    """The prefix's other activate.d scripts (conda packages' own, e.g. the compilers'), by name: the first `most`
+    in order, then how many more."""
     try:
         names = sorted(p.name for p in (prefix / ACTIVATE).parent.iterdir() if p.name != ACTIVATE.name)
     except OSError:
         return ()
-    return tuple(n if n.isprintable() else ascii(n) for n in names)
+    shown = [n if n.isprintable() and ":" not in n else ascii(n) for n in names[:most]]
+    return tuple(shown + ([f"and {len(names) - most} more"] if len(names) > most else []))
 
 
 def render(

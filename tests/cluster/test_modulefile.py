@@ -456,3 +456,20 @@ def test_an_aarch64_prefix_gets_its_own_include_target(tmp_path: Path, toolkit: 
     else:
         assert "CPATH" not in settings and "CUDA_HOME" not in settings, settings
     assert settings["TORCH_CUDA_ARCH_LIST"] == "9.0", settings
+
+
+def test_the_other_activate_d_scripts_are_named_not_run(tmp_path: Path) -> None:
+    """conda packages' own activate.d scripts (the compilers') are not run by the module: the output says so, by
+    name, the first 20 and how many more; an unprintable name is shown spelled out."""
+    prefix = hooked(tmp_path)
+    scripts = prefix / modulefile.ACTIVATE.parent
+    for i in range(22):
+        (scripts / f"activate-gcc_{i:02d}.sh").write_text("export CC=gcc\n")
+    (scripts / "a\x1b[2J.sh").write_text("")  # sorts first
+    done = written("train/1", "-p", str(prefix), "--out", str(tmp_path / "m"), "--json")
+    shown = json.loads(done.output)["not_run"]
+    assert shown[:2] == [ascii("a\x1b[2J.sh"), "activate-gcc_00.sh"] and shown[-1] == "and 3 more", shown
+    text = (tmp_path / "m" / "train" / "1.lua").read_text()
+    assert "activate-gcc_18.sh" in text and "activate-gcc_19.sh" not in text and "\x1b" not in text, text
+    plain = written("train/1", "-p", str(prefix), "--out", str(tmp_path / "m"))
+    assert "does not run the prefix's other activate.d scripts" in plain.output, plain.output
