@@ -461,7 +461,7 @@ def hook_command(
     "--nccl",
     is_flag=True,
     help="Run the NCCL check instead: all-reduce on every GPU of this node (torchrun, one process per GPU), "
-    "exact sums, bus bandwidth, the same NCCL on every rank.",
+    "exact sums, bus bandwidth, the same NCCL on every rank; with --nodes, across nodes through srun.",
 )
 @click.option("--gpus", type=int, help="--nccl: processes, one per GPU (default: every GPU the env's torch sees).")
 @click.option("--sizes", help="--nccl: all-reduce sizes, 1024-based K/M/G [default: 1M,4M,16M,64M,256M,1G].")
