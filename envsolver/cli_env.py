@@ -476,7 +476,7 @@ def hook_command(
     "--nodes",
     type=int,
     help="--nccl across nodes: one srun step on N nodes (one task per node, torchrun on each; --gpus is then per "
-    "node). Inside an allocation (salloc, a batch job) the step runs on its nodes, all of them by default.",
+    "node). Inside an allocation (salloc, a batch job) the step runs on N of its nodes.",
 )
 @click.option(
     "--partition",
@@ -528,8 +528,7 @@ def verify_command(
     Exit codes: 0 everything passed (warnings allowed); 1 a check failed; 2 bad input, or verify could not
     run; 130 interrupted (Ctrl-C).
     """
-    across_given = nodes is not None or time_limit is not None or port is not None
-    if nccl and (across_given or (cluster_path is not None and partitions)):
+    if nccl and (nodes is not None or (cluster_path is not None and partitions)):
         options = _nccl_options(lock_path, gpu_test, only, gpus, sizes, iters, backend, nccl_timeout)
         across = _across(cluster_path, partitions, nodes, gpus, time_limit, port)
         _verify_nccl_slurm(prefix, python, across, options, cluster_path, as_json)
@@ -539,6 +538,9 @@ def verify_command(
             "--nccl and --cluster exclude each other, unless --nccl runs across nodes: --cluster checks every "
             "partition, --nccl this node's GPUs. Pass one of them, or --nccl --cluster FILE --partition P --nodes N."
         )
+    stray_across = next((n for n, v in (("--time", time_limit), ("--port", port)) if v is not None), None)
+    if nccl and stray_across:
+        raise BadInputError(f"{stray_across} applies to --nccl across nodes only. Pass --nodes N too, or remove it.")
     if partitions and (nccl or cluster_path is None):
         raise BadInputError(
             "--partition applies to --nccl across nodes (with --nodes N) or to --cluster. Pass one of them, or "

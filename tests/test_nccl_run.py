@@ -527,6 +527,9 @@ REFUSED_CLI = [
     (["--nccl", "--nodes", "2", "--port", "80"], "--port"),
     (["--nccl", "--nodes", "2", "--partition", "a;b"], "--partition"),
     (["--nccl", "--partition", "a"], "--nodes"),
+    (["--nccl", "--port", "29533"], "--nodes"),
+    (["--nccl", "--cluster", "CLUSTER"], "--partition P"),
+    (["--nccl", "--cluster", "CLUSTER", "--partition", "nosuch", "--nodes", "2"], "has no partition 'nosuch'"),
     (["--nodes", "2"], "--nccl"),
     (["--nccl", "--nodes", "2", "--gpus", "0"], "--gpus"),
 ]
@@ -534,6 +537,8 @@ REFUSED_CLI = [
 
 @pytest.mark.parametrize(("args", "word"), REFUSED_CLI, ids=[" ".join(a) for a, _ in REFUSED_CLI])
 def test_cli_refuses_across_nodes_options_that_do_not_fit(args: list[str], word: str) -> None:
+    cluster = str(Path(__file__).parent / "data" / "cluster" / "mixed.yaml")
+    args = [cluster if a == "CLUSTER" else a for a in args]
     result = CliRunner().invoke(main, ["verify", "--python", sys.executable, *args, "--json"])
     assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from envsolver.cli import main
 from envsolver.verify import nccl, nccl_run
-from tests.cluster.test_sbatch_lab import submit
+from tests.cluster.test_sbatch_lab import init_cluster, submit
 from tests.cluster.test_sbatch_launch import needs_torch
 from tests.slurmlab import SlurmLab, free_ports
 
@@ -93,13 +93,27 @@ def test_verify_nccl_across_two_lab_nodes(lab: SlurmLab, tmp_path: Path) -> None
 
 
 @needs_torch
+def test_the_cluster_files_partition_gives_the_steps_slurm_options(lab: SlurmLab, tmp_path: Path) -> None:
+    """`--cluster FILE --partition mixed` (the file `cluster init` drafted from the lab): the step asks for that
+    partition as the file says, and runs across its two nodes."""
+    cluster = init_cluster(lab, tmp_path)
+    prefix = stand_in_env(tmp_path)
+    args = ["-p", str(prefix), "--cluster", str(cluster), "--partition", "mixed", "--nodes", "2"]
+    args += ["--port", str(free_ports(1)[0]), *FAST]
+    code, doc, output = verify(args, {"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert code == 0, output
+    assert "--partition=mixed" in doc["command"] and doc["slurm"]["partition"] == "mixed", doc["command"]
+    assert sorted(r["host"] for r in doc["ranks"]) == ["gpu02", "gpu03"], output
+
+
+@needs_torch
 def test_inside_a_batch_job_the_check_is_a_step_on_the_jobs_nodes(lab: SlurmLab, tmp_path: Path) -> None:
-    """`envsolver verify --nccl` in a 2-node batch job, no --nodes: a step on both of the job's nodes, whose
-    report names the job."""
+    """`envsolver verify --nccl --nodes 2` in a 2-node batch job: a step on both of the job's nodes (no
+    partition, no GPU request: the job's), whose report names the job."""
     prefix = stand_in_env(tmp_path)
     out = tmp_path / "verify.json"
     argv = [sys.executable, "-m", "envsolver", "verify", "--nccl", "-p", str(prefix), *FAST, "--json"]
-    argv += ["--port", str(free_ports(1)[0])]
+    argv += ["--nodes", "2", "--port", str(free_ports(1)[0])]
     script = tmp_path / "job.sh"
     quoted = " ".join(f"'{a}'" for a in argv)
     script.write_text(
