@@ -29,10 +29,12 @@ in compare.json). NVLink multicast stays off: NCCL_NVLS_ENABLE=0 (and the torch/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -54,6 +56,7 @@ THRESHOLD = 0.9
 OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 BUILD_TIMEOUT_S = 420
 RUN_TIMEOUT_S = 240
+LAUNCHER_PATH_TIMEOUT_S = 150  # an extra after the verdict's runs: bounded so the whole call stays under 570 s
 FIND_WHEEL = r"""
 import glob, json, os, site, sys
 roots = [p for p in [*site.getsitepackages(), site.getusersitepackages(), *sys.path] if p and os.path.isdir(p)]
@@ -250,38 +253,47 @@ def launcher_path(python: str, env: dict[str, str], out: Path, backend: str = "n
         bin_dir.mkdir()
         (bin_dir / "scontrol").write_text(SCONTROL.format(host="127.0.0.1"))
         (bin_dir / "scontrol").chmod(0o755)
-        options = nccl_run.Options("gloo" if backend == "gloo" else "nccl", sizes=tuple(SIZES))
+        options = nccl_run.Options(
+            "gloo" if backend == "gloo" else "nccl", sizes=tuple(SIZES), timeout=LAUNCHER_PATH_TIMEOUT_S / 6
+        )
         job = nccl_run.SlurmJob(python, 2, 1, str(Path(tmp) / "ranks"), port=port, options=options)
         command = nccl_run.node_command(job)
         base = nccl_run.slurm_environ(None, {**env, "PATH": f"{bin_dir}:{env.get('PATH', '')}"})
         base.update(SLURM_JOB_ID="4242", SLURM_STEP_ID="0", SLURM_STEP_NODELIST="node[1-2]", SLURM_STEP_NUM_NODES="2")
         base.update(SLURM_STEP_TASKS_PER_NODE="1(x2)")
         log("$ " + shlex.join(command) + "  (x2: SLURM_NODEID=0,1, CUDA_VISIBLE_DEVICES=0,1)")
+        logs = [(out / f"launcher-node{n + 1}.log").open("w") for n in (0, 1)]
         procs = [
             subprocess.Popen(
                 command,
                 env={**base, "SLURM_NODEID": str(n), "SLURMD_NODENAME": f"node{n + 1}", "CUDA_VISIBLE_DEVICES": str(n)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
+                stdout=logs[n],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # torchrun and its ranks in one group: stopped together at the deadline
             )
             for n in (0, 1)
         ]
-        texts = []
-        for proc in procs:
-            try:
-                texts.append(proc.communicate(timeout=RUN_TIMEOUT_S))
-            except subprocess.TimeoutExpired:
-                for other in procs:
-                    other.kill()
-                raise Stop("the launcher path did not finish in time") from None
-        (out / "launcher-path.log").write_text("\n".join(o + e for o, e in texts))
+        deadline = time.monotonic() + LAUNCHER_PATH_TIMEOUT_S
+        try:
+            for proc in procs:
+                proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            raise Stop(f"the launcher path did not finish in {LAUNCHER_PATH_TIMEOUT_S} s (stopped)") from None
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGKILL):  # torchrun passes SIGTERM on to its ranks, then exits
+                for proc in procs:
+                    if proc.poll() is None:
+                        with contextlib.suppress(OSError):
+                            os.killpg(proc.pid, sig)
+                for proc in procs:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=15)
+            for handle in logs:
+                handle.close()
         report = Path(tmp) / "ranks" / "report.json"
         if not report.is_file():
-            raise Stop(
-                f"the launcher path wrote no report (exits {[p.returncode for p in procs]}):\n{tail(texts[0][1])}"
-            )
+            said = tail((out / "launcher-node1.log").read_text(errors="replace"))
+            raise Stop(f"the launcher path wrote no report (exits {[p.returncode for p in procs]}):\n{said}")
         text = report.read_text()
     (out / "launcher-path.json").write_text(text)
     checks = nccl.judge(nccl.Collected(2, text))
@@ -394,6 +406,8 @@ def main() -> int:
             (line for line in (out / "all_reduce_perf-1.txt").read_text().splitlines() if "nccl-library" in line), ""
         )
         result["all_reduce_perf_header"] = header.strip()
+        rows = compare(ours, theirs, {})
+        (out / "compare.txt").write_text(text_table(rows, False))  # the verdict's table, before the extra
         launched: dict[int, float] = {}
         if not args.no_launcher_path:
             try:

@@ -94,16 +94,18 @@ def test_verify_nccl_across_two_lab_nodes(lab: SlurmLab, tmp_path: Path) -> None
 
 @needs_torch
 def test_the_cluster_files_partition_gives_the_steps_slurm_options(lab: SlurmLab, tmp_path: Path) -> None:
-    """`--cluster FILE --partition mixed` (the file `cluster init` drafted from the lab): the step asks for that
-    partition as the file says, and runs across its two nodes."""
+    """`--cluster FILE --partition mixed` (the file `cluster init` drafted from the lab), as text: the step runs
+    across the partition's two nodes and each check is printed, the ranks' nodes named."""
     cluster = init_cluster(lab, tmp_path)
     prefix = stand_in_env(tmp_path)
-    args = ["-p", str(prefix), "--cluster", str(cluster), "--partition", "mixed", "--nodes", "2"]
-    args += ["--port", str(free_ports(1)[0]), *FAST]
-    code, doc, output = verify(args, {"XDG_CACHE_HOME": str(tmp_path / "cache")})
-    assert code == 0, output
-    assert "--partition=mixed" in doc["command"] and doc["slurm"]["partition"] == "mixed", doc["command"]
-    assert sorted(r["host"] for r in doc["ranks"]) == ["gpu02", "gpu03"], output
+    args = ["verify", "--nccl", "-p", str(prefix), "--cluster", str(cluster), "--partition", "mixed"]
+    args += ["--nodes", "2", "--port", str(free_ports(1)[0]), *FAST]
+    result = CliRunner().invoke(main, args, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert result.exit_code == 0, result.output
+    assert "2 ranks on 2 node(s), gloo" in result.stdout, result.output
+    assert "nccl-ranks: 2 ranks joined and finished on gpu02, gpu03" in result.stdout, result.output
+    for check in nccl.CHECK_IDS:
+        assert f"{check}:" in result.stdout, result.output
 
 
 @needs_torch
