@@ -151,11 +151,7 @@ def test_sigterm_to_envsolver_cancels_the_step(lab: SlurmLab, tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, stderr
-    deadline = time.monotonic() + 20
-    left = lab.run(["squeue", "--noheader", f"--name={nccl_run.STEP_NAME}"]).stdout.split()
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
-        left = lab.run(["squeue", "--noheader", f"--name={nccl_run.STEP_NAME}"]).stdout.split()
+    left = squeue_empty_within(lab, 20)
     assert not left, f"still queued or running after SIGTERM: {left}; envsolver said: {stderr}"
 
 
@@ -183,3 +179,33 @@ def test_environment_for_the_nodes_drops_the_submit_shells_python_settings() -> 
     env = nccl_run.slurm_environ(Path("/envs/t"), {"PATH": "/usr/bin", "PYTHONPATH": "/x", "PYTHONHOME": "/y"})
     assert "PYTHONPATH" not in env and "PYTHONHOME" not in env
     assert env["PATH"] == "/envs/t/bin:/usr/bin" and env["CONDA_PREFIX"] == "/envs/t"
+
+
+def squeue_empty_within(lab: SlurmLab, seconds: float) -> list[str]:
+    """What squeue still lists of the check's steps after up to `seconds`."""
+    deadline = time.monotonic() + seconds
+    left = lab.run(["squeue", "--noheader", f"--name={nccl_run.STEP_NAME}"]).stdout.split()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = lab.run(["squeue", "--noheader", f"--name={nccl_run.STEP_NAME}"]).stdout.split()
+    return left
+
+
+@needs_torch
+def test_a_step_past_its_deadline_is_cancelled_and_judged(lab: SlurmLab, tmp_path: Path) -> None:
+    """The ranks hang; run_slurm's deadline (8 s here) stops srun, the step leaves squeue, and the judge says
+    what happened: the ranks that started and never finished, the launcher's word on the deadline."""
+    prefix = stand_in_env(tmp_path, hang=True)
+    options = nccl_run.Options(backend="gloo", sizes=(4096,), iters=1, warmup=0, timeout=60.0)
+    across = nccl_run.Across(nodes=2, gpus=1, partition="mixed", port=free_ports(1)[0])
+    environ = {**lab.env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with nccl_run.run_dir(nccl_run.scratch_root(environ)) as out_dir:
+        job, inside = nccl_run.slurm_job(prefix / "bin" / "python", across, options, out_dir, environ)
+        started = time.monotonic()
+        run = nccl_run.run_slurm(job, inside, prefix, environ, "envsolver verify --nccl ...", limit=8.0)
+    assert time.monotonic() - started < 60, "the deadline did not stop srun"
+    checks = {c.id: c for c in run.checks}
+    assert checks["nccl-report"].status == "fail", checks["nccl-report"]
+    assert "did not finish in 8 s" in checks["nccl-report"].detail, checks["nccl-report"]
+    left = squeue_empty_within(lab, 20)
+    assert not left, f"still queued or running after the deadline: {left}"
