@@ -674,6 +674,11 @@ def _verify_nccl_slurm(
     as_json: bool,
 ) -> None:
     """`verify --nccl --nodes N`: one srun step across the nodes (torchrun on each), then the checks."""
+    if prefix is None and python is None and not os.environ.get("CONDA_PREFIX"):
+        raise BadInputError(
+            "--nccl --nodes runs the environment's python on every node, not this machine's python3. Pass -p PREFIX "
+            "(the environment on the shared filesystem), e.g. envsolver verify --nccl -p /shared/envs/train --nodes 2."
+        )
     chosen = verify_run.target(prefix, python, os.environ)
     with nccl_run.run_dir(nccl_run.scratch_root(os.environ)) as out_dir:
         job, inside = nccl_run.slurm_job(chosen.python, across, options, out_dir, os.environ)

@@ -535,6 +535,15 @@ REFUSED_CLI = [
 ]
 
 
+def test_cli_across_nodes_never_falls_back_to_this_machines_python3() -> None:
+    """Without -p, --python or an active env, verify picks python3 on PATH; across nodes that would be the
+    login node's interpreter on every node, so it is refused with the way out."""
+    result = CliRunner().invoke(main, ["verify", "--nccl", "--nodes", "2", "--json"], env={"CONDA_PREFIX": None})
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "-p PREFIX" in error["message"] + (error["fix"] or ""), error
+
+
 @pytest.mark.parametrize(("args", "word"), REFUSED_CLI, ids=[" ".join(a) for a, _ in REFUSED_CLI])
 def test_cli_refuses_across_nodes_options_that_do_not_fit(args: list[str], word: str) -> None:
     cluster = str(Path(__file__).parent / "data" / "cluster" / "mixed.yaml")

@@ -561,7 +561,7 @@ def run_slurm(
     document, ranks = _reports(Path(job.out_dir), stdout)
     said = _stderr_tail(stderr)
     if code not in (0, None) and document is None and not ranks and LAUNCH_WORDS not in stderr:
-        where = " ".join(argv[: argv.index(job.python)])
+        where = shlex.join(argv[: argv.index(job.python)])
         raise VerifyError(
             f"srun did not start the NCCL check's step (exit {code}: {said or 'no message'}). Check that "
             f"`{where} hostname` runs, fix the options (--partition, --nodes, --gpus, --time), then run "
