@@ -53,6 +53,7 @@ from bench_nccl import parse_perf  # noqa: E402  (the all_reduce_perf table's on
 TARBALL = HERE / "vendor" / "nccl-tests-a0b82b2.tar.gz"
 SIZES = [16 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30]
 THRESHOLD = 0.9
+BACKEND = "nccl"  # gloo only with --smoke
 OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 BUILD_TIMEOUT_S = 420
 RUN_TIMEOUT_S = 240
@@ -102,6 +103,14 @@ def sh(argv: list[str], env: dict[str, str], timeout: float, cwd: Path | None = 
     except OSError as exc:
         return 127, "", str(exc)
     return done.returncode, done.stdout, done.stderr
+
+
+def size_word(nbytes: int) -> str:
+    """16M, 1G, 16K: the 1024-based form both nccl-tests and `verify --sizes` read."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{unit}"
+    return str(nbytes)
 
 
 def tail(text: str, lines: int = 25) -> str:
@@ -199,7 +208,7 @@ def build(
 def perf(
     binary: Path, gpus: int, env: dict[str, str], out: Path, n: int
 ) -> dict[int, tuple[float, float, float, float]]:
-    argv = [str(binary), "-b", "16M", "-e", "1G", "-f", "2", "-g", str(gpus)]
+    argv = [str(binary), "-b", size_word(SIZES[0]), "-e", size_word(SIZES[-1]), "-f", "2", "-g", str(gpus)]
     try:  # the toolkit's libcudart.so.13, which all_reduce_perf links (after the wheel's libnccl)
         cuda = cuda_toolkit(env)
         extra = [str(cuda / "lib64"), str(cuda / "lib")]
@@ -216,10 +225,10 @@ def perf(
     return rows
 
 
-def verify(python: str, gpus: int, env: dict[str, str], out: Path, n: int, backend: str = "nccl") -> dict[str, Any]:
-    sizes = ",".join(f"{s >> 10}K" for s in SIZES)
+def verify(python: str, gpus: int, env: dict[str, str], out: Path, n: int) -> dict[str, Any]:
+    sizes = ",".join(size_word(s) for s in SIZES)
     argv = [python, "-m", "envsolver", "verify", "--nccl", "--python", python, "--gpus", str(gpus), "--sizes", sizes]
-    code, stdout, stderr = sh([*argv, "--backend", backend, "--json"], env, RUN_TIMEOUT_S, cwd=ROOT)
+    code, stdout, stderr = sh([*argv, "--backend", BACKEND, "--json"], env, RUN_TIMEOUT_S, cwd=ROOT)
     (out / f"verify-nccl-{n}.json").write_text(stdout)
     (out / f"verify-nccl-{n}.err").write_text(stderr[-20000:])
     try:
@@ -240,7 +249,7 @@ esac
 """
 
 
-def launcher_path(python: str, env: dict[str, str], out: Path, backend: str = "nccl") -> dict[str, Any]:
+def launcher_path(python: str, env: dict[str, str], out: Path) -> dict[str, Any]:
     """Two 'nodes' of one GPU each through the node command srun starts for `verify --nccl --nodes 2`."""
     sys.path.insert(0, str(ROOT))
     from envsolver.verify import nccl, nccl_run
@@ -254,7 +263,7 @@ def launcher_path(python: str, env: dict[str, str], out: Path, backend: str = "n
         (bin_dir / "scontrol").write_text(SCONTROL.format(host="127.0.0.1"))
         (bin_dir / "scontrol").chmod(0o755)
         options = nccl_run.Options(
-            "gloo" if backend == "gloo" else "nccl", sizes=tuple(SIZES), timeout=LAUNCHER_PATH_TIMEOUT_S / 6
+            "gloo" if BACKEND == "gloo" else "nccl", sizes=tuple(SIZES), timeout=LAUNCHER_PATH_TIMEOUT_S / 6
         )
         job = nccl_run.SlurmJob(python, 2, 1, str(Path(tmp) / "ranks"), port=port, options=options)
         command = nccl_run.node_command(job)
@@ -344,7 +353,7 @@ def text_table(rows: list[dict[str, Any]], launched: bool) -> str:
     head += " multi-node launch path GB/s |" if launched else ""
     lines = [head, "|---|---|---|---|" + ("---|" if launched else "")]
     for r in rows:
-        size = f"{r['bytes'] >> 30} GiB" if r["bytes"] >= 1 << 30 else f"{r['bytes'] >> 20} MiB"
+        size = size_word(r["bytes"]).replace("K", " KiB").replace("M", " MiB").replace("G", " GiB")
         verdict = "ok" if r["ok"] else ("LOW" if r["ratio_to_better"] is not None else "missing")
         line = f"| {size} | {f(r['envsolver_busbw'])} | {f(r['all_reduce_perf_oop_busbw'])} / "
         line += f"{f(r['all_reduce_perf_inplace_busbw'])} | {f(r['ratio_to_better'], '.3f')} {verdict} |"
@@ -364,6 +373,9 @@ def main() -> int:
     parser.add_argument("--build-only", action="store_true", help="build all_reduce_perf, run nothing (no GPU)")
     parser.add_argument("--capability", help="compute capability to build for (default: the GPUs')")
     parser.add_argument("--no-launcher-path", action="store_true")
+    parser.add_argument(
+        "--smoke", action="store_true", help="check this script without a GPU: gloo, sizes 16K and 64K, no GPU facts"
+    )
     parser.add_argument("--cache", type=Path, default=ROOT / "bench" / "out", help="where all_reduce_perf is built")
     args = parser.parse_args()
     out = args.out.resolve()
@@ -379,7 +391,10 @@ def main() -> int:
         wheel = wheel_nccl(args.python, env)
         result["wheel_nccl"] = wheel
         env["LD_LIBRARY_PATH"] = ":".join(p for p in (str(wheel["lib"]), env.get("LD_LIBRARY_PATH", "")) if p)
-        if args.build_only:
+        if args.smoke:
+            global BACKEND, SIZES
+            BACKEND, SIZES = "gloo", [16 << 10, 64 << 10]
+        if args.build_only or args.smoke:
             capability = args.capability or "9.0"
         else:
             facts = torch_facts(args.python, env)
@@ -395,16 +410,31 @@ def main() -> int:
             result["ok"] = True
             print(json.dumps(result, indent=2))
             return 0
-        ours, theirs = [], []
-        for n in range(1, args.repeat + 1):
-            theirs.append(perf(binary, args.gpus, env, out, n))
-            ours.append(verify(args.python, args.gpus, env, out, n))
+        ours: list[dict[str, Any]] = []
+        theirs: list[dict[int, tuple[float, float, float, float]]] = []
+        errors: list[str] = []
+        for n in range(1, args.repeat + 1):  # alternating; a failed run is reported, the others still count
+            try:
+                theirs.append(perf(binary, args.gpus, env, out, n))
+            except Stop as exc:
+                errors.append(f"all_reduce_perf run {n}: {exc}")
+            try:
+                ours.append(verify(args.python, args.gpus, env, out, n))
+            except Stop as exc:
+                errors.append(f"verify --nccl run {n}: {exc}")
+        result["failed_runs"] = errors
+        if not ours or not theirs:
+            raise Stop(
+                "no run of "
+                + ("verify --nccl" if not ours else "all_reduce_perf")
+                + " succeeded:\n"
+                + "\n".join(errors)
+            )
         libraries = sorted({str(r.get("nccl_library")) for d in ours for r in d.get("ranks", [])})
         result["envsolver_nccl_libraries"] = libraries
         result["envsolver_command"] = ours[0].get("command")
-        header = next(
-            (line for line in (out / "all_reduce_perf-1.txt").read_text().splitlines() if "nccl-library" in line), ""
-        )
+        perf_text = "\n".join(f.read_text(errors="replace") for f in sorted(out.glob("all_reduce_perf-*.txt")))
+        header = next((line for line in perf_text.splitlines() if "nccl-library" in line), "")
         result["all_reduce_perf_header"] = header.strip()
         rows = compare(ours, theirs, {})
         (out / "compare.txt").write_text(text_table(rows, False))  # the verdict's table, before the extra
