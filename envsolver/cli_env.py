@@ -19,6 +19,8 @@ from envsolver import install as installer
 from envsolver import interrupts, prefixmeta, render
 from envsolver import progress as byte_progress
 from envsolver.cli_base import Command, diagnostics, error, progress, verbosity
+from envsolver.cluster import file as cluster_file
+from envsolver.cluster import grammar as cluster_grammar
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
@@ -459,7 +461,7 @@ def hook_command(
     "--nccl",
     is_flag=True,
     help="Run the NCCL check instead: all-reduce on every GPU of this node (torchrun, one process per GPU), "
-    "exact sums, bus bandwidth, the same NCCL on every rank.",
+    "exact sums, bus bandwidth, the same NCCL on every rank; with --nodes, across nodes through srun.",
 )
 @click.option("--gpus", type=int, help="--nccl: processes, one per GPU (default: every GPU the env's torch sees).")
 @click.option("--sizes", help="--nccl: all-reduce sizes, 1024-based K/M/G [default: 1M,4M,16M,64M,256M,1G].")
@@ -470,6 +472,22 @@ def hook_command(
     help="--nccl: gloo runs the launch and the checks on CPU only, to test the plumbing; never an NCCL pass.",
 )
 @click.option("--nccl-timeout", type=float, help="--nccl: seconds for joining and for each collective [default: 120].")
+@click.option(
+    "--nodes",
+    type=int,
+    help="--nccl across nodes: one srun step on N nodes (one task per node, torchrun on each; --gpus is then per "
+    "node). Inside an allocation (salloc, a batch job) the step runs on N of its nodes.",
+)
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="P",
+    help="--nccl --nodes: the partition srun asks (with --cluster FILE: that partition's account, constraint and "
+    "GPU type too).",
+)
+@click.option("--time", "time_limit", help="--nccl --nodes: the step's --time [default: the check's own deadline].")
+@click.option("--port", type=int, help="--nccl --nodes: rendezvous port [default: 29500 + job id % 20000].")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
 @verbosity
 def verify_command(
@@ -485,6 +503,10 @@ def verify_command(
     iters: int | None,
     backend: str | None,
     nccl_timeout: float | None,
+    nodes: int | None,
+    partitions: tuple[str, ...],
+    time_limit: str | None,
+    port: int | None,
     as_json: bool,
 ) -> None:
     """Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,
@@ -497,6 +519,7 @@ def verify_command(
       envsolver verify --python ./venv/bin/python --json
       envsolver verify --gpu-test            # on a GPU node
       envsolver verify --nccl -p ~/envs/train  # all-reduce over this node's GPUs
+      envsolver verify --nccl -p /shared/envs/train --nodes 2 --gpus 8 --partition h100   # across nodes (srun)
       envsolver verify --cluster cluster.yaml -p /shared/envs/train   # every partition, from the login node
 
     With --nccl, --json also carries nccl_tested (true only for NCCL on GPUs with every check passed), the
@@ -505,16 +528,30 @@ def verify_command(
     Exit codes: 0 everything passed (warnings allowed); 1 a check failed; 2 bad input, or verify could not
     run; 130 interrupted (Ctrl-C).
     """
+    if nccl and (nodes is not None or (cluster_path is not None and partitions)):
+        options = _nccl_options(lock_path, gpu_test, only, gpus, sizes, iters, backend, nccl_timeout)
+        across = _across(cluster_path, partitions, nodes, gpus, time_limit, port)
+        _verify_nccl_slurm(prefix, python, across, options, cluster_path, as_json)
+        return
     if nccl and cluster_path is not None:
         raise BadInputError(
-            "--nccl and --cluster exclude each other: --cluster checks every partition, --nccl this node's GPUs. "
-            "Pass one of them."
+            "--nccl and --cluster exclude each other, unless --nccl runs across nodes: --cluster checks every "
+            "partition, --nccl this node's GPUs. Pass one of them, or --nccl --cluster FILE --partition P --nodes N."
+        )
+    stray_across = next((n for n, v in (("--time", time_limit), ("--port", port)) if v is not None), None)
+    if nccl and stray_across:
+        raise BadInputError(f"{stray_across} applies to --nccl across nodes only. Pass --nodes N too, or remove it.")
+    if partitions and (nccl or cluster_path is None):
+        raise BadInputError(
+            "--partition applies to --nccl across nodes (with --nodes N) or to --cluster. Pass one of them, or "
+            "remove --partition."
         )
     if nccl:
         options = _nccl_options(lock_path, gpu_test, only, gpus, sizes, iters, backend, nccl_timeout)
         _verify_nccl(prefix, python, gpus, options, as_json)
         return
-    given = {"--gpus": gpus, "--sizes": sizes, "--iters": iters, "--backend": backend, "--nccl-timeout": nccl_timeout}
+    given: dict[str, object] = {"--gpus": gpus, "--sizes": sizes, "--iters": iters, "--backend": backend}
+    given |= {"--nccl-timeout": nccl_timeout, "--nodes": nodes, "--time": time_limit, "--port": port}
     stray = [name for name, value in given.items() if value is not None]
     if stray:
         raise BadInputError(f"{stray[0]} applies to the NCCL check only. Pass --nccl too, or remove {stray[0]}.")
@@ -578,6 +615,86 @@ def _verify_nccl(
     else:
         out = render.console()
         render.text(out, f"verify --nccl {chosen.prefix or chosen.python}: {count} ranks, {options.backend}")
+        for check in run.checks:
+            verify_render.line(out, check)
+        render.text(out, verify_render.summary(run.checks))
+    if not verify_nccl.passed(run.checks):
+        sys.exit(1)
+
+
+def _across(
+    cluster_path: Path | None,
+    partitions: tuple[str, ...],
+    nodes: int | None,
+    gpus: int | None,
+    time_limit: str | None,
+    port: int | None,
+) -> nccl_run.Across:
+    """--nccl across nodes, as asked: each value checked, the cluster file's partition read. Raises
+    BadInputError."""
+    if len(partitions) > 1:
+        raise BadInputError(
+            f"--nccl runs one step on one partition; {len(partitions)} --partition given. Pass one --partition."
+        )
+    if nodes is not None and not 1 <= nodes <= 4096:
+        raise BadInputError(f"--nodes {nodes} is not from 1 to 4096. Pass --nodes N with the nodes to use.")
+    if port is not None and not 1024 <= port <= 65535:
+        raise BadInputError(f"--port {port} is not from 1024 to 65535. Pass a free port, e.g. --port 29533.")
+    if time_limit is not None:
+        try:
+            nccl_run.time_limit(time_limit)
+        except ValueError as exc:
+            raise BadInputError(f"--time {time_limit!r}: {exc}. Pass e.g. --time 30.") from None
+    partition = partitions[0] if partitions else None
+    if partition is not None:
+        try:
+            cluster_grammar.name(partition)
+        except ValueError as exc:
+            raise BadInputError(f"--partition {partition!r}: {exc}. Pass a partition `sinfo` lists.") from None
+    slurm_options = None
+    if cluster_path is not None:
+        if partition is None:
+            raise BadInputError("--nccl --cluster FILE runs on one partition of it. Pass --partition P too.")
+        found = cluster_file.load(cluster_path, default_kb()).partition(partition)
+        if found is None:
+            raise BadInputError(
+                f"{str(cluster_path)!r} has no partition {partition!r}. Pass one of its partitions "
+                "(`envsolver cluster show` lists them), or remove --cluster to use --partition as Slurm names it."
+            )
+        slurm_options = dataclasses.replace(found.slurm, partition=found.slurm.partition or found.name)
+    return nccl_run.Across(nodes, gpus, partition, slurm_options, time_limit, port)
+
+
+def _verify_nccl_slurm(
+    prefix: Path | None,
+    python: Path | None,
+    across: nccl_run.Across,
+    options: nccl_run.Options,
+    cluster_path: Path | None,
+    as_json: bool,
+) -> None:
+    """`verify --nccl --nodes N`: one srun step across the nodes (torchrun on each), then the checks."""
+    if prefix is None and python is None and not os.environ.get("CONDA_PREFIX"):
+        raise BadInputError(
+            "--nccl --nodes runs the environment's python on every node, not this machine's python3. Pass -p PREFIX "
+            "(the environment on the shared filesystem), e.g. envsolver verify --nccl -p /shared/envs/train --nodes 2."
+        )
+    chosen = verify_run.target(prefix, python, os.environ)
+    with nccl_run.run_dir(nccl_run.scratch_root(os.environ)) as out_dir:
+        job, inside = nccl_run.slurm_job(chosen.python, across, options, out_dir, os.environ)
+        cluster = str(cluster_path) if cluster_path else None
+        rerun = nccl_run.slurm_rerun(chosen.prefix, job.python, job, across, cluster)
+        ranks = job.nodes * job.gpus_per_node
+        where = f"{job.nodes} node(s)" + (f" of job {os.environ.get('SLURM_JOB_ID')}" if inside else "")
+        with interrupts.like_ctrl_c(), diagnostics().status(f"NCCL check: {ranks} ranks on {where}", spinner="dots"):
+            run = nccl_run.run_slurm(job, inside, chosen.prefix, os.environ, rerun)
+    if as_json:
+        doc = nccl_run.report_json(run, chosen.python, chosen.prefix)
+        doc["slurm"] = nccl_run.slurm_json(run, job, inside, os.environ)
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        out = render.console()
+        render.text(out, f"verify --nccl {chosen.prefix or chosen.python}: {ranks} ranks on {where}, {options.backend}")
         for check in run.checks:
             verify_render.line(out, check)
         render.text(out, verify_render.summary(run.checks))

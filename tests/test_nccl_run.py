@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 from envsolver.cli import main
 from envsolver.cluster import grammar, slurm_launch
+from envsolver.cluster.model import SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.verify import nccl, nccl_run
 
@@ -101,8 +102,11 @@ def test_srun_argv_golden() -> None:
     assert nccl_run.srun_argv(job()) == [
         "srun",
         "--nodes=2",
+        "--ntasks=2",
         "--ntasks-per-node=1",
         "--kill-on-bad-exit=1",
+        "--quit-on-interrupt",
+        "--job-name=envsolver-nccl",
         "--partition=h100",
         "--account=proj-42",
         "--gpus-per-node=4",
@@ -220,7 +224,7 @@ def test_the_sbatch_fragment_quotes_paths_with_spaces_and_quotes() -> None:
     """Paths are free text (only control characters are refused); the batch shell must see each as one word."""
     odd = job(python="/shared/my envs/it's/bin/python", out_dir="/shared/o $HOME")
     srun = nccl_run.sbatch_fragment(odd).splitlines()[-1]
-    assert shlex.split(srun) == ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *nccl_run.srun_argv(odd)[7:]]
+    assert shlex.split(srun) == ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *nccl_run.node_command(odd)]
     assert "/shared/my envs/it's/bin/python" in shlex.split(srun)
     assert "/shared/o $HOME" in shlex.split(srun)
 
@@ -262,7 +266,7 @@ def test_two_nodes_through_the_srun_argv_meet_on_the_first_host(tmp_path: Path) 
     bin_dir, out = slurm_bin(tmp_path), tmp_path / "out"
     two = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), gpus_per_node=1)
     two = nccl_run.SlurmJob(**{**two.__dict__, "port": free_port(), "options": FAST})
-    command = nccl_run.srun_argv(two)[7:]
+    command = nccl_run.node_command(two)
     nodes = [subprocess.Popen(command, env=slurm_env(bin_dir, 2, n), stdout=subprocess.PIPE) for n in (0, 1)]
     outputs = [node.communicate(timeout=240)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0]
@@ -454,3 +458,97 @@ def test_a_rank_that_preloads_another_libnccl_is_named_with_its_version(tmp_path
     assert f"{lib} (2.99.1, the system's NCCL) on rank 1" in checks["nccl-library"].detail
     assert f"LD_PRELOAD={lib}" in checks["nccl-library"].fix and "unset LD_PRELOAD" in checks["nccl-library"].fix
     assert checks["nccl-version"].status == "fail" and "2.99.1 on rank 1" in checks["nccl-version"].detail
+
+
+# --- across nodes: the step envsolver runs itself (the lab runs it: tests/cluster/test_verify_nccl_nodes.py) ---------
+
+LOGIN: dict[str, str] = {"PATH": "/usr/bin"}
+IN_JOB = {"PATH": "/usr/bin", "SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "3"}
+
+
+def across_job(across: nccl_run.Across, environ: dict[str, str], backend: str = "nccl") -> nccl_run.SlurmJob:
+    options = nccl_run.Options(backend="gloo" if backend == "gloo" else "nccl", sizes=(1 << 20,))
+    job, _ = nccl_run.slurm_job(Path("/shared/envs/t/bin/python"), across, options, Path("/shared/o"), environ)
+    return job
+
+
+def test_the_step_inside_an_allocation_takes_its_nodes_and_gpus() -> None:
+    """In a job: every node of it by default, no partition, no GPU request (the step gets the job's GPUs), the
+    check's own time limit, one task per node said three ways (a job's SLURM_NTASKS must not ask for more)."""
+    job = across_job(nccl_run.Across(gpus=4), IN_JOB)
+    argv = nccl_run.step_argv(job)
+    head = argv[: argv.index("/shared/envs/t/bin/python")]
+    assert head == [
+        "srun",
+        "--nodes=3",
+        "--ntasks=3",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "--quit-on-interrupt",
+        "--job-name=envsolver-nccl",
+        f"--time={nccl_run.minutes(job.options)}",
+    ], argv
+    assert nccl_run.minutes(job.options) == "11"  # 120 s x (3 + 1 size) + 120 s = 10 min, + 1
+
+
+def test_from_a_login_node_the_cluster_files_partition_gives_account_constraint_and_gpu_type() -> None:
+    slurm = SlurmOptions(partition="gpu", gres="gpu:a100:1", account="ml", constraint="ib&a100")
+    job = across_job(nccl_run.Across(nodes=2, gpus=8, partition="a100", slurm_options=slurm), LOGIN)
+    argv = nccl_run.srun_argv(job)
+    for word in ("--partition=gpu", "--account=ml", "--constraint=ib&a100", "--gres=gpu:a100:8", "--nodes=2"):
+        assert word in argv, argv
+    untyped = across_job(nccl_run.Across(nodes=2, gpus=8, slurm_options=SlurmOptions(gpus="h100:1")), LOGIN)
+    assert untyped.gres == "gpu:h100:8"
+    plain = across_job(nccl_run.Across(nodes=2, gpus=8, partition="p"), LOGIN)
+    assert "--gpus-per-node=8" in nccl_run.srun_argv(plain) and "--partition=p" in nccl_run.srun_argv(plain)
+
+
+REFUSED_ACROSS = [
+    (nccl_run.Across(gpus=1), LOGIN, "--nodes N"),
+    (nccl_run.Across(nodes=2), LOGIN, "--gpus G"),
+    (nccl_run.Across(nodes=4, gpus=1), IN_JOB, "--nodes 3 or fewer"),
+    (nccl_run.Across(gpus=1, partition="p"), IN_JOB, "Remove them"),
+]
+
+
+@pytest.mark.parametrize(("across", "environ", "words"), REFUSED_ACROSS)
+def test_a_step_that_cannot_be_run_is_refused_with_the_way_out(
+    across: nccl_run.Across, environ: dict[str, str], words: str
+) -> None:
+    with pytest.raises(BadInputError) as caught:
+        across_job(across, environ)
+    assert words in str(caught.value), str(caught.value)
+
+
+REFUSED_CLI = [
+    (["--nccl", "--nodes", "0"], "--nodes"),
+    (["--nccl", "--nodes", "2", "--partition", "a", "--partition", "b"], "one --partition"),
+    (["--nccl", "--nodes", "2", "--time", "soon"], "--time"),
+    (["--nccl", "--nodes", "2", "--port", "80"], "--port"),
+    (["--nccl", "--nodes", "2", "--partition", "a;b"], "--partition"),
+    (["--nccl", "--partition", "a"], "--nodes"),
+    (["--nccl", "--port", "29533"], "--nodes"),
+    (["--nccl", "--cluster", "CLUSTER"], "--partition P"),
+    (["--nccl", "--cluster", "CLUSTER", "--partition", "nosuch", "--nodes", "2"], "has no partition 'nosuch'"),
+    (["--nodes", "2"], "--nccl"),
+    (["--nccl", "--nodes", "2", "--gpus", "0"], "--gpus"),
+]
+
+
+def test_cli_across_nodes_never_falls_back_to_this_machines_python3() -> None:
+    """Without -p, --python or an active env, verify picks python3 on PATH; across nodes that would be the
+    login node's interpreter on every node, so it is refused with the way out."""
+    result = CliRunner().invoke(main, ["verify", "--nccl", "--nodes", "2", "--json"], env={"CONDA_PREFIX": None})
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "-p PREFIX" in error["message"] + (error["fix"] or ""), error
+
+
+@pytest.mark.parametrize(("args", "word"), REFUSED_CLI, ids=[" ".join(a) for a, _ in REFUSED_CLI])
+def test_cli_refuses_across_nodes_options_that_do_not_fit(args: list[str], word: str) -> None:
+    cluster = str(Path(__file__).parent / "data" / "cluster" / "mixed.yaml")
+    args = [cluster if a == "CLUSTER" else a for a in args]
+    result = CliRunner().invoke(main, ["verify", "--python", sys.executable, *args, "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert word in error["message"] + (error["fix"] or ""), error

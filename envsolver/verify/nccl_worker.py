@@ -154,7 +154,7 @@ def first_facts(torch: Any, args: argparse.Namespace, rank: int, local_rank: int
         "rank": rank,
         "local_rank": local_rank,
         "world_size": world,
-        "host": socket.gethostname(),
+        "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),  # Slurm's name for the node
         "pid": os.getpid(),
         "stage": "started",
         "error": None,
