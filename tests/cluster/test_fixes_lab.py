@@ -72,3 +72,22 @@ def test_inside_a_job_the_fix_for_a_node_the_lock_does_not_fit_works(lab: SlurmL
         _install(lab, tmp_path, prefix)
         after = _host_vs_lock_on_gpu01(lab, prefix)
     assert after["status"] == "pass", (before, after)
+
+
+def test_verify_cluster_without_an_environment_names_a_fix_that_works_with_cluster(
+    lab: SlurmLab, tmp_path: Path
+) -> None:
+    """It said "Pass an environment prefix (-p) or --python PATH", and --cluster refuses --python."""
+    _ran(_envsolver(lab, tmp_path, "cluster", "init"))
+    _ran(_envsolver(lab, tmp_path, "make", "--cluster", "cluster.yaml", "--offline"))
+    missing = _envsolver(lab, tmp_path, "verify", "--cluster", "cluster.yaml", "-p", "env", "--json")
+    assert missing.returncode == 2, (missing.stdout, missing.stderr)
+    fix = json.loads(missing.stdout)["error"]["fix"]
+    assert "--python" not in fix and "--python" not in missing.stderr, missing.stderr
+    install = fix.split(" wrote: ")[1].rstrip(".")
+    assert install == "envsolver install linux-64/conda-lock.yml -p PREFIX", fix
+    # The install itself (no conda channel is reachable here): the lab's stand-in environment from that lock.
+    assert install.split()[2] == "linux-64/conda-lock.yml"
+    _install(lab, tmp_path, tmp_path / "env")
+    again = _envsolver(lab, tmp_path, "verify", "--cluster", "cluster.yaml", "-p", "env", "--check", "driver")
+    assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-2000:])
