@@ -26,6 +26,7 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -78,22 +79,28 @@ class Ended:
 
 class Registry:
     """The commands running now. Thread-safe: the steps of verify --cluster start and end in worker threads,
-    an interrupt ends them from the main thread."""
+    an interrupt ends them from the main thread. Once end_all has begun, the threads that were running then
+    (but the main thread) start no new command: they belong to the interrupted command, which is ending;
+    threads started later (another command in the same process: tests) may."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: dict[int, Started] = {}
-        self._closing = False
+        self._ending: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
     def start(self, argv: Sequence[str], popen: Callable[[], subprocess.Popen[bytes]]) -> Started:
         """Start the command with `popen` and register it, as one step: an interrupt that ends everything
-        cannot miss a command that was starting. Raises Closing once end_all has begun, and what popen raises."""
+        cannot miss a command that was starting. Raises Closing in a thread of an interrupted command, and
+        what popen raises."""
         with self._lock:
-            if self._closing:
+            if threading.current_thread() in self._ending:
                 raise Closing(argv[0])
             proc = popen()
-            started = Started(proc, tuple(argv), threading.get_ident(), "SLURM_JOB_ID" in os.environ)
-            self._running[proc.pid] = started
+            started: Started | None = None
+            try:
+                started = Started(proc, tuple(argv), threading.get_ident(), "SLURM_JOB_ID" in os.environ)
+            finally:  # registered even when an interrupt lands here
+                self._running[proc.pid] = started or Started(proc, tuple(argv), threading.get_ident(), False)
             return started
 
     def done(self, started: Started) -> None:
@@ -105,16 +112,12 @@ class Registry:
             return tuple(self._running.values())
 
     def end_all(self) -> Ended:
-        """End every command running, and refuse new ones from now on."""
+        """End every command running; the threads running now (but the main thread) start none from now on."""
         with self._lock:
-            self._closing = True
+            main = threading.main_thread()
+            self._ending.update(t for t in threading.enumerate() if t is not main)
             every = tuple(self._running.values())
         return end(every)
-
-    def reopen(self) -> None:
-        """Accept commands again (for a process that goes on after an interrupt: tests)."""
-        with self._lock:
-            self._closing = False
 
 
 REGISTRY = Registry()
