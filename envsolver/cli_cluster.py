@@ -109,11 +109,11 @@ def init_command(
     """Draft the cluster file through Slurm from a login node: partitions, nodes and GPU GRES from sinfo and
     scontrol, then one short srun step per partition (and GRES type) for what Slurm does not know: nvidia-smi's
     GPU names and driver, glibc (ldd --version) and the architecture (uname -m)."""
-    if not force:
-        files.refuse_hand_edit(out)  # before Slurm is asked and the probes wait for nodes
     err = diagnostics()
     command = discover.words(partitions, maps, not no_probe, wait_s, str(out))
     request = discover.Request(partitions, maps, not no_probe, wait_s, command)
+    if not force:
+        files.refuse_hand_edit(out)  # before Slurm is asked and the probes wait for nodes
     found = discover.discover(request, default_kb(), lambda line: render.text(err, line))
     outcome = cluster_file.write(found.draft.cluster, out, shlex.join(command), force).value
     if as_json:
