@@ -98,7 +98,11 @@ def _hanging_prefix(root: Path) -> tuple[Path, Path]:
     return prefix, started
 
 
-@pytest.mark.parametrize(("sig", "code", "said"), CODES, ids=CODES_IDS)
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [*CODES, (signal.SIGHUP, 129, "terminated (SIGHUP)")],
+    ids=[*CODES_IDS, "HUP"],
+)
 def test_a_signal_to_verify_cluster_alone_cancels_every_step(
     lab: SlurmLab, cluster_yaml: Path, tmp_path: Path, sig: signal.Signals, code: int, said: str
 ) -> None:
