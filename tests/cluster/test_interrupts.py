@@ -277,3 +277,6 @@ def test_a_step_cancelled_by_scancel_is_reported_as_cancelled(lab: SlurmLab) -> 
     text = str(caught[0])
     assert "was cancelled" in text and "refused" not in text and "time limit" not in text, text
     assert "CANCELLED AT" in text, text
+    suggested = text.split("`")[1]  # the one command the message names, run as it says
+    assert suggested == "squeue --me", text
+    assert lab.run(suggested.split()).returncode == 0, lab.run(suggested.split()).stderr
