@@ -88,19 +88,25 @@ class Registry:
         self._running: dict[int, Started] = {}
         self._ending: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
-    def start(self, argv: Sequence[str], popen: Callable[[], subprocess.Popen[bytes]]) -> Started:
-        """Start the command with `popen` and register it, as one step: an interrupt that ends everything
-        cannot miss a command that was starting. Raises Closing in a thread of an interrupted command, and
-        what popen raises."""
+    def start(
+        self,
+        argv: Sequence[str],
+        popen: Callable[[], subprocess.Popen[bytes]],
+        environ: Mapping[str, str] = os.environ,
+    ) -> Started:
+        """Start the command with `popen` (with `environ`, whose SLURM_JOB_ID says whether it runs inside an
+        allocation) and register it, as one step: an interrupt that ends everything cannot miss a command that
+        was starting. Raises Closing in a thread of an interrupted command, and what popen raises."""
+        inside = "SLURM_JOB_ID" in environ
         with self._lock:
             if threading.current_thread() in self._ending:
                 raise Closing(argv[0])
             proc = popen()
             started: Started | None = None
             try:
-                started = Started(proc, tuple(argv), threading.get_ident(), "SLURM_JOB_ID" in os.environ)
+                started = Started(proc, tuple(argv), threading.get_ident(), inside)
             finally:  # registered even when an interrupt lands here
-                self._running[proc.pid] = started or Started(proc, tuple(argv), threading.get_ident(), False)
+                self._running[proc.pid] = started or Started(proc, tuple(argv), threading.get_ident(), inside)
             return started
 
     def done(self, started: Started) -> None:
@@ -140,6 +146,21 @@ def end(commands: Sequence[Started], environ: Mapping[str, str] = os.environ) ->
         _signal(started.proc, signal.SIGKILL)
     _wait(left, 1.0)
     return Ended(len(commands), tuple(cancelled))
+
+
+def stop(started: Started, environ: Mapping[str, str] = os.environ) -> None:
+    """End one command of the calling thread (and its step: end), then close its pipes and reap it: what a
+    caller does with a command past its deadline or interrupted (slurm.run; any other srun envsolver starts)."""
+    end((started,), environ)
+    for stream in (started.proc.stdout, started.proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        started.proc.wait(1.0)
+    if started.proc.returncode is None:
+        started.proc.kill()
+        started.proc.wait()
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

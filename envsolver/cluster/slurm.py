@@ -10,7 +10,6 @@ user's own sinfo does: these functions pass the environment through unchanged.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
@@ -127,7 +126,7 @@ def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) 
     try:
         out, err = pipes.collect(proc, timeout, STDOUT, STDERR)
     except subprocess.TimeoutExpired:
-        _end(started)
+        running.stop(started)
         raise SlurmError(
             f"`{argv[0]}` ({what}) did not finish within {timeout:.0f} s. "
             + (fix or "Check that the controller answers (`scontrol ping`), then run the same command again."),
@@ -135,10 +134,10 @@ def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) 
         ) from None
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (envsolver.interrupts): end every step, this one too
         interrupts.clean_up()
-        _end(started)
+        running.stop(started)
         raise
     except BaseException:
-        _end(started)
+        running.stop(started)
         raise
     finally:
         running.REGISTRY.done(started)
@@ -146,20 +145,6 @@ def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) 
     if proc.returncode != 0:
         raise _failure(argv, what, proc.returncode, stderr or stdout, fix)
     return stdout
-
-
-def _end(started: running.Started) -> None:
-    """End the command (and its step: running.end), then close its pipes and reap it."""
-    running.end((started,))
-    for stream in (started.proc.stdout, started.proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        started.proc.wait(1.0)
-    if started.proc.returncode is None:
-        started.proc.kill()
-        started.proc.wait()
 
 
 def _failure(argv: Sequence[str], what: str, code: int, stderr: str, fix: str | None) -> SlurmError:

@@ -172,8 +172,9 @@ def _stopped_srun(lab: SlurmLab, environ: dict[str, str], name: str) -> running.
     started = registry.start(
         argv,
         lambda: subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ),
+        environ,
     )
-    started.in_allocation = "SLURM_JOB_ID" in environ
+    assert started.in_allocation == ("SLURM_JOB_ID" in environ), started
     deadline = time.monotonic() + 30
     while not any(name in line for line in _steps(lab)) and time.monotonic() < deadline:
         time.sleep(0.1)
