@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from envsolver import interrupts
 from envsolver.errors import (
     INTERRUPTED,
     INTERRUPTED_EXIT,
@@ -76,6 +77,13 @@ def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
     if _wants_json(ctx):
         click.echo(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
     ctx.exit(code)
+
+
+def _cleaned_up() -> None:
+    """End what the interrupted command started outside the process (envsolver.interrupts.clean_up: its Slurm
+    steps), each note on stderr."""
+    for note in interrupts.clean_up():
+        click.echo(f"note: {printable(note)}", err=True)
 
 
 def _spelled_out(exc: click.exceptions.UsageError) -> click.exceptions.UsageError:
@@ -250,10 +258,12 @@ class Group(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit):
             raise
         except Terminated as exc:  # SIGTERM or SIGHUP where the command asked for it (envsolver.interrupts)
+            _cleaned_up()
             _fail(ctx, exc.exit_code, "interrupted", f"terminated ({exc.name}). {INTERRUPTED_FIX}")
         except (KeyboardInterrupt, click.exceptions.Abort):
             if sys.stderr.isatty():
                 click.echo(err=True)  # past the terminal's ^C
+            _cleaned_up()
             _fail(ctx, INTERRUPTED_EXIT, "interrupted", f"{INTERRUPTED} {INTERRUPTED_FIX}")
         except EnvsolverError as exc:
             _fail(ctx, exc.exit_code, exc.kind, redact_text(str(exc)))

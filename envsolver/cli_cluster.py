@@ -1,8 +1,8 @@
 """The cluster commands of `envsolver`: `cluster init`, `cluster sbatch`. Parse options, call, print, exit.
 
 cli.py registers the group (`main.add_command(cluster)`); its `_Group` turns every exception into a message
-and an exit code (0 ok; 2 bad input, or Slurm could not answer; 130 interrupted), and with --json into one
-failure document. Progress goes to stderr, results to stdout.
+and an exit code (0 ok; 2 bad input, or Slurm could not answer; 130 interrupted, 143 SIGTERM, 129 SIGHUP), and
+with --json into one failure document. Progress goes to stderr, results to stdout.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from envsolver import completion, render
+from envsolver import completion, interrupts, render
 from envsolver.cli_base import diagnostics, verbosity
 from envsolver.cluster import discover, report, sbatch, slurm
 from envsolver.cluster import file as cluster_file
@@ -96,6 +96,7 @@ Exit codes: 0 ok, 2 bad input or Slurm could not answer (the message ends with t
 @click.option("--force", is_flag=True, help="Overwrite a cluster file that was edited by hand.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was drafted and written as JSON.")
 @verbosity
+@interrupts.ends_like_ctrl_c  # SIGTERM and SIGHUP cancel the probe steps as Ctrl-C does
 def init_command(
     out: Path,
     partitions: tuple[str, ...],
@@ -111,6 +112,8 @@ def init_command(
     err = diagnostics()
     command = discover.words(partitions, maps, not no_probe, wait_s, str(out))
     request = discover.Request(partitions, maps, not no_probe, wait_s, command)
+    if not force:
+        files.refuse_hand_edit(out)  # before Slurm is asked and the probes wait for nodes
     found = discover.discover(request, default_kb(), lambda line: render.text(err, line))
     outcome = cluster_file.write(found.draft.cluster, out, shlex.join(command), force).value
     if as_json:

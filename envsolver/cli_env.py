@@ -490,6 +490,7 @@ def hook_command(
 @click.option("--port", type=int, help="--nccl --nodes: rendezvous port [default: 29500 + job id % 20000].")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
 @verbosity
+@interrupts.ends_like_ctrl_c  # SIGTERM and SIGHUP end the steps of --cluster and --nccl as Ctrl-C does
 def verify_command(
     prefix: Path | None,
     python: Path | None,
@@ -526,7 +527,8 @@ def verify_command(
     bus bandwidth per size (nccl-tests' busbw), each rank's GPU and NCCL library, and the ranks' own report.
 
     Exit codes: 0 everything passed (warnings allowed); 1 a check failed; 2 bad input, or verify could not
-    run; 130 interrupted (Ctrl-C).
+    run; 130 interrupted (Ctrl-C), 143 terminated by SIGTERM, 129 by SIGHUP (Slurm steps it started are cancelled
+    first).
     """
     if nccl and (nodes is not None or (cluster_path is not None and partitions)):
         options = _nccl_options(lock_path, gpu_test, only, gpus, sizes, iters, backend, nccl_timeout)

@@ -31,7 +31,7 @@ from typing import Any, TypeVar, cast
 
 from envsolver import safeyaml, versions
 from envsolver.cluster import grammar
-from envsolver.cluster.model import FACTS, FORMAT, Cluster, Partition, Skipped, SlurmOptions
+from envsolver.cluster.model import BY_HAND, FACTS, FORMAT, UNKNOWN, Cluster, Partition, Skipped, SlurmOptions
 from envsolver.errors import BadInputError, UnknownGpuError
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.gpus import lookup
@@ -215,6 +215,17 @@ def _provenance(reader: _Reader) -> dict[str, str]:
     return {key: out[key] for key in FACTS if key in out}
 
 
+def _filled_by_hand(provenance: dict[str, str], values: dict[str, object]) -> dict[str, str]:
+    """A provenance init wrote for a value it could not learn (`unknown: ...`, beside a null) does not describe
+    a value filled in since: that value was written by hand, and its provenance says so (make --cluster copies
+    it into the lock)."""
+    out = dict(provenance)
+    for key, value in values.items():
+        if value is not None and out.get(key, "").startswith(UNKNOWN):
+            out[key] = BY_HAND
+    return out
+
+
 def _partition(kb: KnowledgeBase, raw: Any, index: int, problems: _Problems) -> Partition | None:
     at = f"partitions[{index}]"
     if not isinstance(raw, dict):
@@ -237,6 +248,7 @@ def _partition(kb: KnowledgeBase, raw: Any, index: int, problems: _Problems) -> 
     if reader.failed:
         return None
     checked_name, gpus, driver, platform, glibc, slurm, provenance = got
+    provenance = _filled_by_hand(cast(dict[str, str], provenance), {"driver": driver, "glibc": glibc})
     gpu_names, gpu_rows = cast(tuple[tuple[str, ...], tuple[Gpu, ...]], gpus)
     return Partition(
         name=cast(str, checked_name),
@@ -246,7 +258,7 @@ def _partition(kb: KnowledgeBase, raw: Any, index: int, problems: _Problems) -> 
         platform=cast(Platform, platform),
         glibc=cast(MajorMinor | None, glibc),
         slurm=cast(SlurmOptions, slurm),
-        provenance=cast(dict[str, str], provenance),
+        provenance=provenance,
     )
 
 

@@ -24,6 +24,7 @@ FORMAT = 1
 FACTS = ("gpus", "driver", "platform", "glibc", "slurm")
 Fact = Literal["gpus", "driver", "platform", "glibc", "slurm"]
 BY_HAND = "written by hand"
+UNKNOWN = "unknown:"  # how the provenance of a value init could not learn starts (decide.py, draft.py)
 # What make --cluster does with an unknown value (the sentence init writes into the provenance).
 ASSUMED = {
     "driver": "make --cluster assumes a current driver, as make does without --driver",

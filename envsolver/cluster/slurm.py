@@ -11,11 +11,13 @@ user's own sinfo does: these functions pass the environment through unchanged.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from envsolver import pipes
+from envsolver import interrupts, pipes
+from envsolver.cluster import running
 from envsolver.cluster.parse import MARK, SINFO_ARGV
 from envsolver.errors import EnvsolverError, Kind
 
@@ -68,6 +70,15 @@ _NO_CONFIG = (
 )
 
 
+# slurmstepd's line when a step or job is cancelled (src/slurmd/slurmstepd/req.c; the lab, Slurm 22.05):
+#   slurmstepd-gpu02: error: *** STEP 18206.0 ON gpu02 CANCELLED AT 2026-12-01T18:33:43 ***
+#   ... *** JOB 123 ON gpu02 CANCELLED AT 2026-12-01T18:33:43 DUE TO TIME LIMIT ***
+_CANCELLED = re.compile(
+    r"\*\*\* (?P<entity>(?:STEP|JOB) [0-9][0-9.+_a-z]*) ON (?P<node>[A-Za-z0-9._-]+) CANCELLED AT [0-9T:-]+"
+    r"(?: DUE TO (?P<reason>TIME LIMIT|PREEMPTION|NODE FAILURE|JOB REQUEUE)[^*]*)? \*\*\*"
+)
+
+
 def _tail(text: str, lines: int = 4) -> str:
     """The last lines, each cut to 200 characters, so that a long line does not hide the ones after it."""
     kept = [_cut(line.strip()) for line in text.strip().splitlines() if line.strip()][-lines:]
@@ -80,16 +91,26 @@ def _cut(line: str) -> str:
 
 def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) -> str:
     """stdout of `argv` (exit 0). Raises SlurmError: the command is missing, timed out, or failed; `fix` is the
-    fix a refusal or a timeout ends with (default: check the request by hand, run again)."""
+    fix a refusal or a timeout ends with (default: check the request by hand, run again). The command is
+    registered while it runs (running.REGISTRY): an interrupt ends it and its step (running.end_all), in
+    whichever thread it runs; one past its timeout is ended the same way."""
     command = argv[0]
     try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=False,
+        started = running.REGISTRY.start(
+            argv,
+            lambda: subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=False,
+            ),
         )
+    except running.Closing:
+        raise SlurmError(
+            f"`{command}` ({what}) was not started: envsolver is ending its Slurm steps (interrupted). Run the "
+            "same command again."
+        ) from None
     except FileNotFoundError:
         raise SlurmError(
             f"{command!r} is not on PATH, so envsolver cannot ask Slurm for {what}. Run this on a login node of "
@@ -101,18 +122,25 @@ def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) 
             f"cannot run {command!r} for {what}: {exc.strerror or exc}. Check that `{command} --version` runs "
             "in your shell, then run the same command again."
         ) from None
+    proc = started.proc
     try:
         out, err = pipes.collect(proc, timeout, STDOUT, STDERR)
     except subprocess.TimeoutExpired:
-        pipes.stop(proc)
+        running.stop(started)
         raise SlurmError(
             f"`{argv[0]}` ({what}) did not finish within {timeout:.0f} s. "
             + (fix or "Check that the controller answers (`scontrol ping`), then run the same command again."),
             f"no answer within {timeout:.0f} s",
         ) from None
-    except BaseException:  # Ctrl-C: end the command (srun cancels its step on SIGTERM) before going on
-        pipes.stop(proc)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (envsolver.interrupts): end every step, this one too
+        interrupts.clean_up()
+        running.stop(started)
         raise
+    except BaseException:
+        running.stop(started)
+        raise
+    finally:
+        running.REGISTRY.done(started)
     stdout, stderr = out.text(), err.text()
     if proc.returncode != 0:
         raise _failure(argv, what, proc.returncode, stderr or stdout, fix)
@@ -133,8 +161,35 @@ def _failure(argv: Sequence[str], what: str, code: int, stderr: str, fix: str | 
             "or set SLURM_CONF to the cluster's slurm.conf, then run the same command again.",
             said,
         )
+    cancelled = _CANCELLED.search(stderr)
+    if cancelled is not None:
+        return _cancelled(what, cancelled, fix)
     default = f"Check the same request by hand (`{' '.join(argv[:6])}`), then run the same command again."
     return SlurmError(f"`{argv[0]}` refused {what} (exit {code}: {said}). {fix or default}", said)
+
+
+def _cancelled(what: str, found: re.Match[str], fix: str | None) -> SlurmError:
+    """A step that ran and was cancelled: why, where Slurm says (a time limit, preemption, a node failure, a
+    requeue); otherwise a signal to the step (scancel, by the user or an administrator: Slurm's line does not
+    say whose), which is no fault of the request."""
+    said = _cut(found.group(0).strip())
+    entity, node, reason = found.group("entity"), found.group("node"), found.group("reason")
+    if reason == "TIME LIMIT":
+        return SlurmError(
+            f"{what} ran past its time limit and Slurm cancelled {entity} on {node} ({said}). "
+            + (fix or "Ask for a longer time limit, then run the same command again."),
+            said,
+        )
+    why = (
+        f"because of {reason.lower()}"
+        if reason
+        else "by a cancel request (scancel, yours or an administrator's, or a signal to its srun)"
+    )
+    return SlurmError(
+        f"{what} was cancelled: Slurm cancelled {entity} on {node} {why} ({said}); the step itself did not fail. "
+        "Run the same command again (`squeue --me` shows whether your jobs are being cancelled).",
+        said,
+    )
 
 
 def check_conf(environ: Mapping[str, str] = os.environ) -> None:
@@ -168,7 +223,7 @@ def config() -> str:
 
 def probe_argv(options: Sequence[str], wait_s: int = IMMEDIATE_S) -> tuple[str, ...]:
     """srun with the partition's options (already checked against grammar.py), one task on one node, giving up
-    when no node is free within `wait_s` seconds."""
+    when no node is free within `wait_s` seconds; one SIGINT ends the step (--quit-on-interrupt)."""
     return (
         "srun",
         *options,
@@ -176,6 +231,7 @@ def probe_argv(options: Sequence[str], wait_s: int = IMMEDIATE_S) -> tuple[str, 
         "--ntasks=1",
         f"--immediate={wait_s}",
         "--time=2",
+        "--quit-on-interrupt",
         "--job-name=envsolver-probe",
         "sh",
         "-c",

@@ -28,7 +28,7 @@ from envsolver.cluster.model import Cluster, Partition
 from envsolver.errors import BadInputError
 from envsolver.kb.model import KnowledgeBase
 from envsolver.verify.checks_base import Check
-from envsolver.verify.run import target
+from envsolver.verify.run import VerifyError
 
 MAX_STEPS = 8  # steps running at once: one per partition, bounded so a large cluster does not flood the queue
 Status = Literal["pass", "warn", "fail", "error", "skipped"]
@@ -108,6 +108,21 @@ def _absolute(path: Path) -> str:
     return os.path.abspath(path)
 
 
+def _check_prefix(prefix: str, cluster: Cluster, file: Path) -> None:
+    """The prefix has a bin/python here, where it is shared from. Raises VerifyError whose fix works with
+    --cluster (which takes no --python): -p an installed environment, and how to install one."""
+    if (Path(prefix) / "bin" / "python").exists():
+        return
+    platforms = list(dict.fromkeys(p.platform for p in cluster.partitions))
+    others = "".join(f" ({other}/conda-lock.yml for the {other} partitions)" for other in platforms[1:])
+    raise VerifyError(
+        f"{prefix!r} has no bin/python, so it is not an environment the nodes can run. Pass -p the prefix of an "
+        "environment installed on the filesystem the nodes share; to install one from the locks "
+        f"`envsolver make --cluster {shlex.quote(str(file))}` wrote: envsolver install "
+        f"{platforms[0]}/conda-lock.yml -p PREFIX{others}."
+    )
+
+
 def verify(
     request: Request,
     kb: KnowledgeBase,
@@ -120,7 +135,7 @@ def verify(
     answer, no Slurm configuration)."""
     cluster = cluster_file.load(request.cluster_file, kb)
     prefix = _absolute(request.prefix)
-    target(Path(prefix), None, environ)  # the prefix has a bin/python here, where it is shared from
+    _check_prefix(prefix, cluster, request.cluster_file)
     platform, source, meta = _metadata(Path(prefix), request.lock)
     chosen = [p for p in cluster.partitions if platform is None or p.platform == platform]
     if not chosen:

@@ -52,3 +52,29 @@ def prefix_of(ctx: Context) -> str:
     """The environment's prefix as a fix command names it: shell-quoted, or PREFIX when unknown."""
     prefix = (ctx.facts.get("python") or {}).get("prefix")
     return shlex.quote(str(prefix)) if prefix else "PREFIX"
+
+
+# platform.machine() -> the conda platform a lock is made for
+_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "ppc64le": "linux-ppc64le"}
+
+
+def remake_fix(ctx: Context, wanted: str = "driver, glibc and GPUs") -> str:
+    """The fix for a lock that does not fit this host. Outside a Slurm job: remake it here (`make --gpu auto`).
+    Inside a job (SLURM_JOB_ID in the probe's environment: a compute node, where a lock made for this one node
+    is not what the cluster's jobs need, and where the running job cannot be mended): leave the node out of
+    the job, or, from a login node, record the cluster's nodes again and make the cluster's lock."""
+    env = ctx.facts.get("env") or {}
+    if not env.get("SLURM_JOB_ID"):
+        return "remake the lock for this host: envsolver make --gpu auto"
+    node = env.get("SLURMD_NODENAME")
+    partition = env.get("SLURM_JOB_PARTITION")
+    where = (f"node {node}" if node else "this job's node") + (f" of partition {partition}" if partition else "")
+    machine = (ctx.facts.get("python") or {}).get("machine")
+    platform = _PLATFORMS.get(str(machine), "PLATFORM")
+    made = "the cluster's lock" if ctx.lock_meta.get("envsolver_cluster") else "the lock"
+    leave_out = f"submit the job with sbatch --exclude={node}, or " if node else ""
+    return (
+        f"{where} does not have the {wanted} {made} was made for: {leave_out}on a login node record the "
+        f"cluster's nodes and remake the lock: envsolver cluster init, then envsolver make --cluster "
+        f"cluster.yaml, then envsolver install {platform}/conda-lock.yml -p {prefix_of(ctx)}"
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envsolver.resolve import driver as driver_rules
-from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of
+from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, remake_fix
 from envsolver.versions import driver as parse_driver
 from envsolver.versions import leading_major_minor
 
@@ -83,6 +83,6 @@ def check_host_vs_lock(ctx: Context) -> Check:
             "host_vs_lock",
             "fail" if problems else "warn",
             "; ".join(problems + unknown),
-            "remake the lock for this host: envsolver make --gpu auto",
+            remake_fix(ctx),
         )
     return Check("host_vs_lock", "pass", "this host meets the lock's driver, glibc and GPU assumptions")

@@ -7,7 +7,7 @@ import shlex
 
 from envsolver import toolchain
 from envsolver.resolve import driver as driver_rules
-from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
+from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, remake_fix, torch_facts
 from envsolver.versions import leading_major_minor
 
 
@@ -118,9 +118,15 @@ def check_arch_coverage(ctx: Context) -> Check:
             "fail",
             f"torch has no kernel for {', '.join(bad)} (its archs: "
             f"{' '.join(arch_list)}): 'no kernel image is available for execution on the device'",
-            "install a torch build with SASS for these GPUs: envsolver make --gpu auto",
+            _sass_fix(ctx),
         )
     return Check("arch_coverage", "pass", f"every visible GPU has SASS or PTX in {' '.join(arch_list)}")
+
+
+def _sass_fix(ctx: Context) -> str:
+    if (ctx.facts.get("env") or {}).get("SLURM_JOB_ID"):
+        return remake_fix(ctx, "GPUs")
+    return "install a torch build with SASS for these GPUs: envsolver make --gpu auto"
 
 
 def check_cuda_version_match(ctx: Context) -> Check:

@@ -50,6 +50,9 @@ ENV_KEYS = [
     "CXX",
     "CUDA_VISIBLE_DEVICES",
     "DS_SKIP_CUDA_CHECK",
+    "SLURM_JOB_ID",  # inside a Slurm job: a compute node, where a fix is made from a login node (checks_base)
+    "SLURMD_NODENAME",
+    "SLURM_JOB_PARTITION",
 ]
 
 TORCH_CHILD = r"""

@@ -63,11 +63,8 @@ def write(path: Path, text: str, force: bool = False, comment: str = "#") -> Out
         current = path.read_text(encoding="utf-8", errors="replace")
         if current == stamped:
             return Outcome.UNCHANGED
-        if edited_by_hand(current, comment) and not force:
-            raise BadInputError(
-                f"{str(path)!r} was edited by hand (or not written by envsolver); it was left as "
-                "it is. Move your changes elsewhere, or pass --force to overwrite it."
-            )
+        if not force:
+            refuse_hand_edit(path, current, comment)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -81,6 +78,21 @@ def write(path: Path, text: str, force: bool = False, comment: str = "#") -> Out
         Path(tmp).unlink(missing_ok=True)
         raise
     return Outcome.WRITTEN
+
+
+def refuse_hand_edit(path: Path, current: str | None = None, comment: str = "#") -> None:
+    """Raise BadInputError when the file at `path` (its text: `current`, read when None) was edited by hand: a
+    command that would overwrite it checks this before its slow work, and write checks it again."""
+    if current is None:
+        try:
+            current = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return
+    if edited_by_hand(current, comment):
+        raise BadInputError(
+            f"{str(path)!r} was edited by hand (or not written by envsolver); it was left as "
+            "it is. Move your changes elsewhere, or pass --force to overwrite it."
+        )
 
 
 def write_new(path: Path, text: str) -> None:

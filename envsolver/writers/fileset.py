@@ -311,7 +311,7 @@ def _cannot_write(path: Path, exc: OSError, command: str, out_dir: Path | None =
         )
     lead = "Pass --out a directory you can write to"
     if exc.errno in (errno.EACCES, errno.EPERM):
-        target = out_dir if out_dir.is_dir() else out_dir.parent
+        target = next((p for p in (out_dir, *out_dir.parents) if p.is_dir()), out_dir.parent)  # what exists
         lead = f"Make it writable (chmod u+w {shlex.quote(str(target))}), or pass --out a directory you can write to"
     return BadInputError(
         f"cannot write to {str(path)!r}: {files.reason(exc)}; nothing was written. " + _out_fix(lead, out_dir, command)
@@ -319,7 +319,12 @@ def _cannot_write(path: Path, exc: OSError, command: str, out_dir: Path | None =
 
 
 def _out_fix(lead: str, out_dir: Path, command: str) -> str:
-    """`lead`, then ', e.g.: <command> --out <a directory this user can create>' when one is found."""
+    """`lead`, then ', e.g.: <command> --out <a directory this user can create>' when one is found. A command
+    that has its own `--out DIR` (make --cluster: it writes DIR/<platform>) has it replaced, and the directory
+    suggested stands for DIR."""
+    command, given = _without_out(command)
+    if given is not None and (out_dir == given or given in out_dir.parents):
+        out_dir = given
     leaf = out_dir.name
     if leaf in ("", ".", "..") or len(leaf.encode("utf-8", "surrogateescape")) > 64 or not leaf.isprintable():
         leaf = "env"
@@ -331,6 +336,19 @@ def _out_fix(lead: str, out_dir: Path, command: str) -> str:
             if candidate != out_dir and out_dir not in candidate.parents and _can_create(candidate):
                 return f"{lead}, e.g.: {command} --out {shlex.quote(str(candidate))}"
     return f"{lead}."
+
+
+def _without_out(command: str) -> tuple[str, Path | None]:
+    """(the command without its `--out DIR`, DIR), or (the command, None) when it has none or cannot be split."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command, None
+    if "--out" not in words[:-1]:
+        return command, None
+    at = words.index("--out")
+    given = Path(words[at + 1])
+    return shlex.join(words[:at] + words[at + 2 :]), given
 
 
 def _can_create(path: Path) -> bool:
