@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver import pipes
-from envsolver.cluster import grammar, slurm, slurm_launch
+from envsolver import interrupts, pipes
+from envsolver.cluster import grammar, running, slurm, slurm_launch
 from envsolver.cluster.model import SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.verify import nccl
@@ -527,36 +527,47 @@ def run_slurm(
 ) -> Run:
     """Run the check in one srun step across `job.nodes` nodes (in the current allocation when `inside`, else in
     one srun makes) and judge it. srun's output is read bounded (STDOUT, STDERR); the ranks' files are read
-    back from job.out_dir. At the deadline, or on Ctrl-C / SIGTERM (errors.Terminated), srun gets SIGINT, which
-    with --quit-on-interrupt cancels the step, then SIGKILL if it is still there. Raises VerifyError or
-    SlurmError (exit 2) when srun cannot start the step at all; every other outcome is in the checks."""
+    back from job.out_dir. At the deadline, or on Ctrl-C / SIGTERM / SIGHUP, the step is ended as every srun
+    envsolver starts is (cluster/running.py: srun's SIGINT with --quit-on-interrupt, then scancel by id).
+    Raises VerifyError or SlurmError (exit 2) when srun cannot start the step at all; every other outcome is in
+    the checks."""
     argv = step_argv(job) if inside else srun_argv(job)
     limit = limit if limit is not None else deadline(job.options) + (0.0 if inside else QUEUE_WAIT_S)
     slurm.check_conf(environ)
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
+    env = slurm_environ(prefix, environ)
+    try:  # registered while it runs (cluster/running.py): an interrupt ends its step, by id if srun does not
+        command = running.REGISTRY.start(
             argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=slurm_environ(prefix, environ),
+            lambda: subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            ),
+            environ,
         )
+    except running.Closing:
+        raise VerifyError(f"srun was not started: envsolver was interrupted. Run `{rerun}` again.") from None
     except OSError as exc:
         raise VerifyError(
             f"cannot run srun: {exc.strerror or exc}. Run this on a login node of the cluster (or inside an "
             "allocation), where `srun --version` runs."
         ) from None
+    proc = command.proc
     code: int | None
     try:
         out, err = pipes.collect(proc, limit, STDOUT, STDERR)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        pipes.stop(proc, signal.SIGINT)
+        running.stop(command, environ)
         out, err, code = pipes.Kept(STDOUT), pipes.Kept(STDERR), None
-    except BaseException:  # Ctrl-C, SIGTERM: no step outlives envsolver
-        pipes.stop(proc, signal.SIGINT)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (envsolver.interrupts): every step ends, this one too
+        interrupts.clean_up()
+        running.stop(command, environ)
         raise
+    except BaseException:
+        running.stop(command, environ)
+        raise
+    finally:
+        running.REGISTRY.done(command)
     stdout, stderr = out.text(), err.text()
     document, ranks = _reports(Path(job.out_dir), stdout)
     said = _stderr_tail(stderr)
