@@ -155,3 +155,36 @@ def test_a_prefix_whose_python_cannot_run_on_the_node_is_exit_2_naming_node_and_
     message = gh200["error"]["message"] + " " + (gh200["error"].get("fix") or "")
     assert "gh01 (aarch64) cannot run the environment's python" in message, message
     assert "linux-aarch64 lock's environment" in message, message
+
+
+def test_the_jobs_verify_step_on_the_aarch64_node_never_runs_the_login_interpreter(arm: Arm) -> None:
+    """`cluster sbatch` run by the wrapper interpreter writes the job for gh200; the job (submitted with the real
+    sbatch) checks gh01 with the prefix's python and envsolver's gate, then runs the command: the wrapper logged
+    the one run on the login node and none inside the job."""
+    log = arm.root / "sbatch-wrapper.log"
+    wrapper = wrapper_venv(arm.root / "sbatch-venv", log)
+    script, ran = arm.root / "gh200.sh", arm.root / "gh200-ran"
+    argv = [str(wrapper), "-m", "envsolver", "cluster", "sbatch", "-c", str(arm.file), "--partition", "gh200"]
+    argv += ["-p", str(arm.prefix), "--nodes", "1", "--time", "5", "--check", "driver", "--check", "host_vs_lock"]
+    env = {**os.environ, "SLURM_CONF": str(arm.lab.conf)}
+    written = subprocess.run(
+        [*argv, "--out", str(script), "--", "touch", str(ran)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert written.returncode == 0, written.stderr
+    assert str(wrapper) not in script.read_text(), script.read_text()
+    output = arm.root / "gh200.out"
+    done = subprocess.run(
+        ["sbatch", "--wait", f"--output={output}", str(script)],
+        cwd=arm.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    said = f"exit {done.returncode}: {done.stderr}\n{output.read_text() if output.exists() else ''}"
+    runs = log.read_text().splitlines()
+    assert runs == ["run job= node="], f"runs of the login interpreter: {runs}; {said}"
+    assert done.returncode == 0 and ran.exists(), said
+    assert "0:   pass host_vs_lock: gh01: meets the lock's driver, glibc and GPU targets" in said, said
+    assert "0: 2 pass, 0 warn, 0 fail, 0 skip" in said, said
