@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envsolver import prefixmeta
 from envsolver.kb import KnowledgeBase
@@ -194,3 +196,54 @@ def test_a_probe_that_prints_no_facts_is_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "the probe printed no facts (exit 0)" in done.stderr and "\\x1b]0;title\\x07" in done.stderr, done.stderr
     assert "\x1b" not in done.stderr, done.stderr
+
+
+def test_a_probe_that_floods_keeps_the_gate_bounded_and_finds_the_facts(tmp_path: Path) -> None:
+    """64 MB before the facts: the gate keeps the last MAX_OUTPUT bytes only (peak RSS under 100 MB)."""
+    fake = tmp_path / "probe.py"
+    fake.write_text(
+        "import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * 65535 + '\\n')\n"
+        'print(\'{"probe_version": 2, "driver": {"version": "550.54.15"}}\')\n'
+    )
+    wanted = json.dumps({"version": gate.DEMANDS_VERSION})
+    script = (
+        "import sys, resource\nsys.argv[0] = 'gate'\n"
+        f"sys.path.insert(0, {str(Path(gate.__file__).parent)!r})\nimport gate\n"
+        "code = gate.main(sys.argv[1:])\n"
+        "print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script, "--probe", str(fake), "--demands", wanted, "--check", "driver"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SLURMD_NODENAME": NODE},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"  pass driver: {NODE}: driver 550.54.15 (from None)" in done.stdout, done.stdout[-2000:]
+    peak = int(done.stdout.split("peak_kb ")[1].split()[0])
+    assert peak < 100 * 1024, f"peak RSS {peak} kB"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    found=st.dictionaries(
+        st.sampled_from(["driver", "torch", "glibc", "python", "probe_version", "junk"]),
+        st.recursive(
+            st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20)),
+            lambda inner: st.one_of(
+                st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=12), inner, max_size=3)
+            ),
+            max_leaves=10,
+        ),
+        max_size=6,
+    )
+)
+def test_facts_of_any_shape_are_judged_into_printable_lines(found: dict[str, Any]) -> None:
+    wanted = {"version": gate.DEMANDS_VERSION, "cuda_drivers": {"12.9": {"full": "575.51.03", "minor": "525.60.13"}}}
+    wanted["lock"] = {"driver": "525.60.13", "glibc": "2.28", "ccs": ["9.0"], "solved_cuda": "12.9"}
+    for rule_id, status, detail, fix in gate.judge(found, wanted, NODE):
+        assert status in ("pass", "warn", "fail", "skip") and rule_id in gate.IDS
+        assert "the rule failed" not in detail, (rule_id, detail, found)
+        assert not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in detail + fix), (rule_id, detail)

@@ -91,7 +91,7 @@ def node_command(
         run.headers_of(kb),
         dists=run.dists_of(lock),
         stream=False,
-        op_runner=str(OP_RUNNER),
+        op_runner=OP_RUNNER,
     )
     return (python_of(prefix), "-I", "-c", PROBE_SOURCE, *options)
 

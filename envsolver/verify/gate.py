@@ -29,6 +29,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -301,19 +302,35 @@ def probe(python: str, probe_file: str, options: list[str]) -> dict[str, Any]:
     """The probe's facts (its last JSON object). Raises RuntimeError saying why there are none."""
     argv = [python, "-I", probe_file, *options]
     try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=PROBE_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"the probe did not finish in {PROBE_LIMIT_S:.0f} s") from None
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as exc:
         raise RuntimeError(f"cannot run {python}: {exc.strerror or exc}") from None
-    text = done.stdout[-MAX_OUTPUT:].decode("utf-8", "replace")
+    tail = bytearray()  # the last MAX_OUTPUT bytes (the facts are the last thing the probe prints), whatever it prints
+
+    def drain() -> None:
+        assert proc.stdout is not None
+        for chunk in iter(lambda: proc.stdout.read(1 << 16) if proc.stdout else b"", b""):
+            tail.extend(chunk)
+            if len(tail) > 2 * MAX_OUTPUT:
+                del tail[:-MAX_OUTPUT]
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc.wait(timeout=PROBE_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the probe did not finish in {PROBE_LIMIT_S:.0f} s") from None
+    reader.join(timeout=30)
+    text = bytes(tail[-MAX_OUTPUT:]).decode("utf-8", "replace")
     start = text.rfind("\n{")
     try:
         facts = json.loads(text[start + 1 if start >= 0 else 0 :])
     except ValueError:
         facts = None
     if not isinstance(facts, dict) or "probe_version" not in facts:
-        raise RuntimeError(f"the probe printed no facts (exit {done.returncode}): {shown(text.strip()[-400:])}")
+        raise RuntimeError(f"the probe printed no facts (exit {proc.returncode}): {shown(text.strip()[-400:])}")
     return facts
 
 
