@@ -247,3 +247,20 @@ def test_facts_of_any_shape_are_judged_into_printable_lines(found: dict[str, Any
         assert status in ("pass", "warn", "fail", "skip") and rule_id in gate.IDS
         assert "the rule failed" not in detail, (rule_id, detail, found)
         assert not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in detail + fix), (rule_id, detail)
+
+
+@pytest.mark.parametrize("module", [gate.__file__, str(run.PROBE)], ids=["gate.py", "probe.py"])
+def test_what_runs_on_a_node_imports_the_standard_library_only(module: str) -> None:
+    """The node runs these with the environment's python, where envsolver and its dependencies are not: every
+    module their code imports is the standard library's (the probe's torch and DeepSpeed children are source
+    strings run in child processes, which may fail on their own: each is one fact)."""
+    import ast
+
+    tree = ast.parse(Path(module).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    assert names and names <= set(sys.stdlib_module_names), sorted(names - set(sys.stdlib_module_names))
