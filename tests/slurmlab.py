@@ -11,8 +11,14 @@ node, in nvidia-smi's own format (a real capture: tests/data/slurm/nvidia-smi-h2
 where a node has no rows it prints nvidia-smi's message for a driver that does not answer and exits 9 (NVML's
 ERROR_DRIVER_NOT_LOADED). `SlurmLab.node_gpus` changes what a node's nvidia-smi says while the lab runs.
 
+A node given a `machine` (aarch64: a GH200 node's) is that architecture's stand-in: the TaskProlog puts on its
+steps' PATH a `uname` that answers `-m` (and `-p`, `-i`) with it, which is what envsolver's cluster probe reads
+(`uname -m`), so `cluster init` records the partition as linux-aarch64.
+
 `write_env` writes a stand-in environment prefix for `envsolver verify` on the lab's nodes (there is no CUDA
-torch here): its python runs verify's real probe and answers torch's part from the prefix's lock metadata.
+torch here): its python runs verify's real probe (as a file, or as source: `python -I -c PROBE ...`, what
+`verify --cluster` runs on a node) with the interpreter it is given, and answers torch's part from the prefix's
+lock metadata, and the machine from the node's `uname -m`.
 
 Run it by hand: `python -m tests.slurmlab` starts a lab, prints the SLURM_CONF to export, and stops it on Enter.
 """
@@ -57,12 +63,14 @@ class Gpu:
 @dataclass(frozen=True)
 class Node:
     """A lab node: its GPU GRES as (type or None for an untyped one, count) pairs, what its nvidia-smi says
-    (() = no answer), and gres.conf's Cores= (which makes sinfo print `(S:...)` after the count)."""
+    (() = no answer), gres.conf's Cores= (which makes sinfo print `(S:...)` after the count), and the machine
+    its `uname -m` answers (None: this host's own)."""
 
     name: str
     gres: tuple[tuple[str | None, int], ...] = ()
     gpus: tuple[Gpu, ...] = ()
     cores: str | None = None
+    machine: str | None = None
 
     @property
     def gres_text(self) -> str | None:
@@ -77,6 +85,9 @@ V100 = Gpu("Tesla V100-SXM2-16GB", "535.104.05", "7.0", "16384 MiB")
 A100 = Gpu("NVIDIA A100-SXM4-80GB", "550.54.15", "8.0", "81920 MiB")
 H100 = Gpu("NVIDIA H100 80GB HBM3", "570.133.20", "9.0", "81559 MiB")
 V100_32 = Gpu("Tesla V100-SXM2-32GB", "535.104.05", "7.0", "32768 MiB")
+# A GH200 as nvidia-smi names it with driver 550.54.15 and 97871 MiB (the nvidia-smi table in NVIDIA/apex issue
+# #1833); compute capability 9.0 (the knowledge base's gpus.yaml row).
+GH200 = Gpu("NVIDIA GH200 480GB", "550.54.15", "9.0", "97871 MiB")
 
 # gpu04's GRES type is a site's own word ('tesla'), which names no GPU: `cluster init --no-probe` must ask for
 # --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports).
@@ -122,38 +133,71 @@ echo "the lab's nvidia-smi answers only --query-gpu=name,driver_version,compute_
 exit 2
 """
 
-# TaskProlog: lines `export NAME=value` on its stdout set the task's environment. GPU nodes get the stand-in.
+# TaskProlog: lines `export NAME=value` on its stdout set the task's environment. GPU nodes get the nvidia-smi
+# stand-in; a node of another machine gets that machine's uname (FAKE_UNAME) before it.
 TASK_PROLOG = """#!/bin/sh
+dirs=""
 case "$SLURMD_NODENAME" in
-  {gpu_nodes}) echo "export PATH={bin}:$PATH" ;;
+  {gpu_nodes}) dirs="{bin}" ;;
 esac
+{machines}
+if [ -n "$dirs" ]; then echo "export PATH=$dirs:$PATH"; fi
+"""
+MACHINE_CASE = """case "$SLURMD_NODENAME" in
+  {nodes}) dirs="{dir}${{dirs:+:$dirs}}" ;;
+esac"""
+FAKE_UNAME = """#!/bin/sh
+# The lab's stand-in for the uname of a {machine} node: the machine (-m, -p, -i) is {machine}; anything else is
+# the real uname's answer.
+if [ "$#" -eq 1 ]; then
+  case "$1" in
+    -m|-p|-i) echo {machine}; exit 0 ;;
+  esac
+fi
+exec {uname} "$@"
 """
 
 
-# The stand-in python of `write_env`'s prefix: verify runs it as `python PROBE ARGS...`; it runs the real probe
-# with the real interpreter (so the driver and GPUs come from the node's nvidia-smi, glibc from the node), then
-# answers torch's facts as the torch the lock pins would: its version and CUDA, the lock's arch list (standing
-# for torch's), the node's GPUs as its devices. Anything else it runs with the real interpreter.
+# The stand-in python of `write_env`'s prefix: verify runs it as `python PROBE ARGS...` (envsolver verify) or
+# `python -I -c PROBE_SOURCE ARGS...` (verify --cluster, on a node); it runs the same with the interpreter it was
+# written for (so the driver and GPUs come from the node's nvidia-smi, glibc from the node), then answers torch's
+# facts as the torch the lock pins would: its version and CUDA, the lock's arch list (standing for torch's), the
+# node's GPUs as its devices; and the machine as the node's `uname -m` says it. Anything else it passes through.
 STAND_IN = """#!{python}
 import json
+import shutil
 import subprocess
 import sys
 
 TORCH = json.loads({torch})
 PREFIX = {prefix}
 done = subprocess.run([sys.executable, *sys.argv[1:]], stdout=subprocess.PIPE, text=True, timeout=900)
-if "--stream" not in sys.argv:
+try:
+    docs, streamed = [json.loads(done.stdout)], False
+except ValueError:
+    try:
+        docs, streamed = [json.loads(line) for line in done.stdout.splitlines() if line.strip()], True
+    except ValueError:
+        docs, streamed = [], False
+if not docs or not all(isinstance(doc, dict) for doc in docs):
     sys.stdout.write(done.stdout)
     sys.exit(done.returncode)
-docs = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+uname = shutil.which("uname")
+machine = subprocess.run([uname, "-m"], stdout=subprocess.PIPE, text=True).stdout.strip() if uname else ""
 for doc in docs:
     facts = doc.get("partial", doc)
-    facts["python"] = dict(facts.get("python") or {{}}, prefix=PREFIX, executable=PREFIX + "/bin/python")
+    if "probe_version" not in facts:
+        continue
+    python = dict(facts.get("python") or {{}}, prefix=PREFIX, executable=PREFIX + "/bin/python")
+    facts["python"] = dict(python, machine=machine or python.get("machine"))
     if "partial" not in doc:
         gpus = (facts.get("driver") or {{}}).get("gpus") or []
         devices = [{{"name": g["name"], "capability": g["compute_capability"]}} for g in gpus]
         facts["torch"] = dict(TORCH, available=bool(devices), device_count=len(devices), devices=devices)
+for doc in docs if streamed else []:
     print(json.dumps(doc, sort_keys=True), flush=True)
+if not streamed:
+    print(json.dumps(docs[0], indent=1, sort_keys=True))
 sys.exit(done.returncode)
 """
 
@@ -305,8 +349,18 @@ class SlurmLab:
         fake.write_text(FAKE_SMI.replace("{rows}", str(root / "gpus")))
         fake.chmod(0o755)
         gpu_nodes = [n.name for n in self.nodes if n.gres]
+        machines = []
+        for machine in sorted({n.machine for n in self.nodes if n.machine}):
+            where = root / f"machine-{machine}"
+            where.mkdir(exist_ok=True)
+            (where / "uname").write_text(FAKE_UNAME.format(machine=machine, uname=shutil.which("uname")))
+            (where / "uname").chmod(0o755)
+            nodes = "|".join(n.name for n in self.nodes if n.machine == machine)
+            machines.append(MACHINE_CASE.format(nodes=nodes, dir=where))
         prolog = root / "task-prolog.sh"
-        prolog.write_text(TASK_PROLOG.format(gpu_nodes="|".join(gpu_nodes) or "none", bin=root / "bin"))
+        prolog.write_text(
+            TASK_PROLOG.format(gpu_nodes="|".join(gpu_nodes) or "none", bin=root / "bin", machines="\n".join(machines))
+        )
         prolog.chmod(0o755)
         for node in self.nodes:
             self._write_gpus(node.name, node.gpus)

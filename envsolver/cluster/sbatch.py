@@ -8,9 +8,9 @@ meeting at the step's first host by construction (envsolver/cluster/slurm_launch
     set -euo pipefail
     activation             CONDA_PREFIX and PATH as verify/nccl_run.environ_for sets them, then the prefix's own
                            etc/conda/activate.d/*.sh (the hook's settings): no conda needed on the nodes
-    verify step            srun, one task per node: the login node's envsolver (its interpreter, on the shared
-                           filesystem) runs `verify -p PREFIX` on every node; a failure ends the job before the
-                           command, naming the node (srun does) and each failing check's fix
+    verify step            srun, one task per node: the environment's python runs envsolver's gate (stdlib only;
+                           cluster/gate_step.py) on every node against what the login node derived from the KB and
+                           the lock; a failure ends the job before the command, naming the node and each fix
     launch step            srun, one task per node: PREFIX/bin/python slurm_launch.py --nproc-per-node=G -- COMMAND
 
 Every value is checked before any text exists: Slurm values against the cluster file's grammars (grammar.py; the
@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsolver import prefixmeta
-from envsolver.cluster import grammar, parse, slurm, slurm_launch
+from envsolver.cluster import gate_step, grammar, parse, slurm, slurm_launch
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
+from envsolver.kb import default_kb
 from envsolver.printable import has_controls
 from envsolver.verify import nccl_run
 
@@ -193,11 +194,10 @@ def activation(prefix: str) -> list[str]:
 
 
 def verify_argv(job: Job) -> list[str]:
-    """The verify step: every node at once, each node's outcome labelled; the step's own time limit."""
-    checks = [w for check in job.checks for w in ("--check", check)]
-    head = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--label"]
-    head += [f"--time={VERIFY_STEP_TIME}"]
-    return [*head, job.envsolver, "-m", "envsolver", "verify", "-p", job.where, *checks]
+    """The verify step: every node at once, each node's outcome labelled; the step's own time limit. The
+    environment's python runs envsolver's gate on each node (cluster/gate_step.py): never this interpreter."""
+    wanted = gate_step.demands_for(job.where, default_kb())
+    return gate_step.argv(job.where, job.nodes, job.checks, wanted, VERIFY_STEP_TIME)
 
 
 def launch_argv(job: Job) -> list[str]:

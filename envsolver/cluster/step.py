@@ -1,17 +1,25 @@
-"""The step `verify --cluster` runs on one node of each partition, and what it printed, read back. Pure.
+"""The step `verify --cluster` runs on a node of each partition, and what one node printed, read back. Pure.
 
-The step is one `srun` with the partition's options: `sh -c SCRIPT envsolver-verify PYTHON -m envsolver verify
--p PREFIX --json ...`. SCRIPT is a constant: the cluster probe (slurm.PROBE_SCRIPT: the node's name, nvidia-smi's
-GPUs and driver, `ldd --version`, `uname -m`), then the command it was given ("$@", so every value stays one
-argv word and no shell reads it), its output and its exit status between markers. The step's own exit status
-is then 0 whatever verify found; a failure of srun is srun's (slurm.py turns it into a SlurmError).
+The step is one `srun` with the partition's options: `sh -c SCRIPT envsolver-verify PREFIX/bin/python -I -c PROBE
+OPTIONS...`. SCRIPT is a constant: the cluster probe (slurm.PROBE_SCRIPT: the node's name, nvidia-smi's GPUs and
+driver, `ldd --version`, `uname -m`), then the command it was given ("$@", so every value stays one argv word and
+no shell reads it), its output and its exit status between markers. The command runs the ENVIRONMENT's own
+interpreter, on the node's architecture, on verify's probe (envsolver/verify/probe.py: standard library only, one
+file, no __file__ needed) handed over as source: nothing of envsolver, and never the login node's interpreter,
+runs on the node. `-I` (isolated) keeps the submit shell's PYTHONPATH, PYTHONHOME and the user's site-packages
+out of the probe and of the children it starts (torch's import). The node prints its facts; the login node
+evaluates verify's checks over them with the code `envsolver verify` runs (verify/run.checks_of), the lock read
+here. The step's own exit status is then 0 whatever the probe found; a failure of srun is srun's (slurm.py turns
+it into a SlurmError).
 
 Sample (a lab node, tests/data/cluster-verify/):
     == envsolver-probe: node gpu04
     ...                                   (the probe, as parse.parse_probe reads it)
     == envsolver-probe: end
     == envsolver-verify: begin
-    {"ok": true, "target": {...}, "checks": [{"id": "driver", "status": "pass", ...}, ...]}
+    {                                     (verify's probe's facts, as probe.py prints them)
+     "driver": {...}, "probe_version": 2, "python": {...}, "torch": {...}, ...
+    }
     == envsolver-verify: exit 0
 """
 
@@ -20,14 +28,19 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, get_args
+from pathlib import Path
+from typing import Any
 
+from envsolver import lockfile
 from envsolver.cluster.model import Partition
 from envsolver.cluster.parse import Probe, parse_probe
 from envsolver.cluster.slurm import PROBE_SCRIPT
-from envsolver.verify.checks_base import Check, Status
+from envsolver.kb.model import KnowledgeBase
+from envsolver.verify import render, run
+from envsolver.verify.checks_base import Check
+from envsolver.verify.probe import OP_RUNNER
 
 NAME = "envsolver-verify"  # the script's $0 and the job's name
 MARK = "== envsolver-verify: "
@@ -41,13 +54,13 @@ SCRIPT = "\n".join(
 )
 WAIT_S = 30  # how long a step waits for a free node of its partition (srun --immediate)
 TIME_MIN = 10  # the step's time limit in minutes (srun --time), within the usual partition limits
-# The node's verify ends within its probe's limit (3 x 120 s + 60 s, verify/run.py); importing torch from a
+# The node's probe ends within its limit (3 x 120 s + 60 s, as verify/run.py allows it); importing torch from a
 # cold shared filesystem is the slow part.
 TIMEOUT_S = 480.0
-MAX_SAID = 2000  # characters kept of what the node printed besides its report
-MAX_REPORT = 1 << 20  # characters a report may take (a full verify report is about 10 kB)
+MAX_SAID = 2000  # characters kept of what the node printed besides its facts
+MAX_REPORT = 1 << 20  # characters the facts may take (a full probe's are about 10 kB)
 MAX_TRIES = 64  # lines that start with `{` tried as the report's first, from the last
-_STATUSES: frozenset[Status] = frozenset(get_args(Status))
+PROBE_SOURCE = run.PROBE.read_text(encoding="utf-8")  # verify's probe, handed to the node's python as source
 _EXIT = re.compile(re.escape(MARK) + r"exit ([0-9]{1,3})")
 
 
@@ -59,14 +72,28 @@ def options(partition: Partition) -> tuple[str, ...]:
     return words
 
 
-def node_command(python: str, prefix: str, lock: str | None, gpu_test: bool, only: Sequence[str]) -> tuple[str, ...]:
-    """`PYTHON -m envsolver verify -p PREFIX --json` and the verify options passed on."""
-    words = [python, "-m", "envsolver", "verify", "-p", prefix, "--json"]
-    words += ["--lock", lock] if lock is not None else []
-    words += ["--gpu-test"] if gpu_test else []
-    for check_id in only:
-        words += ["--check", check_id]
-    return tuple(words)
+def python_of(prefix: str) -> str:
+    """The interpreter a node runs: the environment's own (the prefix as every node mounts it)."""
+    return f"{prefix.rstrip('/') or ''}/bin/python"
+
+
+def node_command(
+    prefix: str, kb: KnowledgeBase, lock: lockfile.Lock | None, gpu_test: bool, timeout: float = run.TIMEOUT_S
+) -> tuple[str, ...]:
+    """`PREFIX/bin/python -I -c PROBE OPTIONS`: verify's probe, as source, asked what `envsolver verify` asks it
+    (run.probe_options: the knowledge base's headers, the lock's PyPI distributions, DeepSpeed, the GPU test).
+    The GPU test runs envsolver's op_runner.py from envsolver's package directory: with --gpu-test it must be
+    on a filesystem the nodes mount."""
+    options = run.probe_options(
+        True,
+        gpu_test,
+        timeout,
+        run.headers_of(kb),
+        dists=run.dists_of(lock),
+        stream=False,
+        op_runner=OP_RUNNER,
+    )
+    return (python_of(prefix), "-I", "-c", PROBE_SOURCE, *options)
 
 
 def argv(partition_options: Sequence[str], command: Sequence[str], wait_s: int = WAIT_S) -> tuple[str, ...]:
@@ -89,26 +116,36 @@ def argv(partition_options: Sequence[str], command: Sequence[str], wait_s: int =
     )
 
 
+Judge = Callable[[Mapping[str, Any]], Sequence[Check]]  # one node's facts -> verify's checks (on the login node)
+
+
+def shown(argv: Sequence[str]) -> list[str]:
+    """The step's argv as a report shows it: the probe's source (about 20 kB) named by its file instead."""
+    return [f"<the source of {run.PROBE}>" if word == PROBE_SOURCE else word for word in argv]
+
+
 @dataclass(frozen=True)
 class Reply:
-    """What one step printed: the probe; whether verify started, its exit status, its JSON document (a report or a
-    failure, as printed; None when there was none to read), the report's checks, and the other lines it printed."""
+    """What one node printed: the cluster probe; whether the environment's python started, its exit status, its
+    facts (None when it printed none to read), verify's checks over them and verify's report (the document
+    `envsolver verify --json` prints, made here from those checks), and the other lines it printed."""
 
     probe: Probe
     started: bool
     exit: int | None
-    document: dict[str, Any] | None
+    facts: dict[str, Any] | None
     checks: tuple[Check, ...]
+    document: dict[str, Any] | None
     said: str
 
 
-def read(text: str) -> Reply:
-    """Never raises, whatever the text."""
+def read(text: str, prefix: str, judge: Judge) -> Reply:
+    """One node's text -> its reply, its facts judged by `judge`. Never raises, whatever the text."""
     lines = text.splitlines()
     begin = next((i for i, line in enumerate(lines) if line.rstrip() == f"{MARK}begin"), None)
     probe = parse_probe("\n".join(lines[:begin]) if begin is not None else text)
     if begin is None:
-        return Reply(probe, False, None, None, (), _trim(text))
+        return Reply(probe, False, None, None, (), None, _trim(text))
     section = lines[begin + 1 :]
     status = None
     for i in range(len(section) - 1, -1, -1):
@@ -116,8 +153,18 @@ def read(text: str) -> Reply:
         if match:
             status, section = int(match.group(1)), section[:i]
             break
-    document, rest = _document(section)
-    return Reply(probe, True, status, document, _checks(document), _trim("\n".join(rest)))
+    facts, rest = _document(section)
+    checks = _judged(facts, judge)
+    document = render.as_json(Path(python_of(prefix)), Path(prefix), list(checks)) if checks else None
+    return Reply(probe, True, status, facts, checks, document, _trim("\n".join(rest)))
+
+
+def _judged(facts: dict[str, Any] | None, judge: Judge) -> tuple[Check, ...]:
+    """verify's checks over the facts, each made printable; () without facts. (checks.run keeps a check that
+    breaks on odd facts as a failed check: the judge does not raise.)"""
+    if facts is None:
+        return ()
+    return tuple(Check(_text(c.id), c.status, _text(c.detail), _text(c.fix)) for c in judge(facts))
 
 
 def _trim(text: str) -> str:
@@ -126,11 +173,11 @@ def _trim(text: str) -> str:
 
 
 def _document(lines: list[str]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The last JSON object that starts a line and has `ok` (verify prints it indented, `{` alone on its first
-    line, as the last thing it prints), and the lines around it. Only the last MAX_TRIES lines that start with
-    `{` are tried, each read no further than MAX_REPORT characters, so the time stays bounded whatever a node
-    prints (a decode error counts the lines before it: a try over the whole text costs the whole text)."""
-    decoder = json.JSONDecoder(parse_constant=_no_constant)  # NaN and Infinity are not JSON: no report
+    """The last JSON object that starts a line and holds the probe's `probe_version` (the probe prints it as the
+    last thing, `{` alone on its first line), and the lines around it. Only the last MAX_TRIES lines that start
+    with `{` are tried, each read no further than MAX_REPORT characters, so the time stays bounded whatever a
+    node prints (a decode error counts the lines before it: a try over the whole text costs the whole text)."""
+    decoder = json.JSONDecoder(parse_constant=_no_constant)  # NaN and Infinity are not JSON: no facts
     starts, at = [], 0
     for i, line in enumerate(lines):
         if line.startswith("{"):
@@ -143,7 +190,7 @@ def _document(lines: list[str]) -> tuple[dict[str, Any] | None, list[str]]:
             doc, end = decoder.raw_decode(window)
         except (ValueError, RecursionError):
             continue
-        if isinstance(doc, dict) and "ok" in doc:
+        if isinstance(doc, dict) and "probe_version" in doc:
             after = text[here + end :].split("\n")
             return doc, [*lines[:i], *(line for line in after if line.strip())]
     return None, lines
@@ -158,55 +205,29 @@ def _text(value: str) -> str:
     return value.encode("utf-8", "replace").decode("utf-8")
 
 
-def _checks(document: dict[str, Any] | None) -> tuple[Check, ...]:
-    """The report's checks; () when the document is not a report whose every check is readable."""
-    items = document.get("checks") if document is not None else None
-    if not isinstance(items, list) or not items:
-        return ()
-    checks = []
-    for item in items:
-        if not isinstance(item, dict):
-            return ()
-        check_id, status, detail, fix = (item.get("id"), item.get("status"), item.get("detail"), item.get("fix", ""))
-        if not (isinstance(check_id, str) and isinstance(detail, str) and isinstance(fix, str)):
-            return ()
-        if not isinstance(status, str) or status not in _STATUSES:  # a list or a mapping is not hashable
-            return ()
-        checks.append(Check(_text(check_id), status, _text(detail), _text(fix)))
-    return tuple(checks)
-
-
-INSTALL = (
-    "Install envsolver into a Python that the compute nodes can run, on the shared filesystem (python3 -m venv "
-    "/shared/envsolver, then /shared/envsolver/bin/pip install the envsolver you use here), and run verify "
-    "--cluster with it (/shared/envsolver/bin/envsolver verify --cluster ...)."
-)
-
-
-def trouble(reply: Reply, python: str, prefix: str) -> str | None:
-    """Why the node's verify gave no report, as a message ending with the fix; None when it gave one."""
+def trouble(reply: Reply, prefix: str) -> str | None:
+    """Why the node gave no facts to judge, as a message ending with the fix; None when it gave them."""
     if reply.checks:
         return None
     node = reply.probe.node or "the node"
+    python = python_of(prefix)
+    machine = f" ({reply.probe.machine})" if reply.probe.machine else ""
     by_hand = (
-        f"Run `{shlex.join([python, '-m', 'envsolver', 'verify', '-p', prefix])}` on {node} to see what it prints, "
-        "then run the same command again."
+        f"Run `{shlex.join([python, '-I', '-c', 'import json, platform, sys; print(sys.version, platform.machine())'])}"
+        f"` on {node} to see what it prints, then run the same command again."
     )
     said = " / ".join(line.strip() for line in reply.said.splitlines() if line.strip())[-600:]
     if not reply.started:
         return f"the step on {node} printed no verify section ({said or 'nothing'}). {by_hand}"
     if reply.exit in (126, 127):
-        return f"{node} cannot run {python} (exit {reply.exit}: {said or 'no message'}). {INSTALL}"
-    missing = [line.strip() for line in reply.said.splitlines() if "No module named" in line]
-    if missing:  # envsolver itself, or a package it needs (a python that sees envsolver's source only)
-        return f"{python} on {node} cannot import envsolver or a package it needs ({missing[-1][:300]}). {INSTALL}"
-    error = reply.document.get("error") if reply.document is not None else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        fix = error.get("fix") if isinstance(error.get("fix"), str) else None
         return (
-            f"envsolver verify could not run on {node}: {error['message']} "
-            f"{fix or ''} The prefix must be on a filesystem that every node mounts at the same path as here; "
-            f"{by_hand[0].lower()}{by_hand[1:]}"
-        ).replace("  ", " ")
+            f"{node}{machine} cannot run the environment's python {python} "
+            f"(exit {reply.exit}: {said or 'no message'}). "
+            f"The prefix must be on a filesystem every node mounts at the same path as here, and installed for the "
+            f"node's platform (an aarch64 node needs the linux-aarch64 lock's environment). {by_hand}"
+        )
     status = f"exit {reply.exit}" if reply.exit is not None else "no exit status"
-    return f"the verify on {node} printed no report envsolver can read ({status}: {said or 'nothing'}). {by_hand}"
+    return (
+        f"the environment's python on {node} printed no facts envsolver can read ({status}: {said or 'nothing'}). "
+        f"{by_hand}"
+    )

@@ -1,25 +1,26 @@
 """`verify --cluster`: check one prefix (on the shared filesystem) on every partition of a cluster file, from
-the login node. One srun step per partition (step.py), run concurrently, each running the node's own
-`envsolver verify -p PREFIX --json` after the cluster probe; then the checks across partitions (compare.py) on
-the login node. Nothing is printed here: progress goes to a callback, the result is a Report.
+the login node. One srun step per partition (step.py), run concurrently, each running verify's probe (standard
+library only) under the environment's own PREFIX/bin/python after the cluster probe: nothing of envsolver and
+never this interpreter runs on a node, so a node of another architecture (aarch64) is checked by its own python.
+verify's checks over each node's facts, then the checks across partitions (compare.py), run on the login node.
+Nothing is printed here: progress goes to a callback, the result is a Report.
 
 Which partitions: those of the prefix's platform (from the lock metadata `envsolver install` kept in the prefix,
 or --lock); a partition of another platform cannot run this prefix and is reported as not checked. A step srun
-cannot start (an unknown partition, a node down or busy past the wait) or a node that cannot run envsolver does
-not stop the others: its partition's outcome is an error (exit 2) whose message ends with the fix.
+cannot start (an unknown partition, a node down or busy past the wait) or a node that cannot run the prefix's
+python does not stop the others: its partition's outcome is an error (exit 2) whose message ends with the fix.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from envsolver import lockfile, prefixmeta
 from envsolver.cluster import compare, slurm, step
@@ -27,6 +28,7 @@ from envsolver.cluster import file as cluster_file
 from envsolver.cluster.model import Cluster, Partition
 from envsolver.errors import BadInputError
 from envsolver.kb.model import KnowledgeBase
+from envsolver.verify import run
 from envsolver.verify.checks_base import Check
 from envsolver.verify.run import VerifyError
 
@@ -38,16 +40,14 @@ Runner = Callable[[Sequence[str], float, str, str], str]  # slurm.run's shape: a
 
 @dataclass(frozen=True)
 class Request:
-    """What was asked: the cluster file (as given), the prefix, and the verify options passed to every node.
-    `python` is the interpreter the nodes run envsolver with (this one: on the shared filesystem, as envsolver
-    is on the login node)."""
+    """What was asked: the cluster file (as given), the prefix (each node runs its bin/python), and verify's
+    options."""
 
     cluster_file: Path
     prefix: Path
     lock: Path | None = None
     gpu_test: bool = False
     only: tuple[str, ...] = ()
-    python: str = field(default_factory=lambda: sys.executable)
     wait_s: int = step.WAIT_S
     timeout_s: float = step.TIMEOUT_S
 
@@ -154,7 +154,12 @@ def verify(
         "Check that the controller answers (`scontrol ping`), then run the same command again.",
     )
     lock = _absolute(request.lock) if request.lock is not None else None
-    command = step.node_command(request.python, prefix, lock, request.gpu_test, request.only)
+    read_lock = lockfile.read(Path(lock), None) if lock is not None else None
+    command = step.node_command(prefix, kb, read_lock, request.gpu_test)
+
+    def judge(facts: Mapping[str, Any]) -> list[Check]:
+        return run.checks_of(facts, kb, Path(prefix), read_lock, request.gpu_test, request.only)
+
     scope = compare.Scope(cluster, str(request.cluster_file), prefix, meta)
     outcomes: dict[str, Outcome] = {}
     for p in cluster.partitions:
@@ -167,7 +172,7 @@ def verify(
             )
 
     def one(partition: Partition) -> Outcome:
-        return _run_step(kb, scope, partition, command, request, runner)
+        return _run_step(kb, scope, partition, command, request, runner, judge)
 
     pool = ThreadPoolExecutor(max_workers=min(MAX_STEPS, len(chosen)), thread_name_prefix="envsolver-verify")
     try:
@@ -184,7 +189,8 @@ def verify(
         # started are dropped.
         pool.shutdown(wait=False, cancel_futures=True)
     ordered = tuple(outcomes[p.name] for p in cluster.partitions)
-    return Report(cluster, str(request.cluster_file), prefix, request.python, platform, source, meta, ordered)
+    python = step.python_of(prefix)
+    return Report(cluster, str(request.cluster_file), prefix, python, platform, source, meta, ordered)
 
 
 def _run_step(
@@ -194,6 +200,7 @@ def _run_step(
     command: tuple[str, ...],
     request: Request,
     runner: Runner,
+    judge: step.Judge,
 ) -> Outcome:
     options = step.options(partition)
     argv = step.argv(options, command, request.wait_s)
@@ -208,8 +215,8 @@ def _run_step(
         text = runner(argv, request.wait_s + request.timeout_s, f"the verify step of partition {partition.name}", fix)
     except slurm.SlurmError as exc:
         return Outcome(partition, "error", argv, error=f"partition {partition.name}: {exc}", seconds=_since(started))
-    reply = step.read(text)
-    trouble = step.trouble(reply, request.python, scope.prefix)
+    reply = step.read(text, scope.prefix, judge)
+    trouble = step.trouble(reply, scope.prefix)
     if trouble is not None:
         return Outcome(
             partition,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envsolver.cluster import compare
+from envsolver.cluster import compare, step
 from envsolver.cluster.verify import Outcome, Report
 from envsolver.errors import split_fix
 from envsolver.printable import printable
@@ -124,7 +124,7 @@ def _outcome_doc(o: Outcome) -> dict[str, Any]:
         "platform": o.partition.platform,
         "status": o.status,
         "node": o.node,
-        "argv": list(o.argv),
+        "argv": step.shown(o.argv),
         "seconds": o.seconds,
         "checks": [_check_doc(c, "node") for c in o.checks] + [_check_doc(c, "login") for c in o.cross],
         "verify": o.reply.document if o.reply is not None else None,

@@ -16,14 +16,21 @@ def newest_full_cuda(kb: KnowledgeBase, driver: DriverVersion) -> Toolkit | None
     return max(fitting, key=lambda t: t.version) if fitting else None
 
 
+def floors(kb: KnowledgeBase, cuda: MajorMinor) -> tuple[DriverVersion | None, DriverVersion | None]:
+    """(full, minor): the oldest driver that fully supports this CUDA release (None where NVIDIA publishes none,
+    or the KB lacks the release), and its major's minor-version-compatibility floor (None: the KB lacks it)."""
+    toolkit = kb.toolkit(cuda)
+    major = kb.cuda_major(cuda.major)
+    return (toolkit.driver if toolkit is not None else None, major.mvc_driver if major is not None else None)
+
+
 def support(kb: KnowledgeBase, driver: DriverVersion, cuda: MajorMinor) -> Support:
     """'full' when the driver meets the release's own minimum, 'minor' when only the major's
     minor-version-compatibility floor, 'none' otherwise (or when the KB lacks the release)."""
-    toolkit = kb.toolkit(cuda)
-    if toolkit is not None and toolkit.driver is not None and driver >= toolkit.driver:
+    full, minor = floors(kb, cuda)
+    if full is not None and driver >= full:
         return "full"
-    major = kb.cuda_major(cuda.major)
-    if major is not None and driver >= major.mvc_driver:
+    if minor is not None and driver >= minor:
         return "minor"
     return "none"
 

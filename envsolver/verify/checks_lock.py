@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from envsolver.resolve import driver as driver_rules
+from envsolver.verify import demands
 from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, remake_fix
-from envsolver.versions import driver as parse_driver
 from envsolver.versions import leading_major_minor
 
 
@@ -47,36 +47,32 @@ def check_host_vs_lock(ctx: Context) -> Check:
     meta = ctx.lock_meta
     if not meta:
         return Check("host_vs_lock", "skip", "no lock metadata")
+    kept = demands.promise(meta)  # what the lock promises: the one reading of its metadata (the job's gate's too)
     problems, unknown = [], []
     version = driver_version(ctx)
-    plat = next((k for k in meta if k.endswith("_cuda") and k.startswith("envsolver_virtual_")), None)
-    if version is not None and plat:
-        wanted = leading_major_minor(meta[plat])
+    if version is not None and kept.solved_cuda is not None:
+        wanted = kept.solved_cuda
         have = driver_rules.newest_full_cuda(ctx.kb, version)
-        floor = meta.get("envsolver_driver_min_minor_compat")
-        wanted_toolkit = ctx.kb.toolkit(wanted) if wanted else None
-        if floor and version < parse_driver(floor):
-            problems.append(f"driver {version} is older than the lock's floor {floor}")
-        elif wanted and have and have.version < wanted and wanted_toolkit and wanted_toolkit.driver is None:
+        wanted_toolkit = ctx.kb.toolkit(wanted)
+        if kept.driver is not None and version < kept.driver:
+            problems.append(f"driver {version} is older than the lock's floor {kept.driver}")
+        elif have and have.version < wanted and wanted_toolkit and wanted_toolkit.driver is None:
             unknown.append(
                 f"the lock was solved for __cuda={wanted}, and the knowledge base does not know which driver fully "
                 f"supports CUDA {wanted} (NVIDIA publishes no minimum); driver {version} fully supports CUDA <= "
                 f"{have.version} and runs {wanted} at least through minor-version compatibility"
             )
-        elif wanted and have and have.version < wanted:
+        elif have and have.version < wanted:
             problems.append(
                 f"the lock was solved for __cuda={wanted}; driver {version} fully supports CUDA <= {have.version}"
             )
-    glibc_key = next((k for k in meta if k.endswith("_glibc") and k.startswith("envsolver_virtual_")), None)
     host_glibc = leading_major_minor(ctx.facts.get("glibc"))
-    lock_glibc = leading_major_minor(meta[glibc_key]) if glibc_key else None
-    if host_glibc and lock_glibc and host_glibc < lock_glibc:
-        problems.append(f"host glibc {host_glibc} is older than the lock's {lock_glibc}")
-    ccs = [c for c in (meta.get("envsolver_compute_capabilities") or "").split(";") if c]
+    if host_glibc and kept.glibc and host_glibc < kept.glibc:
+        problems.append(f"host glibc {host_glibc} is older than the lock's {kept.glibc}")
     for g in (ctx.facts.get("driver") or {}).get("gpus") or []:
-        if ccs and g.get("compute_capability") not in ccs:
+        if kept.ccs and g.get("compute_capability") not in kept.ccs:
             problems.append(
-                f"{g['name']} (CC {g.get('compute_capability')}) is not a target of the lock ({', '.join(ccs)})"
+                f"{g['name']} (CC {g.get('compute_capability')}) is not a target of the lock ({', '.join(kept.ccs)})"
             )
     if problems or unknown:
         return Check(

@@ -7,6 +7,7 @@ import shlex
 
 from envsolver import toolchain
 from envsolver.resolve import driver as driver_rules
+from envsolver.verify import gate
 from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, remake_fix, torch_facts
 from envsolver.versions import leading_major_minor
 
@@ -98,19 +99,13 @@ def check_cuda_available(ctx: Context) -> Check:
 
 def check_arch_coverage(ctx: Context) -> Check:
     arch_list = torch_facts(ctx).get("arch_list") or []
-    sass = {int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"sm_\d+", a)}
-    ptx = {int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"compute_\d+", a)}
     gpus = (ctx.facts.get("driver") or {}).get("gpus") or []
     if not gpus or not arch_list:
         return Check("arch_coverage", "skip", "needs visible GPUs and torch's arch list")
     bad = []
     for g in gpus:
         cc = leading_major_minor(g.get("compute_capability"))
-        if cc is None:
-            continue
-        has_sass = any(s // 10 == cc.major and s % 10 <= cc.minor for s in sass)
-        has_ptx = any(p <= cc.sm for p in ptx)
-        if not has_sass and not has_ptx:
+        if cc is not None and not gate.covers(arch_list, (cc.major, cc.minor)):  # the job's gate's rule too
             bad.append(f"{g['name']} (sm_{cc.sm})")
     if bad:
         return Check(

@@ -5,6 +5,10 @@ One `try` per fact: a fact that cannot be had is null, with the error text besid
 a child process with a timeout, so a hung CUDA initialisation cannot hang the probe.
 Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--deepspeed] [--gpu-test] [--stream]
                        [--prefix DIR] [--target TARGET] [--activate] [--no-devices] [--toolkit-only]
+                       [--dists a,b] [--op-runner PATH]
+It needs no file of its own: `python -I -c "$(cat probe.py)" ARGS` runs it as well (how `verify --cluster` runs
+it on a node, with the environment's python: no envsolver, no other interpreter there). Under -I its children
+(torch's, DeepSpeed's, the GPU test) are isolated too.
 With --stream, a first line {"partial": facts} carries the host facts (everything but torch and DeepSpeed) as
 soon as they are known; the last line is always the complete document.
 --prefix is the environment (default: sys.prefix) and --target its CUDA include target (x86_64-linux,
@@ -175,8 +179,20 @@ if out.get("accelerator") == "cuda" and out["fused_adam_built"]:
 print(json.dumps(out))
 """
 
-# The FusedAdam-against-AdamW test is the hook's (envsolver/hook/op_runner.py adam-check), run as a file.
-OP_RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "hook", "op_runner.py")
+# The FusedAdam-against-AdamW test is the hook's (envsolver/hook/op_runner.py adam-check), run as a file: the one
+# beside this file's package, or --op-runner's when the probe runs as source (`python -I -c SOURCE`: no __file__).
+_HERE = globals().get("__file__")
+OP_RUNNER = (
+    os.path.normpath(os.path.join(os.path.abspath(_HERE), os.pardir, os.pardir, "hook", "op_runner.py"))
+    if _HERE
+    else None
+)
+
+
+def _python() -> list[str]:
+    """This interpreter as its children run it: isolated (-I: PYTHONPATH, PYTHONHOME and the user's site-packages
+    ignored) when the probe itself is, so torch's facts are the environment's own, not the submit shell's."""
+    return [sys.executable, "-I"] if sys.flags.isolated else [sys.executable]
 
 
 def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -192,7 +208,7 @@ def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = No
 def _start(code: str, *args: str) -> subprocess.Popen[str]:
     """Start a child python now (torch imports take seconds); collect it later with _finish."""
     return subprocess.Popen(
-        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*_python(), "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
@@ -412,8 +428,10 @@ def shm() -> dict[str, Any]:
     return {"bytes": stat.f_frsize * stat.f_blocks}
 
 
-def _gpu_test(timeout: float) -> dict[str, Any]:
-    rc, out = _run([sys.executable, OP_RUNNER, "adam-check"], timeout)
+def _gpu_test(timeout: float, runner: str | None) -> dict[str, Any]:
+    if not runner:
+        return {"error": "no op_runner.py to run (pass --op-runner PATH when the probe runs as source)"}
+    rc, out = _run([*_python(), runner, "adam-check"], timeout)
     return _parse(out, rc)
 
 
@@ -471,7 +489,7 @@ def main(argv: list[str]) -> int:
     if ds_child is not None:
         fact(facts, "deepspeed", lambda: _finish(ds_child, timeout))
     if "--gpu-test" in argv:
-        fact(facts, "gpu_test", lambda: _gpu_test(timeout))
+        fact(facts, "gpu_test", lambda: _gpu_test(timeout, _option(argv, "--op-runner") or OP_RUNNER))
     print(json.dumps(facts, sort_keys=True) if "--stream" in argv else json.dumps(facts, indent=1, sort_keys=True))
     return 0
 

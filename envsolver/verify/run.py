@@ -18,6 +18,7 @@ from envsolver.pypi.record import PipRecord
 from envsolver.verify.checks import HOST_ONLY, Check, Context, run
 
 PROBE = Path(__file__).with_name("probe.py")
+TIMEOUT_S = 120.0  # the probe's limit for each of its children (torch's import, DeepSpeed's, the GPU test)
 
 
 class VerifyError(EnvsolverError):
@@ -70,6 +71,37 @@ def target(prefix: Path | None, python: Path | None, environ: Mapping[str, str])
     return Target(Path(found), None)
 
 
+def probe_options(
+    deepspeed: bool,
+    gpu_test: bool,
+    timeout: float,
+    headers: tuple[str, ...] = (),
+    toolkit: ToolkitQuery | None = None,
+    dists: tuple[str, ...] = (),
+    stream: bool = True,
+    op_runner: str | None = None,
+) -> list[str]:
+    """The probe's options (probe.py's usage): the one place that writes them, for a probe run here and for one
+    run as source on a cluster node (cluster/step.py)."""
+    argv = ["--timeout", str(timeout)] + (["--stream"] if stream else [])
+    argv += ["--headers", ",".join(headers)] if headers else []
+    argv += toolkit.argv() if toolkit is not None else []
+    argv += ["--deepspeed"] if deepspeed else []
+    argv += ["--gpu-test"] if gpu_test else []
+    argv += ["--op-runner", op_runner] if gpu_test and op_runner else []
+    return argv + (["--dists", ",".join(dists)] if dists else [])
+
+
+def headers_of(kb: KnowledgeBase) -> tuple[str, ...]:
+    """The headers verify asks the probe about: the knowledge base's extra and op headers."""
+    return tuple(h.header for h in (*kb.extra_headers, *kb.op_headers))
+
+
+def dists_of(lock: lockfile.Lock | None) -> tuple[str, ...]:
+    """The distributions verify asks the probe about: the lock's PyPI part."""
+    return tuple(r.name for r in lock.pip) if lock is not None else ()
+
+
 def probe(
     python: Path,
     deepspeed: bool,
@@ -84,12 +116,7 @@ def probe(
     """Run the probe in `python`. `on_partial` gets the host facts as soon as the probe has them (before
     torch has finished importing in its child). `toolkit` asks about a prefix's own CUDA toolkit (the hook's
     question). Raises VerifyError when the probe cannot run or crashes."""
-    argv = [str(python), str(PROBE), "--timeout", str(timeout), "--stream"]
-    argv += ["--headers", ",".join(headers)] if headers else []
-    argv += toolkit.argv() if toolkit is not None else []
-    argv += ["--deepspeed"] if deepspeed else []
-    argv += ["--gpu-test"] if gpu_test else []
-    argv += ["--dists", ",".join(dists)] if dists else []
+    argv = [str(python), str(PROBE), *probe_options(deepspeed, gpu_test, timeout, headers, toolkit, dists)]
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(environ))
     except OSError as exc:
@@ -154,6 +181,19 @@ def context(
     return Context(facts, kb, meta, entries, deepspeed_wanted=bool(meta), gpu_test=gpu_test, lock_pip=pip)
 
 
+def checks_of(
+    facts: Mapping[str, Any],
+    kb: KnowledgeBase,
+    prefix: Path | None,
+    lock: lockfile.Lock | None,
+    gpu_test: bool,
+    only: tuple[str, ...] = (),
+) -> list[Check]:
+    """verify's checks over one probe's facts (every check, or only the named ones): the one evaluation, for a
+    probe run here and for the facts a cluster node's probe printed (evaluated on the login node)."""
+    return run(context(facts, kb, prefix, lock, gpu_test), only or None)
+
+
 def verify(
     kb: KnowledgeBase,
     prefix: Path | None,
@@ -162,14 +202,14 @@ def verify(
     gpu_test: bool,
     only: tuple[str, ...],
     environ: Mapping[str, str],
-    timeout: float = 120.0,
+    timeout: float = TIMEOUT_S,
     on_check: Callable[[Check], None] | None = None,
 ) -> tuple[Target, dict[str, Any], list[Check]]:
     """Probe and check. `on_check` sees each check as soon as it is known: the host-only ones while torch is
     still importing in the probe's child, the rest at the end. Returns the checks in their stable order."""
     chosen = target(prefix, python, environ)
     read = lockfile.read(lock, None) if lock is not None else None
-    wanted = tuple(h.header for h in (*kb.extra_headers, *kb.op_headers))
+    wanted = headers_of(kb)
     early: set[str] = set()
 
     def host_checks(partial: dict[str, Any]) -> None:
@@ -181,10 +221,9 @@ def verify(
             if on_check is not None:
                 on_check(check)
 
-    dists = tuple(r.name for r in read.pip) if read is not None else ()
-    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks, dists=dists)
+    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks, dists=dists_of(read))
     chosen = Target(chosen.python, _prefix_of(chosen, facts))
-    checks = run(context(facts, kb, chosen.prefix, read, gpu_test), only or None)
+    checks = checks_of(facts, kb, chosen.prefix, read, gpu_test, only)
     if on_check is not None:
         for check in checks:
             if check.id not in early:

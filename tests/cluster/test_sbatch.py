@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from envsolver.cli import main
 from envsolver.cluster import file as cluster_file
-from envsolver.cluster import parse, sbatch
+from envsolver.cluster import gate_step, parse, sbatch
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.kb import KnowledgeBase
@@ -81,8 +81,8 @@ set -eu
 
 # Verify the environment on every node before the command: a node that fails ends the job here.
 echo "envsolver: verifying the environment on every node of job ${SLURM_JOB_ID:-} (${SLURM_JOB_NODELIST:-})" >&2
-if ! srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=0 --label --time=15 /shared/envsolver/.venv/bin/python \
--m envsolver verify -p /shared/envs/train; then
+if ! srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=0 --label --time=15 /shared/envs/train/bin/python -I \
+GATE --python /shared/envs/train/bin/python --probe PROBE --demands DEMANDS -- --timeout 120.0; then
   echo 'envsolver: the environment failed verify on a node of this job (srun names the node above); the command \
 was not run. Fix what the failing checks say (each names its fix), then submit the job again.' >&2
   exit 1
@@ -114,9 +114,12 @@ def job_for(partition: Partition, **changes: Any) -> sbatch.Job:
     return sbatch.Job(**{**base, **changes})
 
 
-def test_golden_script_for_a_partition(cluster: Any) -> None:
+def test_golden_script_for_a_partition(cluster: Any, kb: KnowledgeBase) -> None:
     job = job_for(cluster.partition("a100"), time="04:00:00", job_name="train")
-    assert sbatch.render(job) == GOLDEN_A100
+    # The verify step's files are envsolver's own (where it is installed) and its demands the KB's (no lock kept).
+    wanted = json.dumps(gate_step.demands_for("/shared/envs/train", kb), sort_keys=True, separators=(",", ":"))
+    golden = GOLDEN_A100.replace("GATE", str(gate_step.GATE)).replace("PROBE", str(gate_step.PROBE))
+    assert sbatch.render(job) == golden.replace("DEMANDS", shlex.quote(wanted))
 
 
 def test_the_script_is_valid_bash(cluster: Any, tmp_path: Path) -> None:
@@ -199,7 +202,7 @@ def stand_in_slurm(tmp_path: Path, verify_exit: int = 0) -> tuple[Path, Path]:
     (bin_dir / "srun").write_text(
         f"#!{sys.executable}\nimport json, sys\n"
         f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-        f"sys.exit({verify_exit} if 'verify' in sys.argv else 0)\n"
+        f"sys.exit({verify_exit} if any(w.endswith('gate.py') for w in sys.argv) else 0)\n"
     )
     (bin_dir / "srun").chmod(stat.S_IRWXU)
     return bin_dir, calls
@@ -223,21 +226,21 @@ def test_hostile_paths_and_words_reach_srun_as_single_words(cluster: Any, tmp_pa
     done = run_script(sbatch.render(job), tmp_path, bin_dir)
     assert done.returncode == 0, done.stderr
     verify, launch = (json.loads(line) for line in calls.read_text().splitlines())
-    assert verify[verify.index("-p") + 1] == prefix
+    assert verify[verify.index("--python") + 1] == f"{prefix}/bin/python"
     assert launch[launch.index("--") + 1 :] == list(command)
     assert launch[3] == f"{prefix}/bin/python"
     assert not canary.exists()
 
 
 def test_the_prefix_is_named_the_same_everywhere(cluster: Any) -> None:
-    """A trailing or doubled slash (found by the fuzz test): CONDA_PREFIX, the activate.d loop, verify -p and the
-    launcher's python all name /shared/envs/train."""
+    """A trailing or doubled slash (found by the fuzz test): CONDA_PREFIX, the activate.d loop, the verify step's
+    and the launcher's python all name /shared/envs/train."""
     script = sbatch.render(job_for(cluster.partition("v100"), prefix="/shared//envs/train/"))
     assert "/shared/envs/train/" not in script.replace("/shared/envs/train/bin", "").replace(
         "/shared/envs/train/etc", ""
     )
     assert "//" not in script and "export CONDA_PREFIX=/shared/envs/train\n" in script
-    assert " verify -p /shared/envs/train;" in script
+    assert " --python /shared/envs/train/bin/python " in script
 
 
 def test_the_activation_reaches_the_steps(cluster: Any, tmp_path: Path) -> None:
@@ -333,7 +336,8 @@ def test_cli_prints_the_script_and_json(files_here: tuple[Path, Path]) -> None:
     assert result.stdout.startswith("#!/bin/bash\n")
     assert "#SBATCH --partition=h100\n" in result.stdout and "#SBATCH --gpus-per-node=8\n" in result.stdout
     assert result.stdout.splitlines()[-1].endswith("--nproc-per-node=8 -- python train.py --lr 3e-4")
-    assert f"{shlex.quote(sys.executable)} -m envsolver verify -p {shlex.quote(str(prefix))}" in result.stdout
+    gate = f"{shlex.quote(str(prefix / 'bin' / 'python'))} -I {shlex.quote(str(gate_step.GATE))}"
+    assert gate in result.stdout and sys.executable not in result.stdout, result.stdout  # never this interpreter
     doc = json.loads(invoke([*args, "--json", "--", "python", "train.py"]).stdout)
     assert doc["ok"] is True and doc["partition"] == "h100" and doc["gpus_per_node"] == 8
     assert doc["gpus_per_node_from"] == "--gpus-per-node" and doc["command"] == ["python", "train.py"]

@@ -3,9 +3,11 @@ drafted by `cluster init`, the script written by `cluster sbatch` and SUBMITTED 
 nodes of one partition (`mixed`: gpu02 and gpu03), the GPUs per node read from the real sinfo.
 
 The environment is a stand-in prefix whose bin/python runs this test's python (the CPU torch): the user's command
-joins a gloo process group under torchrun on both nodes. The verify step is the real `envsolver verify` on each
-node: narrowed to `--check torch_import`, it passes; with every check, it fails on these nodes (no CUDA torch, no
-driver), and the job ends before the command.
+joins a gloo process group under torchrun on both nodes. The verify step is envsolver's gate run by the prefix's
+python on each node (cluster/gate_step.py: verify's probe against what the login node derived from the knowledge
+base and the prefix's lock metadata): narrowed to `--check torch_import`, it passes; with every check, it fails on
+these nodes (no CUDA torch), and the job ends before the command; a node whose driver is older than the lock's
+floor fails it, named, while its partner passes.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from envsolver import prefixmeta
 from envsolver.cli import main
-from envsolver.cluster import slurm_launch
+from envsolver.cluster import gate_step, slurm_launch
 from envsolver.verify import nccl, nccl_run
+from tests.cluster.captures import ENV
 from tests.cluster.test_sbatch_launch import TRAIN, needs_torch, trained
-from tests.slurmlab import SlurmLab
+from tests.slurmlab import H100, Gpu, SlurmLab
 
 JOB_TIMEOUT_S = 300.0
 
@@ -115,6 +119,43 @@ def test_a_node_that_fails_verify_ends_the_job_before_the_command(lab: SlurmLab,
     assert "srun: error: gpu0" in output and "Exited with exit code 1" in output  # srun names the failing node
     assert "failed verify on a node of this job" in output and "the command was not run" in output
     assert "envsolver: starting the command" not in output and not ran.exists()
+
+
+def test_a_node_whose_driver_is_below_the_locks_floor_ends_the_job_named(lab: SlurmLab, tmp_path: Path) -> None:
+    """The prefix keeps the lab lock's metadata (driver floor 525.60.13) and gpu03's nvidia-smi says 450.80.02: the
+    gate fails gpu03 naming it, its driver, the floor and the fix; gpu02 passes; the command never runs; and the
+    verify step ran the prefix's python, never this interpreter."""
+    cluster = init_cluster(lab, tmp_path)
+    prefix = stand_in_env(tmp_path)
+    kept = prefixmeta.load(ENV)
+    assert kept is not None
+    prefixmeta.save(prefix, kept.platform, kept.custom)
+    ran = tmp_path / "command-ran"
+    script = tmp_path / "job.sh"
+    args = ["-c", str(cluster), "--partition", "mixed", "-p", str(prefix), "--nodes", "2", "--gpus-per-node", "1"]
+    args += ["--check", "driver", "--check", "host_vs_lock", "--check", "shm"]
+    doc = cluster_sbatch([*args, "--time", "5", "--out", str(script), "--", "touch", str(ran)])
+    verify_line = next(line for line in doc["script"].splitlines() if line.startswith("if ! srun"))
+    words = shlex.split(verify_line[5:-6])
+    assert words[words.index("--label") + 2 : words.index("--label") + 5] == [
+        f"{prefix}/bin/python", "-I", str(gate_step.GATE)
+    ], words  # fmt: skip
+    assert sys.executable not in doc["script"], verify_line
+    old = Gpu(H100.name, "450.80.02", H100.compute_cap, H100.memory)
+    with lab.node_gpus("gpu03", (old, old)):
+        code, output = submit(lab, script, "envsolver-sbatch-old-driver")
+    assert code == 1, output
+    failed = [line for line in output.splitlines() if "FAIL host_vs_lock" in line]
+    assert len(failed) == 1 and failed[0].endswith(
+        "FAIL host_vs_lock: gpu03: driver 450.80.02 is older than the lock's floor 525.60.13"
+    ), output
+    assert "fix: upgrade the driver on gpu03 (driver >= 525.60.13), or leave gpu03 out of the job " in output
+    assert "(sbatch --exclude=gpu03)" in output
+    assert "pass host_vs_lock: gpu02: meets the lock's driver, glibc and GPU targets" in output, output
+    assert "(not checked in the job: shm; envsolver verify --cluster checks them)" in output, output
+    assert "srun: error: gpu03: task 1: Exited with exit code 1" in output, output
+    assert "srun: error: gpu02" not in output, output
+    assert "the command was not run" in output and not ran.exists(), output
 
 
 def test_the_launcher_meets_at_the_first_host_of_the_step_not_of_the_job(lab: SlurmLab, tmp_path: Path) -> None:

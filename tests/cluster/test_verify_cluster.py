@@ -1,17 +1,19 @@
 """`envsolver verify --cluster` against the real Slurm lab, from `cluster init` through `make --cluster` to one
-report: one srun step per partition running the node's own `envsolver verify --json`, the checks across
-partitions, a node whose driver is below the lock's floor (exit 1, naming partition and node), steps that cannot
-start or nodes that cannot run envsolver (exit 2, naming the partition, with the fix), --json.
+report: one srun step per partition running verify's probe under the prefix's own python, verify's checks over
+its facts and the checks across partitions on the login node, a node whose driver is below the lock's floor
+(exit 1, naming partition and node), steps that cannot start or nodes that cannot run the prefix's python (exit 2,
+naming the partition, with the fix), --json.
 
 The prefix is the lab's stand-in environment (tests/slurmlab.write_env): verify's real probe on the node, torch's
-facts from the lock. The node's verify is asked for the checks that stand-in answers (--check), as a user would
-for a subset."""
+facts from the lock. verify is asked for the checks that stand-in answers (--check), as a user would for a
+subset."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -213,22 +215,24 @@ def test_a_down_node_is_exit_2_naming_the_partition(setup: Setup) -> None:
     assert text is not None and "partition h100:" in text
 
 
-def test_a_node_that_cannot_run_envsolver_is_exit_2_with_the_fix(setup: Setup) -> None:
-    """The interpreter the nodes are told to use has no envsolver (a python outside the shared filesystem's
-    install)."""
-    bare = subprocess.run(["sh", "-c", "command -v python3"], capture_output=True, text=True, check=False)
-    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else bare.stdout.strip()
-    request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, python=python)
+def test_a_prefix_whose_python_the_nodes_cannot_run_is_exit_2_with_the_fix(setup: Setup, tmp_path: Path) -> None:
+    """The prefix's bin/python is not a program the nodes may run (its execute bit lost): each partition is an
+    error naming its node, the python and the fix."""
+    prefix = tmp_path / "env"
+    shutil.copytree(setup.prefix, prefix)
+    (prefix / "bin" / "python").chmod(0o644)
+    request = cluster_verify.Request(setup.file, prefix, only=ONLY)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", str(setup.lab.conf))
         report = cluster_verify.verify(request, default_kb())
     assert report.exit_code == 2, [o.error for o in report.outcomes]
     for outcome in report.outcomes:
-        assert outcome.status == "error"
-        # The step runs in this directory, where `python -m envsolver` finds envsolver's source but not click.
-        assert f"{python} on {outcome.node} cannot import envsolver or a package it needs" in str(outcome.error)
-        assert "No module named" in str(outcome.error)
-        assert "Install envsolver into a Python that the compute nodes can run" in str(outcome.error)
+        assert outcome.status == "error", outcome
+        said = str(outcome.error)
+        assert f"{outcome.node} ({os.uname().machine}) cannot run the environment's python {prefix}/bin/python" in said
+        assert "(exit 126:" in said and "Permission denied" in said, said
+        assert "every node mounts at the same path" in said, said
+        assert said.endswith("then run the same command again."), said
 
 
 def test_a_controller_that_does_not_answer_is_one_error_before_any_step(setup: Setup) -> None:
@@ -353,13 +357,14 @@ def test_a_nodes_failure_message_reaches_the_terminal_escaped(setup: Setup, tmp_
     assert all(HOSTILE in p["error"]["message"] for p in doc["partitions"]), doc["partitions"]
 
 
-def test_what_a_python_that_is_not_envsolver_prints_is_shown_escaped(setup: Setup, tmp_path: Path) -> None:
-    """The interpreter the nodes run prints no report at all, only hostile text: each partition's error quotes
-    it, spelled out, one line each."""
-    python = tmp_path / "python"
+def test_what_a_python_that_prints_no_facts_says_is_shown_escaped(setup: Setup, tmp_path: Path) -> None:
+    """The prefix's python prints no facts at all, only hostile text: each partition's error quotes it, spelled
+    out, one line each."""
+    prefix = tmp_path / "env"
+    shutil.copytree(setup.prefix, prefix)
+    python = prefix / "bin" / "python"
     python.write_text(f"#!/bin/sh\nprintf '%s\\n%s\\n' {shlex.quote(HOSTILE)} '  pass driver: fake'\n")
-    python.chmod(0o755)
-    request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, python=str(python))
+    request = cluster_verify.Request(setup.file, prefix, only=ONLY)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", str(setup.lab.conf))
         report = cluster_verify.verify(request, default_kb())
@@ -374,15 +379,15 @@ def test_what_a_python_that_is_not_envsolver_prints_is_shown_escaped(setup: Setu
     assert_shown(problem)
 
 
-# A fresh process runs verify --cluster (the library call the CLI makes, with the nodes' interpreter given) and
-# prints the outcome and its own peak RSS (VmHWM, kB): the peak is the reading of the node's output alone.
+# A fresh process runs verify --cluster (the library call the CLI makes) and prints the outcome and its own peak
+# RSS (VmHWM, kB): the peak is the reading of the node's output alone.
 FLOOD_READER = """
 import json, sys
 from pathlib import Path
 from envsolver.cluster import verify
 from envsolver.kb import default_kb
-file, prefix, python, *only = sys.argv[1:]
-request = verify.Request(Path(file), Path(prefix), only=tuple(only), python=python)
+file, prefix, *only = sys.argv[1:]
+request = verify.Request(Path(file), Path(prefix), only=tuple(only))
 report = verify.verify(request, default_kb())
 status = open("/proc/self/status").read()
 print(json.dumps({
@@ -402,13 +407,15 @@ print(json.dumps({
 def test_a_node_that_prints_a_flood_keeps_memory_flat_and_its_report_is_read(
     setup: Setup, tmp_path: Path, flood: int
 ) -> None:
-    """The node's interpreter prints FLOOD bytes before verify runs: envsolver keeps the start and the end of the
-    step's output (the report is at the end), under 200 MB of memory."""
+    """The prefix's python prints FLOOD bytes before the probe runs: envsolver keeps the start and the end of the
+    step's output (the facts are at the end), under 200 MB of memory."""
     file = setup.edited("v100-only.yaml", {name: None for name in PARTITIONS if name != "v100"})
-    python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nhead -c {flood} /dev/zero | tr '\\0' x\necho\nexec {sys.executable} \"$@\"\n")
-    python.chmod(0o755)
-    argv = [sys.executable, "-c", FLOOD_READER, str(file), str(setup.prefix), str(python), *ONLY]
+    prefix = tmp_path / "env"
+    shutil.copytree(setup.prefix, prefix)
+    stand_in = setup.prefix / "bin" / "python"
+    python = prefix / "bin" / "python"
+    python.write_text(f"#!/bin/sh\nhead -c {flood} /dev/zero | tr '\\0' x\necho\nexec {stand_in} \"$@\"\n")
+    argv = [sys.executable, "-c", FLOOD_READER, str(file), str(prefix), *ONLY]
     started = time.monotonic()
     done = subprocess.run(
         argv, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": str(setup.lab.conf)}, timeout=600

@@ -5,7 +5,6 @@ checked, and the JSON document. Built from real step outputs captured in the lab
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +15,9 @@ from envsolver.cluster.verify import Outcome, Report, status_of
 from envsolver.errors import split_fix
 from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.verify.checks_base import Check
+from tests.cluster.captures import captured, read
 from tests.hostile import HOSTILE, SHOWN, assert_shown
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "cluster-verify"
 FILE = """\
 cluster: lab
 partitions:
@@ -58,9 +57,9 @@ def kb() -> KnowledgeBase:
 def checked(kb: KnowledgeBase, cluster: Cluster, name: str, capture: str) -> Outcome:
     partition = cluster.partition(name)
     assert partition is not None
-    reply = step.read((DATA / f"step-{capture}.txt").read_text())
+    reply = read(kb, captured(capture))
     cross = compare.compare(kb, compare.Scope(cluster, "cluster.yaml", PREFIX, META), partition, reply.probe)
-    argv = step.argv(step.options(partition), ("python", "-m", "envsolver"))
+    argv = step.argv(step.options(partition), step.node_command(PREFIX, kb, None, False))
     return Outcome(
         partition, status_of((*reply.checks, *cross)), argv, reply.probe.node, reply.checks, cross, reply, None, 3.5
     )
@@ -77,7 +76,7 @@ def report(kb: KnowledgeBase) -> Report:
         Outcome(gh200, "skipped", error="not checked: the prefix is for linux-64, gh200 is linux-aarch64"),
     )
     source = f"{PREFIX}/etc/envsolver/lock-metadata.json"
-    return Report(cluster, "cluster.yaml", PREFIX, "/shared/envsolver/bin/python", "linux-64", source, META, outcomes)
+    return Report(cluster, "cluster.yaml", PREFIX, f"{PREFIX}/bin/python", "linux-64", source, META, outcomes)
 
 
 def test_the_table_has_a_row_per_check_and_a_column_per_partition(report: Report) -> None:
@@ -127,7 +126,7 @@ def test_the_lines_name_each_failing_node_and_every_fix(report: Report) -> None:
     assert len(fixes) == 4 and "upgrade the driver on gpu01 (driver >= 525.60.13)" in fixes[2]
 
 
-def test_the_document_holds_each_nodes_document_and_the_error(report: Report) -> None:
+def test_the_document_holds_each_nodes_document_and_the_error(report: Report, kb: KnowledgeBase) -> None:
     doc = json.loads(json.dumps(verify_report.document(report)))
     assert doc["ok"] is False and doc["exit_code"] == 2 == report.exit_code
     assert doc["lock"] == {
@@ -144,7 +143,7 @@ def test_the_document_holds_each_nodes_document_and_the_error(report: Report) ->
         "gh200": "skipped",
     }
     v100 = parts["v100"]
-    assert v100["verify"] == step.read((DATA / "step-v100-gpu01-old-driver.txt").read_text()).document
+    assert v100["verify"] == read(kb, captured("v100-gpu01-old-driver")).document
     assert v100["probe"] == {
         "gpus": [{"name": "Tesla V100-SXM2-16GB", "driver": "450.80.02", "compute_cap": "7.0"}] * 2,
         "glibc": "2.36",

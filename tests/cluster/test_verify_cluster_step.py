@@ -1,9 +1,12 @@
-"""The step `verify --cluster` runs on a node of each partition (envsolver/cluster/step.py): its argv (hostile
-values stay single words, never shell), and what it printed read back: real step outputs captured in the lab
+"""The step `verify --cluster` runs on a node of each partition (envsolver/cluster/step.py): its argv (the
+prefix's python on verify's probe as source; hostile values stay single words, never shell), the probe run that
+way (no __file__, isolated), and what one node printed read back and judged: real step outputs captured in the lab
 (tests/data/cluster-verify/, see its README), and broken ones."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +15,12 @@ import pytest
 
 from envsolver.cluster import step
 from envsolver.cluster.file import parse
-from envsolver.kb import default_kb
+from envsolver.kb import KnowledgeBase, default_kb
+from envsolver.lockfile import read as read_lock
+from envsolver.verify import run
+from tests.cluster.captures import ONLY, PREFIX, captured, read
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "cluster-verify"
-PYTHON = "/shared/envsolver/bin/python"
-PREFIX = "/shared/envs/train"
+LOCKS = Path(__file__).resolve().parents[2] / "locks"
 
 FILE = """\
 cluster: lab
@@ -35,84 +39,119 @@ partitions:
 """
 
 
-def captured(name: str) -> str:
-    return (DATA / f"step-{name}.txt").read_text()
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return default_kb()
 
 
-def test_the_argv_runs_the_constant_script_with_every_value_as_its_own_word() -> None:
-    cluster = parse(FILE, default_kb(), "cluster.yaml")
+def test_the_node_runs_the_prefixs_python_on_the_probes_source_and_nothing_else(kb: KnowledgeBase) -> None:
+    cluster = parse(FILE, kb, "cluster.yaml")
     v100, h100 = cluster.partitions
-    command = step.node_command(PYTHON, PREFIX, "/shared/envs/conda-lock.yml", True, ("driver", "gpus"))
-    assert command == (
-        PYTHON, "-m", "envsolver", "verify", "-p", PREFIX, "--json", "--lock", "/shared/envs/conda-lock.yml",
-        "--gpu-test", "--check", "driver", "--check", "gpus",
-    )  # fmt: skip
+    command = step.node_command("/shared/envs/train", kb, None, True)
+    assert not any(word.startswith("-m") or word == sys.executable for word in command), command[:4]
+    assert command[:4] == ("/shared/envs/train/bin/python", "-I", "-c", step.PROBE_SOURCE)
+    assert run.PROBE.read_text() == step.PROBE_SOURCE
+    # The probe's options are verify's (run.probe_options), the GPU test's runner envsolver's op_runner.py.
+    headers = ",".join(run.headers_of(kb))
+    assert command[4:] == (
+        "--timeout", "120.0", "--headers", headers, "--deepspeed", "--gpu-test", "--op-runner",
+        str(run.PROBE.parents[1] / "hook" / "op_runner.py"),
+    ), command[4:]  # fmt: skip
     argv = step.argv(step.options(v100), command, 30)
     assert argv == (
         "srun", "--partition=v100", "--gres=gpu:v100:1", "--account=ml-team", "--nodes=1", "--ntasks=1",
         "--immediate=30", "--time=10", "--quit-on-interrupt", "--job-name=envsolver-verify", "sh", "-c", step.SCRIPT,
         "envsolver-verify", *command,
     )  # fmt: skip
+    assert step.shown(argv)[-len(command) + 3] == f"<the source of {run.PROBE}>"
     # A partition whose file names no GPU option still gets a GPU: the step must see one.
     assert step.options(h100) == ("--partition=h100", "--gres=gpu:1")
+
+
+def test_the_node_asks_for_the_locks_pypi_distributions(kb: KnowledgeBase) -> None:
+    lock = read_lock(LOCKS / "a100" / "conda-lock.yml", None)
+    command = step.node_command("/shared/envs/train", kb, lock, False)
+    assert "--gpu-test" not in command and "--op-runner" not in command
+    dists = command[command.index("--dists") + 1].split(",") if lock.pip else []
+    assert dists == [r.name for r in lock.pip], command[4:]
+
+
+def test_the_probe_runs_as_source_isolated_from_the_submit_shell(tmp_path: Path, kb: KnowledgeBase) -> None:
+    """As the node runs it (here, without srun): `python -I -c SOURCE`, no __file__, in a directory holding a
+    json.py that would shadow the standard library's, with PYTHONPATH and PYTHONHOME pointing at junk: the
+    probe prints its facts, and its torch child was isolated too (it did not import the junk torch)."""
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "torch.py").write_text("raise SystemExit('the junk torch on PYTHONPATH was imported')\n")
+    (tmp_path / "json.py").write_text("raise SystemExit('the json.py in the working directory was imported')\n")
+    command = step.node_command(sys.prefix, kb, None, False)
+    env = {**os.environ, "PYTHONPATH": str(junk), "PYTHONHOME": str(junk)}
+    done = subprocess.run(
+        [sys.executable, *command[1:]], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads(done.stdout)
+    assert facts["probe_version"] == 2 and facts["python"]["executable"] == sys.executable, done.stdout[:2000]
+    # The child imported the environment's torch (this venv's CPU torch), not the junk one, and started at all
+    # (a PYTHONHOME of junk stops a python that reads it before its first line).
+    assert facts["torch"].get("version") and "error" not in facts["torch"], facts["torch"]
 
 
 HOSTILE = ["/tmp/a b/p", "$(touch pwned)", "`touch pwned`", "'; touch pwned; '", "-p", "a\nb", "*"]
 
 
-def test_hostile_values_reach_the_node_verbatim_and_run_nothing(tmp_path: Path) -> None:
+def test_hostile_values_reach_the_node_verbatim_and_run_nothing(tmp_path: Path, kb: KnowledgeBase) -> None:
     """The script after `sh -c` is run for real (here, without srun): what it runs is "$@", word for word."""
     command = ("printf", "<%s>\\n", *HOSTILE)
     argv = step.argv(("--partition=x",), command, 30)
     script_at = argv.index("-c") + 1
     assert argv[script_at] == step.SCRIPT and argv[script_at + 2 :] == command
     done = subprocess.run(["sh", *argv[script_at - 1 :]], capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    reply = step.read(done.stdout)
+    reply = read(kb, done.stdout)
     assert reply.started and reply.exit == 0
     assert reply.said == "\n".join(f"<{value}>" for value in HOSTILE)
     assert not (tmp_path / "pwned").exists()
 
 
-def test_a_passing_node() -> None:
-    reply = step.read(captured("tesla-gpu04-pass"))
+def test_a_passing_node(kb: KnowledgeBase) -> None:
+    reply = read(kb, captured("tesla-gpu04-pass"))
     assert reply.probe.node == "gpu04" and reply.probe.glibc is not None
     assert [r.name for r in reply.probe.gpus] == ["Tesla V100-SXM2-32GB"] * 2
-    assert reply.exit == 0 and reply.document is not None and reply.document["ok"] is True
-    assert [c.id for c in reply.checks] == [
-        "driver", "gpus", "torch_import", "torch_cuda_build", "driver_supports_torch_cuda", "cuda_available",
-        "arch_coverage", "host_vs_lock",
-    ]  # fmt: skip
-    assert {c.status for c in reply.checks} == {"pass", "warn"}
-    assert step.trouble(reply, PYTHON, PREFIX) is None
+    assert reply.exit == 0 and reply.facts is not None and reply.facts["probe_version"] == 2
+    assert [c.id for c in reply.checks] == list(ONLY)
+    assert {c.status for c in reply.checks} == {"pass", "warn"}, reply.checks
+    assert reply.document is not None and reply.document["ok"] is True
+    assert reply.document["target"] == {"python": f"{PREFIX}/bin/python", "prefix": PREFIX}
+    assert reply.said == "" and step.trouble(reply, PREFIX) is None
 
 
-def test_a_node_whose_checks_fail_is_a_report_not_trouble() -> None:
-    reply = step.read(captured("v100-gpu01-old-driver"))
-    assert reply.exit == 1 and reply.probe.node == "gpu01"
+def test_a_node_whose_checks_fail_is_a_report_not_trouble(kb: KnowledgeBase) -> None:
+    reply = read(kb, captured("v100-gpu01-old-driver"))
+    assert reply.exit == 0 and reply.probe.node == "gpu01"
     failed = {c.id: c for c in reply.checks if c.status == "fail"}
-    assert set(failed) == {"driver_supports_torch_cuda", "host_vs_lock"}
+    assert set(failed) == {"driver_supports_torch_cuda", "host_vs_lock"}, reply.checks
     assert "older than the lock's floor 525.60.13" in failed["host_vs_lock"].detail
-    assert step.trouble(reply, PYTHON, PREFIX) is None
+    assert reply.document is not None and reply.document["ok"] is False
+    assert step.trouble(reply, PREFIX) is None
 
 
 @pytest.mark.parametrize(
-    ("name", "message", "fix"),
+    ("name", "prefix", "message"),
     [
-        ("h100-no-python", "gpu03 cannot run /shared/envsolver/bin/python", "Install envsolver"),
-        (
-            "h100-no-envsolver",
-            "cannot import envsolver or a package it needs (/usr/bin/python3: No module named envsolver)",
-            "Install",
-        ),
-        ("h100-no-prefix", "on gpu03: '/tmp/cv-lab/work/nope' has no bin/python", "mount"),
+        ("h100-no-python", "/tmp/cv-lab/work/nope", "(exit 127: envsolver-verify: 11: {}: not found)"),
+        ("h100-not-executable", "/tmp/cv-lab/work/noexec", "(exit 126: envsolver-verify: 11: {}: Permission denied)"),
     ],
-)
-def test_a_node_that_cannot_run_verify_says_why_with_the_fix(name: str, message: str, fix: str) -> None:
-    reply = step.read(captured(name))
-    assert reply.checks == ()
-    said = step.trouble(reply, PYTHON, PREFIX)
-    assert said is not None and message in said, said
-    assert fix in said.split(message, 1)[1], said
+)  # fmt: skip
+def test_a_node_that_cannot_run_the_prefixs_python_says_why_with_the_fix(
+    kb: KnowledgeBase, name: str, prefix: str, message: str
+) -> None:
+    reply = step.read(captured(name), prefix, lambda facts: pytest.fail(f"judged facts of a failed python: {facts}"))
+    assert reply.checks == () and reply.facts is None
+    said = step.trouble(reply, prefix)
+    assert said is not None and f"gpu03 (x86_64) cannot run the environment's python {prefix}/bin/python" in said
+    assert message.format(f"{prefix}/bin/python") in said and "every node mounts at the same path" in said, said
+    assert said.endswith("then run the same command again."), said
+    assert f"{prefix}/bin/python -I -c" in said, said  # the command to try by hand
 
 
 @pytest.mark.parametrize(
@@ -120,48 +159,55 @@ def test_a_node_that_cannot_run_verify_says_why_with_the_fix(name: str, message:
     [
         ("", "printed no verify section"),
         ("srun: error: task 0 launch failed\n", "printed no verify section"),
-        ('== envsolver-verify: begin\n{"ok": true, "checks": 3}\n== envsolver-verify: exit 0\n', "no report"),
-        ('== envsolver-verify: begin\n{"ok": true, "checks": [{"id": 1}]}\n', "no report"),
-        # a status that is a list (unhashable): found by the fuzz suite's fresh seed as a TypeError
-        (
-            '== envsolver-verify: begin\n{"ok": true, "checks": [{"id": "shm", "status": [], "detail": "x"}]}\n',
-            "no report",
-        ),
+        ('== envsolver-verify: begin\n{"ok": true, "checks": []}\n== envsolver-verify: exit 0\n', "printed no facts"),
+        ('== envsolver-verify: begin\n{"probe_version": NaN}\n', "printed no facts"),
+        ('== envsolver-verify: begin\n"probe_version"\n== envsolver-verify: exit 1\n', "(exit 1:"),
         ("== envsolver-verify: begin\n[1, 2]\nTraceback (most recent call last):\n", "Traceback"),
     ],
 )
-def test_output_that_is_not_a_report_is_trouble(text: str, phrase: str) -> None:
-    reply = step.read(text)
-    said = step.trouble(reply, PYTHON, PREFIX)
+def test_output_that_holds_no_facts_is_trouble(kb: KnowledgeBase, text: str, phrase: str) -> None:
+    reply = read(kb, text)
+    said = step.trouble(reply, PREFIX)
     assert said is not None and phrase in said, said
     assert said.rstrip().endswith("then run the same command again."), said
 
 
-def test_a_report_amid_other_lines_is_found() -> None:
-    report = '{\n  "ok": true,\n  "checks": [{"id": "shm", "status": "pass", "detail": "8 GiB", "fix": ""}]\n}'
-    text = f"== envsolver-verify: begin\nwarning: something\n{report}\nmore noise\n== envsolver-verify: exit 0\n"
-    reply = step.read(text)
-    assert [c.id for c in reply.checks] == ["shm"] and reply.said == "warning: something\nmore noise"
+def test_facts_of_any_shape_are_judged_without_raising(kb: KnowledgeBase) -> None:
+    """Facts whose values are of the wrong types (a node's python is the user's): each check that cannot read
+    them fails saying so; the reply is still read."""
+    text = '== envsolver-verify: begin\n{"probe_version": 2, "driver": "x", "torch": [1], "python": 3}\n'
+    reply = read(kb, text)
+    assert [c.id for c in reply.checks] == list(ONLY), reply.checks
+    assert step.trouble(reply, PREFIX) is None and reply.document is not None and reply.document["ok"] is False
+
+
+def test_facts_amid_other_lines_are_found(kb: KnowledgeBase) -> None:
+    facts = '{\n "probe_version": 2,\n "shm": {"bytes": 8589934592}\n}'
+    text = f"== envsolver-verify: begin\nwarning: something\n{facts}\nmore noise\n== envsolver-verify: exit 0\n"
+    reply = read(kb, text)
+    assert reply.facts == {"probe_version": 2, "shm": {"bytes": 8589934592}}
+    assert reply.said == "warning: something\nmore noise"
 
 
 @pytest.mark.parametrize("noise", ["{\n", '{"a":\n', "{" * 40 + "\n"], ids=["open-brace", "open-key", "forty-braces"])
 def test_reading_5_mb_of_lines_that_start_like_json_takes_seconds(noise: str) -> None:
-    """Lines that start with `{` before the report (as much as slurm.run keeps of a step's output): each try to
-    decode one is bounded, and the report after them is found. In a fresh process, stopped at 60 s: the reader
+    """Lines that start with `{` before the facts (as much as slurm.run keeps of a step's output): each try to
+    decode one is bounded, and the facts after them are found. In a fresh process, stopped at 60 s: the reader
     used to copy the rest of the text for every such line (5 MB of `{` lines: hours)."""
-    report = '{\n  "ok": true,\n  "checks": [{"id": "shm", "status": "pass", "detail": "8 GiB", "fix": ""}]\n}'
+    facts = '{\n "probe_version": 2,\n "shm": {"bytes": 8589934592}\n}'
     count = (5 << 20) // len(noise)
     script = (
         "import sys, time\nfrom envsolver.cluster import step\n"
-        f"text = {step.MARK!r} + 'begin\\n' + {noise!r} * {count} + {report!r} + '\\n' + {step.MARK!r} + 'exit 0\\n'\n"
-        "started = time.monotonic()\nreply = step.read(text)\n"
-        "print([c.id for c in reply.checks], reply.exit, round(time.monotonic() - started, 2))\n"
+        f"text = {step.MARK!r} + 'begin\\n' + {noise!r} * {count} + {facts!r} + '\\n' + {step.MARK!r} + 'exit 0\\n'\n"
+        "started = time.monotonic()\n"
+        "reply = step.read(text, '/p', lambda facts: [])\n"
+        "print(sorted(reply.facts or {}), reply.exit, round(time.monotonic() - started, 2))\n"
     )
     try:
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"step.read of {count} lines {noise!r} and a report took more than 60 s")
+        pytest.fail(f"step.read of {count} lines {noise!r} and the facts took more than 60 s")
     assert done.returncode == 0, done.stderr
-    checks, exit_status, seconds = done.stdout.rsplit(" ", 2)
-    assert (checks, exit_status) == ("['shm']", "0"), done.stdout
+    keys, exit_status, seconds = done.stdout.rsplit(" ", 2)
+    assert (keys, exit_status) == ("['probe_version', 'shm']", "0"), done.stdout
     assert float(seconds) < 15, done.stdout

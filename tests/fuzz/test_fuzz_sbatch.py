@@ -98,7 +98,7 @@ def read_back(job: sbatch.Job, script: str) -> None:
     exports = [line for line in body if line.startswith("export ")]
     prefix = shlex.split(exports[0])[1].removeprefix("CONDA_PREFIX=")
     assert prefix == str(Path(job.prefix)), prefix  # the prefix as Path names it (no trailing or doubled /)
-    assert verify == [] or verify[0][verify[0].index("-p") + 1] == prefix
+    assert verify == [] or verify[0][verify[0].index("--python") + 1] == f"{prefix}/bin/python".replace("//", "/")
     assert launch[launch.index("--") - 3] == f"{prefix}/bin/python".replace("//bin", "/bin")
 
 

@@ -1,8 +1,8 @@
 """Property-based fuzzing of `verify --cluster`: whatever a node prints (the captured step outputs cut and
-spliced, a verify section holding any JSON, junk, escape sequences), reading it back, judging why it gave no
-report, the checks across partitions and the report's rendering never raise, the report's lines hold no raw
-control character (one line each), and the JSON document is strict JSON; the command with
-fuzzed options exits 0, 1 or 2 with a message, never a traceback."""
+spliced, a verify section holding any facts or any JSON, junk, escape sequences), reading it back, verify's
+checks over the facts on the login node, judging why it gave no facts, the checks across partitions and the
+report's rendering never raise, the report's lines hold no raw control character (one line each), and the JSON
+document is strict JSON; the command with fuzzed options exits 0, 1 or 2 with a message, never a traceback."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from envsolver.cluster import compare, step, verify_report
 from envsolver.cluster.file import parse
 from envsolver.cluster.verify import Outcome, Report, status_of
 from envsolver.kb import default_kb
+from tests.cluster import captures
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_cli, check_function, modes, run_property
 from tests.hostile import RAW
@@ -38,8 +39,8 @@ META = {
     "envsolver_virtual_linux-64_glibc": "2.28",
 }
 
-# A report whose strings hold lone surrogates, as JSON can spell them.
-LONE = '{"ok": true, "checks": [{"id": "x\\ud800", "status": "fail", "detail": "\\udfff", "fix": "\\ud800"}]}'
+# Facts whose strings hold lone surrogates, as JSON can spell them.
+LONE = '{"probe_version": 2, "driver": {"version": "5\\ud800", "gpus": [{"name": "\\udfff"}]}, "glibc": "\\ud800"}'
 json_values = st.recursive(
     st.one_of(
         st.none(),
@@ -48,30 +49,58 @@ json_values = st.recursive(
         st.floats(allow_nan=False, allow_infinity=False),
         fs.junk,
         fs.terminal_junk,
-        st.sampled_from(["pass", "warn", "fail", "skip", "driver", ""]),
+        st.sampled_from(["535.104.05", "12.9", "2.36", "7.0", "x86_64", "aarch64", "nvidia-smi", ""]),
     ),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(fs.junk, inner, max_size=4)),
     max_leaves=12,
 )
-check_items = st.fixed_dictionaries(
-    {},
-    optional={
-        "id": st.one_of(st.sampled_from(["driver", "gpus", "shm"]), json_values),
-        "status": st.one_of(st.sampled_from(["pass", "warn", "fail", "skip"]), json_values),
-        "detail": st.one_of(fs.junk, fs.terminal_junk, json_values),
-        "fix": st.one_of(fs.junk, fs.terminal_junk, json_values),
-    },
+gpu_rows = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "name": st.one_of(st.sampled_from(["Tesla V100-SXM2-16GB", "NVIDIA GH200 480GB"]), json_values),
+            "compute_capability": st.one_of(st.sampled_from(["7.0", "9.0", "9"]), json_values),
+            "memory": json_values,
+        },
+    ),
+    max_size=3,
 )
-documents = st.one_of(
-    json_values,
-    st.fixed_dictionaries({"ok": st.booleans(), "checks": st.one_of(st.lists(check_items, max_size=3), json_values)}),
-    st.fixed_dictionaries({"ok": st.just(False), "exit_code": json_values, "error": json_values}),
+# The probe's facts (verify/probe.py), each fact of its own shape or any JSON at all.
+facts_documents = st.fixed_dictionaries(
+    {"probe_version": st.one_of(st.just(2), json_values)},
+    optional={
+        "driver": st.one_of(
+            st.fixed_dictionaries(
+                {"version": st.one_of(st.sampled_from(["450.80.02", "570.133.20"]), json_values), "gpus": gpu_rows}
+            ),
+            json_values,
+        ),
+        "torch": st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "version": st.one_of(st.just("2.7.1"), json_values),
+                    "cuda": st.one_of(st.just("12.9"), json_values),
+                    "arch_list": st.one_of(st.just(["sm_70", "compute_90"]), json_values),
+                    "available": json_values,
+                }
+            ),
+            json_values,
+        ),
+        "python": json_values,
+        "glibc": json_values,
+        "conda_meta": json_values,
+        "nvcc": json_values,
+        "env": json_values,
+        "shm": json_values,
+        "headers": json_values,
+    },
 )
 
 
 @st.composite
 def step_text(draw: st.DrawFn) -> str:
-    """A captured step output, cut and spliced; or a probe with a verify section holding any JSON; or junk."""
+    """A captured step output, cut and spliced; or a probe with a verify section holding any facts, or any JSON;
+    or junk."""
     kind = draw(st.sampled_from(["captured", "document", "junk"]))
     if kind == "junk":
         return draw(fs.file_junk)
@@ -80,8 +109,12 @@ def step_text(draw: st.DrawFn) -> str:
     if kind == "document":
         begin = lines.index("== envsolver-verify: begin")
         indent = draw(st.sampled_from([None, 2]))
-        body = json.dumps(draw(documents), indent=indent)
-        raw = draw(st.sampled_from(["", "NaN", '{"ok": Infinity}', "{" * 3000, '{"ok": ' + "9" * 5000 + "}", LONE]))
+        body = json.dumps(draw(st.one_of(facts_documents, json_values)), indent=indent)
+        raw = draw(
+            st.sampled_from(
+                ["", "NaN", '{"probe_version": Infinity}', "{" * 3000, '{"probe_version": ' + "9" * 5000 + "}", LONE]
+            )
+        )
         lines = [*lines[: begin + 1], *body.splitlines(), raw, draw(st.sampled_from(MARKS))]
     for _ in range(draw(st.integers(0, 4))):
         if not lines:
@@ -107,11 +140,12 @@ def test_whatever_a_node_prints_is_read_judged_and_rendered(seed_value: int | No
     kb = default_kb()
     cluster = parse(FILE, kb, "cluster.yaml")
     scope = compare.Scope(cluster, "cluster.yaml", "/shared/env", META)
+    judge = captures.judge(kb, ())  # every check, the captured prefix's lock metadata
 
     def check(text: str) -> None:
         def run() -> None:
-            reply = step.read(text)
-            trouble = step.trouble(reply, "/shared/bin/python", "/shared/env")
+            reply = step.read(text, "/shared/env", judge)
+            trouble = step.trouble(reply, "/shared/env")
             assert (trouble is None) == bool(reply.checks), (trouble, reply.checks)
             outcomes = []
             for partition in cluster.partitions:
