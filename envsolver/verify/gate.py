@@ -22,6 +22,7 @@ probe says is printed with its control characters spelled out.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import platform
@@ -305,14 +306,16 @@ def probe(python: str, probe_file: str, options: list[str]) -> dict[str, Any]:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as exc:
         raise RuntimeError(f"cannot run {python}: {exc.strerror or exc}") from None
-    tail = bytearray()  # the last MAX_OUTPUT bytes (the facts are the last thing the probe prints), whatever it prints
+    tail: collections.deque[bytes] = collections.deque()  # the last chunks, MAX_OUTPUT bytes and one chunk at most
+    kept = [0]
 
     def drain() -> None:
         assert proc.stdout is not None
         for chunk in iter(lambda: proc.stdout.read(1 << 16) if proc.stdout else b"", b""):
-            tail.extend(chunk)
-            if len(tail) > 2 * MAX_OUTPUT:
-                del tail[:-MAX_OUTPUT]
+            tail.append(chunk)
+            kept[0] += len(chunk)
+            while kept[0] - len(tail[0]) >= MAX_OUTPUT:  # the facts are the last thing the probe prints
+                kept[0] -= len(tail.popleft())
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
@@ -323,7 +326,7 @@ def probe(python: str, probe_file: str, options: list[str]) -> dict[str, Any]:
         proc.wait()
         raise RuntimeError(f"the probe did not finish in {PROBE_LIMIT_S:.0f} s") from None
     reader.join(timeout=30)
-    text = bytes(tail[-MAX_OUTPUT:]).decode("utf-8", "replace")
+    text = b"".join(tail)[-MAX_OUTPUT:].decode("utf-8", "replace")
     start = text.rfind("\n{")
     try:
         facts = json.loads(text[start + 1 if start >= 0 else 0 :])
