@@ -85,11 +85,16 @@ def arm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arm]:
 
 def wrapper_venv(root: Path, log: Path) -> Path:
     """A venv-shaped directory whose bin/python logs each run's SLURM_JOB_ID, then runs this venv's python under
-    its own name (exec -a): sys.executable is the wrapper, sys.prefix the wrapper's directory, envsolver the same."""
+    its own name (exec -a): sys.executable is the wrapper, sys.prefix the wrapper's directory, envsolver the same.
+    Outside a venv (envsolver installed into the interpreter), the directory is a venv over that interpreter."""
     venv = Path(sys.prefix)
     (root / "bin").mkdir(parents=True)
-    shutil.copy(venv / "pyvenv.cfg", root / "pyvenv.cfg")
-    (root / "lib").symlink_to(venv / "lib")
+    if (venv / "pyvenv.cfg").is_file():
+        shutil.copy(venv / "pyvenv.cfg", root / "pyvenv.cfg")
+        (root / "lib").symlink_to(venv / "lib")
+    else:  # envsolver installed into the interpreter itself: a venv over it that sees its packages
+        home = os.path.dirname(os.path.realpath(sys.executable))
+        (root / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = true\n")
     python = root / "bin" / "python"
     python.write_text(
         f'#!/bin/bash\nprintf "run job=%s node=%s\\n" "${{SLURM_JOB_ID:-}}" "${{SLURMD_NODENAME:-}}" >> {log}\n'
