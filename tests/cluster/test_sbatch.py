@@ -69,6 +69,20 @@ GOLDEN_A100 = """\
 #SBATCH --time=04:00:00
 set -euo pipefail
 
+# A clean start: no module, and nothing of the submit shell's Python, libraries, conda or rendezvous.
+if type module >/dev/null 2>&1; then
+  set +u; module purge >&2 || echo 'envsolver: module purge failed; the job goes on with the modules it has' >&2; \
+set -u
+fi
+for envsolver_variable in $(compgen -e); do
+  case "$envsolver_variable" in PYTHON*|LD_*|CONDA*|_CE_*|VIRTUAL_ENV|VIRTUAL_ENV_PROMPT|CUDA_HOME|CUDA_PATH|\
+TORCH_CUDA_ARCH_LIST|TORCH_EXTENSIONS_DIR|MASTER_ADDR|MASTER_PORT|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|\
+NODE_RANK|GROUP_RANK) unset "$envsolver_variable" ;; esac
+done
+unset envsolver_variable
+export PYTHONNOUSERSITE=1  # no packages from ~/.local
+export SLURM_EXPORT_ENV=ALL  # every srun below gets this environment, even under sbatch --export=NONE
+
 # The environment, as activating it sets it (no conda needed on the nodes); srun passes it to every step.
 export CONDA_PREFIX=/shared/envs/train
 export PATH=/shared/envs/train/bin:"${PATH}"
@@ -88,7 +102,7 @@ was not run. Fix what the failing checks say (each names its fix), then submit t
   exit 1
 fi
 
-# The command: torchrun on every node, rendezvous on the step's first host (the launcher finds it).
+# The command: torchrun (one process per GPU), rendezvous on the step's first host (the launcher finds it).
 echo 'envsolver: starting the command on 2 node(s) x 4 GPU(s)' >&2
 srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 /shared/envs/train/bin/python \
 /shared/envsolver/envsolver/cluster/slurm_launch.py --nproc-per-node=4 -- python train.py --lr 3e-4
