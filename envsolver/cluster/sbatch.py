@@ -421,6 +421,16 @@ def check_prefix(prefix: str, partition: Partition) -> list[str]:
     return []
 
 
+def check_launch(prefix: str, launch: Launch) -> None:
+    """The environment can run the launch: DeepSpeed's needs DeepSpeed in it (its `deepspeed` command marks it).
+    Raises BadInputError."""
+    if launch == "deepspeed" and not (Path(prefix) / "bin" / "deepspeed").is_file():
+        raise BadInputError(
+            f"{prefix!r} has no bin/deepspeed, so --launch deepspeed cannot start DeepSpeed's launcher there. "
+            "Make and install the environment with DeepSpeed (`envsolver make` includes it unless --no-deepspeed), or pass --launch torchrun."
+        )
+
+
 @dataclass(frozen=True)
 class NodeGpus:
     """The GPUs per node a partition offers: the fewest over its nodes, and where that came from."""
