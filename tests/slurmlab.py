@@ -57,12 +57,14 @@ class Gpu:
 @dataclass(frozen=True)
 class Node:
     """A lab node: its GPU GRES as (type or None for an untyped one, count) pairs, what its nvidia-smi says
-    (() = no answer), and gres.conf's Cores= (which makes sinfo print `(S:...)` after the count)."""
+    (() = no answer), gres.conf's Cores= (which makes sinfo print `(S:...)` after the count), and its features
+    (slurm.conf's Features=, which --constraint selects)."""
 
     name: str
     gres: tuple[tuple[str | None, int], ...] = ()
     gpus: tuple[Gpu, ...] = ()
     cores: str | None = None
+    features: tuple[str, ...] = ()
 
     @property
     def gres_text(self) -> str | None:
@@ -82,7 +84,7 @@ V100_32 = Gpu("Tesla V100-SXM2-32GB", "535.104.05", "7.0", "32768 MiB")
 # --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports).
 NODES = (
     Node("gpu01", (("v100", 2),), (V100, V100)),
-    Node("gpu02", (("a100", 2),), (A100, A100), cores="0-1"),
+    Node("gpu02", (("a100", 2),), (A100, A100), cores="0-1", features=("ib", "rack1")),
     Node("gpu03", (("h100", 2),), (H100, H100)),
     Node("gpu04", (("tesla", 2),), (V100_32, V100_32)),
     Node("cpu01"),
@@ -283,6 +285,19 @@ class SlurmLab:
         finally:
             self._write_gpus(node, own)
 
+    @contextmanager
+    def node_down(self, node: str) -> Iterator[None]:
+        """While inside, the node is DOWN (`scontrol update ... State=DOWN`, as a site takes a node out); then
+        RESUMEd, and back to idle (answering) before this returns."""
+        done = self.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=slurmlab node_down"])
+        if done.returncode != 0:
+            raise LabError(f"scontrol could not take {node} down: {done.stderr}")
+        try:
+            yield
+        finally:
+            self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+            self._wait_for(self._all_idle, f"{node} idle again after node_down")
+
     def logs_tail(self, lines: int = 15) -> str:
         parts = []
         for log in sorted((self.root / "log").glob("*")):
@@ -347,6 +362,7 @@ class SlurmLab:
         files = 0
         for node, port in zip(self.nodes, node_ports, strict=True):
             gres = f" Gres={node.gres_text}" if node.gres else ""
+            gres += f" Features={','.join(node.features)}" if node.features else ""
             conf.append(f"NodeName={node.name} NodeHostname={self.host} Port={port} CPUs=2 RealMemory=500{gres}")
             for kind, count in node.gres:
                 last = files + count - 1
