@@ -176,18 +176,25 @@ class Request:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    problem: str
+    fix: str
+
+
+@dataclass(frozen=True)
 class Verdict:
-    refusals: tuple[str, ...]
+    refusals: tuple[Refusal, ...]
     warnings: tuple[str, ...]
     cpus_per_gpu: int | None  # CPUs / GPUs of the smallest usable node that fits; None: Slurm did not say
 
     def raise_refusals(self, partition: str) -> None:
-        """Raises JobRefused listing every refusal."""
+        """Raises JobRefused listing every problem, then every fix (after `Fix:`, as errors.split_fix reads)."""
         if self.refusals:
-            body = "\n".join(f"  - {r}" for r in self.refusals)
+            body = "\n".join(f"  - {r.problem}" for r in self.refusals)
+            fixes = "; ".join(r.fix for r in self.refusals)
             raise JobRefused(
-                f"partition {partition!r} cannot run this job; sbatch would reject it or it would wait for "
-                f"ever:\n{body}\nFix each of the above, then run the same command again."
+                f"partition {partition!r} cannot run this job (sbatch would reject it, or it would wait for "
+                f"ever):\n{body}\nFix: {fixes}."
             )
 
 
@@ -212,35 +219,43 @@ def _names(nodes: Sequence[Node], limit: int = 8) -> str:
 
 def judge(facts: PartitionFacts, request: Request) -> Verdict:
     """The request against the partition: refusals (each with its fix), warnings, CPUs per GPU."""
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     warnings: list[str] = []
     name, kind = facts.name, request.kind
     gpu_words = f"GPUs of type {kind}" if kind else "GPUs"
     if facts.state is not None and facts.state.upper() in ("DRAIN", "INACTIVE"):
         refusals.append(
-            f"the partition's state is {facts.state}: it takes no new jobs; pass another --partition, or ask the "
-            "site when it opens again"
+            Refusal(
+                f"the partition's state is {facts.state}: it takes no new jobs",
+                "pass another --partition, or ask the site when it opens again",
+            )
         )
     elif facts.state is not None and facts.state.upper() == "DOWN":
         warnings.append(f"partition {name} is DOWN: the job waits until the site brings it up")
     asked = seconds(request.time) if request.time else None
     if asked is not None and facts.max_time_s is not None and asked > facts.max_time_s:
         refusals.append(
-            f"--time {request.time} is above the partition's MaxTime={facts.max_time}, so the job would wait for "
-            f"ever; pass --time {facts.max_time} or less"
+            Refusal(
+                f"--time {request.time} is above the partition's MaxTime={facts.max_time}",
+                f"pass --time {facts.max_time} or less",
+            )
         )
     if facts.max_nodes is not None and request.nodes > facts.max_nodes:
-        refusals.append(f"--nodes {request.nodes} is above MaxNodes={facts.max_nodes}; pass --nodes {facts.max_nodes}")
+        refusals.append(
+            Refusal(f"--nodes {request.nodes} is above MaxNodes={facts.max_nodes}", f"pass --nodes {facts.max_nodes}")
+        )
     if not facts.nodes:
-        refusals.append(f"sinfo lists no node in partition {name}; check `sinfo --partition={name} --Node`")
+        refusals.append(Refusal(f"sinfo lists no node in partition {name}", f"check `sinfo --partition={name} --Node`"))
         return Verdict(tuple(refusals), tuple(warnings), None)
     most = max(n.gpu_count(kind) for n in facts.nodes)
     if request.gpus_per_node > most:
         refusals.append(
-            f"--gpus-per-node {request.gpus_per_node}, but no node of {name} has more than {most} {gpu_words}; "
-            f"pass --gpus-per-node {most} or less (and more --nodes)"
+            Refusal(
+                f"--gpus-per-node {request.gpus_per_node}, but no node of {name} has more than {most} {gpu_words}",
+                f"pass --gpus-per-node {most} or less (and more --nodes)",
+            )
             if most
-            else f"no node of {name} has {gpu_words}; pass another --partition"
+            else Refusal(f"no node of {name} has {gpu_words}", "pass another --partition")
         )
     features = sorted({f for n in facts.nodes for f in n.features})
     if request.constraint is not None:
@@ -248,8 +263,11 @@ def judge(facts: PartitionFacts, request: Request) -> Verdict:
         if unknown:
             have = ", ".join(features) if features else "none"
             refusals.append(
-                f"--constraint {request.constraint} names {', '.join(unknown)}, a feature no node of {name} has "
-                f"(its features: {have}); pass a --constraint of those features, or leave it out"
+                Refusal(
+                    f"--constraint {request.constraint} names {', '.join(unknown)}, a feature no node of {name} "
+                    f"has (its features: {have})",
+                    "pass a --constraint of the partition's features, or leave it out",
+                )
             )
     fits = [
         n
@@ -264,10 +282,13 @@ def judge(facts: PartitionFacts, request: Request) -> Verdict:
         why = f"; {_names(out)} cannot run jobs now" if out else ""
         excluded = " not excluded," if request.excluded else ""
         refusals.append(
-            f"--nodes {request.nodes}, but {name} has {len(usable)} usable node(s){excluded} with "
-            f"{request.gpus_per_node} {gpu_words}"
-            + (" and the constraint" if request.constraint else "")
-            + f"{why}; pass --nodes {max(1, len(usable))} or less, or wait until the site brings the nodes back"
+            Refusal(
+                f"--nodes {request.nodes}, but {name} has {len(usable)} usable node(s){excluded} with "
+                f"{request.gpus_per_node} {gpu_words}" + (" and the constraint" if request.constraint else "") + why,
+                f"pass --nodes {len(usable)} or less, or wait until the site brings the nodes back"
+                if usable
+                else "wait until the site brings the nodes back, or pass another --partition",
+            )
         )
     elif out:
         warnings.append(f"{len(out)} node(s) of {name} cannot run jobs now: {_names(out)}")
