@@ -74,9 +74,9 @@ def job_dir(lab: SlurmLab, tmp_path: Path) -> tuple[list[str], Path]:
     deepspeed.write_text(f'#!/bin/sh\nexec {Path(sys.executable).parent / "deepspeed"} "$@"\n')
     deepspeed.chmod(0o755)
     (tmp_path / "train.py").write_text(TRAIN)
-    (tmp_path / "shadow").mkdir()
-    (tmp_path / "shadow" / "shadow.py").write_text("SHADOWED = True\n")
-    return ["-c", str(cluster), "--partition", "mixed", "-p", str(prefix)], tmp_path / "shadow"
+    (tmp_path / "elsewhere").mkdir()  # not named `shadow`: the script's directory would find it as a package
+    (tmp_path / "elsewhere" / "shadow.py").write_text("SHADOWED = True\n")
+    return ["-c", str(cluster), "--partition", "mixed", "-p", str(prefix)], tmp_path / "elsewhere"
 
 
 def submit_dirty(lab: SlurmLab, script: Path, name: str, shadow: Path) -> tuple[int, str]:
@@ -126,7 +126,10 @@ def test_one_task_per_gpu_with_the_users_options_from_a_clean_environment(lab: S
     assert all(row["argv"] == ["--lr", "3e-4; touch CANARY"] and row["cpus"] == "1" for row in rows), output
     assert {(row["pythonpath"], row["ld_library_path"], row["shadow"]) for row in rows} == {(None, None, False)}, output
     assert {row["nousersite"] for row in rows} == {"1"}, output
-    assert "(gpu02, the step's first host)" in output and not list(tmp_path.rglob("CANARY"))
+    [errors] = tmp_path.glob("per-gpu-*.err")  # --error's pattern: the job's stderr, named by its job id
+    said = errors.read_text(errors="replace")
+    assert said.count("(gpu02, the step's first host)") == 4 and "rank 3 of 4 (local 1 of 2)" in said, said
+    assert not list(tmp_path.rglob("CANARY"))
 
 
 def test_the_dirty_submit_shell_does_reach_a_job_that_does_not_clean(lab: SlurmLab, tmp_path: Path) -> None:
