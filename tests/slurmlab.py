@@ -296,7 +296,14 @@ class SlurmLab:
             yield
         finally:
             self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
-            self._wait_for(self._all_idle, f"{node} idle again after node_down")
+            self._wait_for(lambda: self._node_idle(node), f"{node} idle again after node_down")
+
+    def _node_idle(self, node: str) -> bool:
+        try:
+            done = self.run(["sinfo", "--noheader", "--Node", f"--nodes={node}", "--format=%T"], timeout=10)
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0 and set(done.stdout.split()) == {"idle"}
 
     def logs_tail(self, lines: int = 15) -> str:
         parts = []

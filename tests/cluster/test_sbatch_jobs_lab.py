@@ -173,6 +173,7 @@ def test_deepspeeds_launcher_on_every_node_from_a_hostfile_of_the_allocation(lab
 
 
 @needs_torch
+@pytest.mark.slow
 def test_torchrun_array_on_the_nodes_with_a_feature(lab: SlurmLab, tmp_path: Path) -> None:
     """--launch torchrun (the default) with --constraint ib (only gpu02 has it) and --array 0-1: two array tasks,
     each on gpu02, each a group of two ranks; --output's pattern names each task's file."""
