@@ -98,10 +98,11 @@ SITE_OPTIONS = frozenset(
         "wckey",
     }
 )
-# Options envsolver writes itself, or that would undo what the script does: what to use instead.
+# Options envsolver writes itself, or that would undo what the script does: the fix, as a sentence.
+_CLEAN = "Leave it out: the script starts from a clean environment itself (module purge, then the env's activation)"
 RESERVED = {
     **{
-        name: f"use envsolver's --{name}"
+        name: f"Use envsolver's --{name} instead"
         for name in (
             "job-name",
             "nodes",
@@ -123,20 +124,20 @@ RESERVED = {
         )
     },
     **{
-        name: "envsolver writes it from --partition, --gpus-per-node and --launch"
+        name: "Use --partition, --gpus-per-node and --launch: envsolver writes it from them"
         for name in ("partition", "ntasks", "ntasks-per-node", "gres", "gpus", "gpus-per-task", "gpus-per-socket")
     },
-    "ntasks-per-gpu": "envsolver writes the tasks from --launch",
-    "gpu-bind": "envsolver binds the GPUs for --launch (per-gpu: none, so LOCAL_RANK indexes the node's GPUs)",
-    "account": "set slurm.account for the partition in the cluster file",
-    "export": "the script starts from a clean environment itself (module purge, then the env's activation)",
-    "export-file": "the script starts from a clean environment itself (module purge, then the env's activation)",
-    "get-user-env": "the script starts from a clean environment itself (module purge, then the env's activation)",
-    "uid": "submit as the user the job runs as",
-    "gid": "submit as the user the job runs as",
-    "wrap": "the script is the job",
-    "input": "the job reads no standard input",
-    "batch": "a site line cannot choose the batch step's node features",
+    "ntasks-per-gpu": "Use --launch: envsolver writes the tasks from it",
+    "gpu-bind": "Leave it out: envsolver binds the GPUs for --launch (per-gpu: none, so LOCAL_RANK indexes them)",
+    "account": "Set slurm.account for the partition in the cluster file",
+    "export": _CLEAN,
+    "export-file": _CLEAN,
+    "get-user-env": _CLEAN,
+    "uid": "Leave it out: the job runs as the user who submits it",
+    "gid": "Leave it out: the job runs as the user who submits it",
+    "wrap": "Leave it out: the script is the job",
+    "input": "Leave it out: the job reads no standard input",
+    "batch": "Leave it out: the batch step's node is Slurm's choice here",
 }
 MAX_SITE_LINES = 64
 
@@ -213,7 +214,7 @@ def site_line(text: str) -> str:
         )
     name = match.group("name")
     if name in RESERVED:
-        raise BadInputError(f"--sbatch-line {text!r}: --{name} is not a site line. Instead, {RESERVED[name]}.")
+        raise BadInputError(f"--sbatch-line {text!r}: --{name} is not a site line. {RESERVED[name]}.")
     if name not in SITE_OPTIONS:
         raise BadInputError(
             f"--sbatch-line {text!r}: --{name} is not an option of sbatch (Slurm 22.05), which would reject the "

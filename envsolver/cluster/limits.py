@@ -153,13 +153,18 @@ def read(slurm_partition: str) -> PartitionFacts:
         "Check that `scontrol show partition` answers on this login node, then run the same command again; or "
         "pass --no-slurm-check to write the script without reading the partition's limits."
     )
-    slurm.check_conf()
     what = f"partition {slurm_partition}'s limits"
-    shown = slurm.run(
-        ("scontrol", "--oneliner", "show", "partition", slurm_partition), slurm.QUERY_TIMEOUT_S, what, fix
-    )
+    show = ("scontrol", "--oneliner", "show", "partition", slurm_partition)
     argv = ("sinfo", "--noheader", "--Node", f"--partition={slurm_partition}", f"--format={NODE_FORMAT}")
-    listed = slurm.run(argv, slurm.QUERY_TIMEOUT_S, f"partition {slurm_partition}'s nodes", fix)
+    try:
+        slurm.check_conf()
+        shown = slurm.run(show, slurm.QUERY_TIMEOUT_S, what, fix)
+        listed = slurm.run(argv, slurm.QUERY_TIMEOUT_S, f"partition {slurm_partition}'s nodes", fix)
+    except slurm.SlurmError as exc:
+        if "--no-slurm-check" in str(exc):
+            raise
+        way_out = "or pass --no-slurm-check to write the script without reading the partition's limits"
+        raise slurm.SlurmError(f"{str(exc).rstrip('.')}; {way_out}.", exc.said) from None
     return parse_partition(shown, slurm_partition, parse_nodes(listed))
 
 
@@ -258,6 +263,7 @@ def judge(facts: PartitionFacts, request: Request) -> Verdict:
             else Refusal(f"no node of {name} has {gpu_words}", "pass another --partition")
         )
     features = sorted({f for n in facts.nodes for f in n.features})
+    unknown: list[str] = []
     if request.constraint is not None:
         unknown = [f for f in features_named(request.constraint) if f not in features]
         if unknown:
@@ -278,7 +284,7 @@ def judge(facts: PartitionFacts, request: Request) -> Verdict:
     ]
     usable = [n for n in fits if n.usable]
     out = [n for n in fits if not n.usable]
-    if request.nodes > len(usable) and request.gpus_per_node <= most:
+    if request.nodes > len(usable) and request.gpus_per_node <= most and not unknown:
         why = f"; {_names(out)} cannot run jobs now" if out else ""
         excluded = " not excluded," if request.excluded else ""
         refusals.append(

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from envsolver.cli import main
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import parse, sbatch
+from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.kb import KnowledgeBase
@@ -414,3 +415,187 @@ def test_cli_without_slurm_asks_for_gpus_per_node(files_here: tuple[Path, Path],
     env = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}
     error = refused(["-c", str(path), "-p", str(prefix), "--partition", "v100", "--", "python", "t.py"], env)
     assert "SLURM_CONF" in error["message"] and "--gpus-per-node N" in error["fix"]
+
+
+# --- launch styles, the job's options, the clean start ----------------------------------------------------------
+
+
+def test_the_launch_step_per_style(cluster: Any) -> None:
+    a100 = cluster.partition("a100")
+    launcher = "/shared/envsolver/envsolver/cluster/slurm_launch.py"
+    per_gpu = sbatch.launch_argv(job_for(a100, launch="per-gpu", cpus_per_gpu=8))
+    assert per_gpu == [
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--gpus-per-task=1",
+        "--gpu-bind=none",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=8",
+        "/shared/envs/train/bin/python",
+        launcher,
+        "--nproc-per-node=4",
+        "--style=per-task",
+        "--",
+        "python",
+        "train.py",
+        "--lr",
+        "3e-4",
+    ]
+    deepspeed = sbatch.launch_argv(job_for(a100, launch="deepspeed", cpus_per_gpu=8, command=("train.py", "--x")))
+    assert deepspeed == [
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=32",
+        "/shared/envs/train/bin/python",
+        launcher,
+        "--nproc-per-node=4",
+        "--style=deepspeed",
+        "--",
+        "train.py",
+        "--x",
+    ]
+
+
+def test_the_directives_with_the_jobs_options(cluster: Any) -> None:
+    """--constraint replaces the file's (a100&ib); per-gpu asks for G tasks per node with cpus-per-gpu CPUs each;
+    the job's options follow, site lines last."""
+    options = JobOptions(constraint="rack1", qos="high", mem_per_gpu="80G", exclusive=True, site_lines=("--hold",))
+    job = job_for(cluster.partition("a100"), launch="per-gpu", cpus_per_gpu=6, options=options, time="60")
+    assert sbatch.directives(job) == [
+        "--partition=gpu",
+        "--constraint=rack1",
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--cpus-per-task=6",
+        "--gpus-per-node=a100:4",
+        "--time=60",
+        "--qos=high",
+        "--mem-per-gpu=80G",
+        "--exclusive",
+        "--hold",
+    ]
+    torchrun = sbatch.directives(job_for(cluster.partition("a100"), cpus_per_gpu=6, cpus_per_task=3))
+    assert "--constraint=a100&ib" in torchrun and "--cpus-per-task=3" in torchrun, torchrun
+
+
+def test_deepspeed_takes_the_script_not_an_interpreter(cluster: Any) -> None:
+    for first in ("python", "python3.11", "/usr/bin/python3"):
+        with pytest.raises(BadInputError, match="Pass the script first"):
+            sbatch.render(job_for(cluster.partition("a100"), launch="deepspeed", command=(first, "train.py")))
+    assert "--style=deepspeed -- train.py" in sbatch.render(
+        job_for(cluster.partition("a100"), launch="deepspeed", command=("train.py",))
+    )
+
+
+def test_deepspeed_needs_deepspeed_in_the_environment(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="no bin/deepspeed") as info:
+        sbatch.check_launch(str(tmp_path), "deepspeed")
+    assert "--launch torchrun" in str(info.value)
+    sbatch.check_launch(str(tmp_path), "torchrun")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "deepspeed").write_text("#!/bin/sh\n")
+    sbatch.check_launch(str(tmp_path), "deepspeed")
+
+
+DIRTY = {
+    "PYTHONPATH": "/other/site-packages",
+    "PYTHONHOME": "/other",
+    "PYTHONSTARTUP": "/other/startup.py",
+    "LD_LIBRARY_PATH": "/other/lib",
+    "CONDA_PREFIX": "/other/env",
+    "CONDA_DEFAULT_ENV": "other",
+    "VIRTUAL_ENV": "/other/venv",
+    "CUDA_HOME": "/other/cuda",
+    "TORCH_EXTENSIONS_DIR": "/other/ext",
+    "MASTER_ADDR": "elsewhere",
+    "RANK": "3",
+}
+
+
+@pytest.mark.parametrize("with_modules", [True, False], ids=["module-command", "no-module-command"])
+def test_the_clean_start_keeps_the_submit_shells_python_out(cluster: Any, tmp_path: Path, with_modules: bool) -> None:
+    """bash runs the script with a dirty environment and a stand-in srun that records the environment a step
+    gets: none of the submit shell's Python, loader, conda, toolkit or rendezvous variables; PYTHONNOUSERSITE=1;
+    the user's own variables and Slurm's stay; `module purge` ran where a `module` function exists."""
+    prefix = tmp_path / "env"
+    bin_dir, seen, purged = tmp_path / "bin", tmp_path / "seen", tmp_path / "purged"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    path = tmp_path / "job.sh"
+    path.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(prefix), verify=False)))
+    env = {**os.environ, **DIRTY, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7", "KEEP_ME": "1"}
+    env["SLURM_EXPORT_ENV"] = "NONE"  # as `sbatch --export=NONE` leaves it
+    if with_modules:  # an exported bash function, as Lmod's `module` reaches a batch job
+        env["BASH_FUNC_module%%"] = f'() {{ echo "$*" >> {shlex.quote(str(purged))}; }}'
+    done = subprocess.run(["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    leaked = {key: step[key] for key in DIRTY if key in step and step[key] == DIRTY[key]}
+    assert leaked == {}, leaked
+    assert step["CONDA_PREFIX"] == str(prefix) and step["PYTHONNOUSERSITE"] == "1" and step["KEEP_ME"] == "1"
+    assert step["SLURM_EXPORT_ENV"] == "ALL" and step["SLURM_JOB_ID"] == "7", step
+    assert step["PATH"].startswith(f"{prefix}/bin:{bin_dir}:"), step["PATH"]
+    assert (purged.read_text() if purged.exists() else None) == ("purge\n" if with_modules else None)
+
+
+def test_cli_takes_the_jobs_options(files_here: tuple[Path, Path]) -> None:
+    path, prefix = files_here
+    args = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "2", "--json"]
+    args += ["--launch", "per-gpu", "--cpus-per-gpu", "4", "--qos", "high", "--mem", "0", "--exclusive"]
+    args += ["--output", "logs/%x-%j.out", "--error", "logs/%x-%j.err", "--exclude", "gpu[01-02]"]
+    args += ["--signal", "B:USR1@300", "--requeue", "--array", "0-3%2", "--constraint", "ib"]
+    args += ["--sbatch-line=--mail-type=END", "--sbatch-line", "--reservation=maint"]
+    result = invoke([*args, "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["launch"] == "per-gpu" and doc["cpus_per_task"] == 4 and doc["cpus_from"] == "--cpus-per-gpu", doc
+    lines = [line.removeprefix("#SBATCH ") for line in doc["script"].splitlines() if line.startswith("#SBATCH ")]
+    assert lines == [
+        "--partition=v100",
+        "--account=ml-team",
+        "--constraint=ib",
+        "--nodes=1",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=4",
+        "--gres=gpu:v100:2",
+        "--qos=high",
+        "--mem=0",
+        "--output=logs/%x-%j.out",
+        "--error=logs/%x-%j.err",
+        "--exclude=gpu[01-02]",
+        "--signal=B:USR1@300",
+        "--array=0-3%2",
+        "--exclusive",
+        "--requeue",
+        "--mail-type=END",
+        "--reservation=maint",
+    ], doc["script"]
+    assert any("--no-slurm-check" in note for note in doc["notes"]), doc["notes"]
+
+
+def test_cli_refuses_a_bad_site_line_and_bad_values(files_here: tuple[Path, Path]) -> None:
+    path, prefix = files_here
+    base = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "1"]
+    bad = refused([*base, "--sbatch-line", "--export=ALL", "--", "python", "t.py"])
+    assert "clean environment" in bad["message"] + bad["fix"], bad
+    mem = refused([*base, "--mem", "1G", "--mem-per-gpu", "1G", "--", "python", "t.py"])
+    assert "exclude each other" in mem["message"], mem
+    array = refused([*base, "--array", "0-3;id", "--", "python", "t.py"])
+    assert "--array '0-3;id'" in array["message"] and "Pass --array" in array["fix"], array
+
+
+def test_cli_says_how_to_write_without_slurm(files_here: tuple[Path, Path], tmp_path: Path) -> None:
+    """With --gpus-per-node but no Slurm, reading the partition's limits fails: the fix names --no-slurm-check,
+    and that fix works."""
+    path, prefix = files_here
+    env = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}
+    args = ["-c", str(path), "-p", str(prefix), "--partition", "v100", "--gpus-per-node", "1", "--json"]
+    result = invoke([*args, "--", "python", "t.py"], env, check=True)
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "SLURM_CONF" in error["message"] and "--no-slurm-check" in error["fix"], error
+    assert invoke([*args, "--no-slurm-check", "--", "python", "t.py"], env, check=True).exit_code == 0
