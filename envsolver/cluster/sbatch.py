@@ -427,7 +427,8 @@ def check_launch(prefix: str, launch: Launch) -> None:
     if launch == "deepspeed" and not (Path(prefix) / "bin" / "deepspeed").is_file():
         raise BadInputError(
             f"{prefix!r} has no bin/deepspeed, so --launch deepspeed cannot start DeepSpeed's launcher there. "
-            "Make and install the environment with DeepSpeed (`envsolver make` includes it unless --no-deepspeed), or pass --launch torchrun."
+            "Make and install the environment with DeepSpeed (`envsolver make` includes it unless "
+            "--no-deepspeed), or pass --launch torchrun."
         )
 
 
