@@ -599,3 +599,30 @@ def test_cli_says_how_to_write_without_slurm(files_here: tuple[Path, Path], tmp_
     error = json.loads(result.stdout)["error"]
     assert "SLURM_CONF" in error["message"] and "--no-slurm-check" in error["fix"], error
     assert invoke([*args, "--no-slurm-check", "--", "python", "t.py"], env, check=True).exit_code == 0
+
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")  # Debian's lmod package
+
+
+@pytest.mark.skipif(not LMOD_INIT.is_file(), reason="Lmod is not installed (scripts/install_system_deps.sh)")
+def test_module_purge_with_real_lmod_unloads_the_submit_shells_modules(cluster: Any, tmp_path: Path) -> None:
+    """A submit shell with a module loaded by real Lmod (which exports its `module` function to the job, as a
+    batch script inherits it): the script's `module purge` unloads it, so the module's variable and
+    LOADEDMODULES never reach the step."""
+    (tmp_path / "mods" / "site").mkdir(parents=True)
+    (tmp_path / "mods" / "site" / "1.0.lua").write_text('setenv("SITE_MODULE_VAR", "loaded")\n')
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    job = tmp_path / "job.sh"
+    job.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(tmp_path / "env"), verify=False)))
+    submit_shell = (
+        f"source {LMOD_INIT} && module use {shlex.quote(str(tmp_path / 'mods'))} && module load site/1.0 && "
+        f'test "$SITE_MODULE_VAR" = loaded && bash {shlex.quote(str(job))}'
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    done = subprocess.run(["bash", "-c", submit_shell], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "SITE_MODULE_VAR" not in step and not step.get("LOADEDMODULES"), step
