@@ -351,6 +351,7 @@ def sbatch_command(
         cpus_per_gpu=cpus_per_gpu,
     )
     text = sbatch.render(job)
+    notes += sbatch.launch_notes(job)
     script = files.stamp(text)  # as written: the hash line tells a later --out whether it was edited by hand
     outcome = files.write(out, text, force).value if out is not None else None
     if as_json:

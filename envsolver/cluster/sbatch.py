@@ -421,6 +421,17 @@ def check_prefix(prefix: str, partition: Partition) -> list[str]:
     return []
 
 
+def launch_notes(job: Job) -> list[str]:
+    """What the user should know of the job's launch (notes, not refusals)."""
+    if job.launch == "deepspeed" and not job.options.exclusive:
+        return [
+            "DeepSpeed's launcher sets CUDA_VISIBLE_DEVICES=0..G-1 on each node (deepspeed/launcher/launch.py): "
+            "right on whole nodes (--exclusive) or where Slurm confines a job to its GPUs (cgroup "
+            "ConstrainDevices=yes); on a node shared with other jobs without that, pass --exclusive"
+        ]
+    return []
+
+
 def check_launch(prefix: str, launch: Launch) -> None:
     """The environment can run the launch: DeepSpeed's needs DeepSpeed in it (its `deepspeed` command marks it).
     Raises BadInputError."""

@@ -490,6 +490,14 @@ def test_deepspeed_takes_the_script_not_an_interpreter(cluster: Any) -> None:
     )
 
 
+def test_deepspeed_without_whole_nodes_is_noted(cluster: Any) -> None:
+    a100 = cluster.partition("a100")
+    [note] = sbatch.launch_notes(job_for(a100, launch="deepspeed", command=("train.py",)))
+    assert "CUDA_VISIBLE_DEVICES=0..G-1" in note and "pass --exclusive" in note
+    assert sbatch.launch_notes(job_for(a100, launch="deepspeed", options=JobOptions(exclusive=True))) == []
+    assert sbatch.launch_notes(job_for(a100, launch="per-gpu")) == []
+
+
 def test_deepspeed_needs_deepspeed_in_the_environment(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="no bin/deepspeed") as info:
         sbatch.check_launch(str(tmp_path), "deepspeed")
