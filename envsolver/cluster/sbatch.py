@@ -380,9 +380,40 @@ def render(job: Job) -> str:
     lines += [
         f"# The command: {ABOUT[job.launch]}, rendezvous on the step's first host (the launcher finds it).",
         _echo(f"envsolver: starting the command on {shown}"),
-        shlex.join(launch_argv(job)),
+        *launch_lines(job),
     ]
     return "\n".join(lines) + "\n"
+
+
+def batch_signal(options: JobOptions) -> str | None:
+    """The signal `--signal B:SIG[@TIME]` sends to the batch shell (without `SIG`), or None."""
+    if options.signal is None or not options.signal.startswith("B:"):
+        return None
+    name = options.signal[2:].partition("@")[0]
+    return name[3:] if name.startswith("SIG") else name
+
+
+def launch_lines(job: Job) -> list[str]:
+    """The command's step. With `--signal B:SIG`, Slurm signals the batch shell, which would die of it (no
+    trap) and end the job early: the step then runs in the background and the shell passes the signal on to
+    srun, which forwards it to the step's tasks (the ranks, or their launchers)."""
+    command = shlex.join(launch_argv(job))
+    signal = batch_signal(job.options)
+    if signal is None:
+        return [command]
+    said = f"envsolver: SIG{signal} before the time limit: passing it to the step of the command"
+    return [
+        f"{command} &",
+        "envsolver_step=$!",
+        f'trap \'echo "{said}" >&2; kill -s {signal} "$envsolver_step"\' {signal}',
+        "envsolver_status=0",
+        'wait "$envsolver_step" || envsolver_status=$?',
+        'while kill -0 "$envsolver_step" 2>/dev/null; do  # a trapped signal ended the wait: wait again',
+        "  envsolver_status=0",
+        '  wait "$envsolver_step" || envsolver_status=$?',
+        "done",
+        'exit "$envsolver_status"',
+    ]
 
 
 # --- the environment and the GPUs per node --------------------------------------------------------------------

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -634,3 +636,47 @@ def test_module_purge_with_real_lmod_unloads_the_submit_shells_modules(cluster: 
     assert done.returncode == 0, done.stderr
     step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
     assert "SITE_MODULE_VAR" not in step and not step.get("LOADEDMODULES"), step
+
+
+def test_a_batch_signal_is_passed_to_the_commands_step(cluster: Any, tmp_path: Path) -> None:
+    """--signal B:USR1@300: Slurm signals the batch shell, which without a trap would die and end the job early.
+    The script runs the step in the background and passes the signal to srun (here a stand-in that records it
+    and exits 7); the job's exit status is the step's."""
+    started, got = tmp_path / "started", tmp_path / "got"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(
+        f"#!/bin/bash\ntrap 'echo USR1 > {shlex.quote(str(got))}; exit 7' USR1\n"
+        f"touch {shlex.quote(str(started))}\nfor i in $(seq 600); do sleep 0.1; done\nexit 3\n"
+    )
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    job = job_for(cluster.partition("v100"), verify=False, options=JobOptions(signal="B:USR1@300"))
+    path = tmp_path / "job.sh"
+    path.write_text(sbatch.render(job))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    proc = subprocess.Popen(["bash", str(path)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            if started.exists():
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGUSR1)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 7, err
+    assert got.read_text() == "USR1\n" and "SIGUSR1 before the time limit" in err, err
+
+
+def test_without_a_signal_the_steps_status_is_the_jobs(cluster: Any, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 3\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    for options in (JobOptions(), JobOptions(signal="B:10@60"), JobOptions(signal="USR1@60")):
+        done = run_script(
+            sbatch.render(job_for(cluster.partition("v100"), verify=False, options=options)), tmp_path, bin_dir
+        )
+        assert done.returncode == 3, (options, done.stderr)
