@@ -403,9 +403,10 @@ def launch_lines(job: Job) -> list[str]:
         return [command]
     said = f"envsolver: SIG{signal} before the time limit: passing it to the step of the command"
     return [
+        "envsolver_step=",
+        f'trap \'echo "{said}" >&2; kill -s {signal} "$envsolver_step" 2>/dev/null || true\' {signal}',
         f"{command} &",
         "envsolver_step=$!",
-        f'trap \'echo "{said}" >&2; kill -s {signal} "$envsolver_step"\' {signal}',
         "envsolver_status=0",
         'wait "$envsolver_step" || envsolver_status=$?',
         'while kill -0 "$envsolver_step" 2>/dev/null; do  # a trapped signal ended the wait: wait again',
