@@ -211,7 +211,10 @@ partition, no environment at PREFIX, a value outside its grammar) or Slurm could
 @click.option("--error", "job_error", metavar="PATTERN", help="The job's stderr file, e.g. logs/%x-%j.err.")
 @click.option("--exclude", metavar="NODES", help="Nodes not to use, e.g. gpu07 or gpu[01-03].")
 @click.option(
-    "--signal", "job_signal", metavar="[R:|B:]SIG[@SECONDS]", help="Warn the job before its end, e.g. B:USR1@300."
+    "--signal",
+    "job_signal",
+    metavar="[R:|B:]SIG[@SECONDS]",
+    help="Signal the job before its end, e.g. USR1@300 (every step's processes) or B:USR1@300 (passed to the step).",
 )
 @click.option("--requeue", is_flag=True, help="Let Slurm requeue the job (after a node failure or preemption).")
 @click.option("--array", metavar="INDEXES", help="A job array, e.g. 0-15 or 0-99%10.")
