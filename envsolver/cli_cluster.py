@@ -278,9 +278,11 @@ def sbatch_command(
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Write an sbatch script that runs COMMAND on a partition of the cluster file: the environment activated
-    and verified on every node, then COMMAND under torchrun on every node (one process per GPU), meeting at
-    the step's first host. Put COMMAND last (after --, or after the options)."""
+    """Write an sbatch script that runs COMMAND on a partition of the cluster file: a clean start, the
+    environment activated and verified on every node, then COMMAND under torchrun on every node (one process
+    per GPU), one Slurm task per GPU (--launch per-gpu) or DeepSpeed's launcher (--launch deepspeed), meeting
+    at the step's first host. The partition's limits and nodes are read first; a job it cannot run is refused.
+    Put COMMAND last (after --, or after the options)."""
     if no_verify and checks:
         raise BadInputError("--check narrows the verify step, which --no-verify leaves out. Remove one of them.")
     cluster = cluster_file.load(cluster_path, default_kb())

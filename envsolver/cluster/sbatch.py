@@ -1,52 +1,49 @@
-"""The job script `envsolver cluster sbatch` writes: a batch job for one partition of a cluster file that starts
-from a clean environment, activates the environment, checks it on every allocated node, then runs the user's
-command in one of three launch styles, meeting at the step's first host by construction
-(envsolver/cluster/slurm_launch.py).
+"""The job script `envsolver cluster sbatch` writes: a batch job for one partition of a cluster file that activates
+the environment, checks it on every allocated node, then runs the user's command under torchrun on every node,
+meeting at the step's first host by construction (envsolver/cluster/slurm_launch.py).
 
     #!/bin/bash
-    #SBATCH lines          the partition's Slurm options (cluster file; --constraint replaces the file's), nodes,
-                           tasks per node (1, or G for per-gpu), CPUs per task, GPUs per node, time, job name,
-                           then the job's options (job_options.py: qos, mem, exclusive, output/error, exclude,
-                           signal, requeue, array) and the site's own lines (--sbatch-line) last
+    #SBATCH lines          the partition's Slurm options (cluster file), nodes, one task per node, GPUs per node,
+                           time, job name; then the job's options (job_options.py) and the site's lines
     set -euo pipefail
-    clean start            `module purge` where a `module` command exists; then every exported variable that
-                           changes which Python, which libraries or which rendezvous the steps get is unset
+    clean start            (clean_environment) `module purge` where a `module` command exists; every exported
+                           variable that changes which Python, libraries or rendezvous the steps get is unset
                            (CLEANED); PYTHONNOUSERSITE=1 (no ~/.local packages); SLURM_EXPORT_ENV=ALL
     activation             CONDA_PREFIX and PATH as verify/nccl_run.environ_for sets them, then the prefix's own
                            etc/conda/activate.d/*.sh (the hook's settings): no conda needed on the nodes
-    verify step            (verify_section) srun, one task per node, `verify -p PREFIX` on every node; a failure
-                           ends the job before the command, naming the node (srun does) and each failing check's fix
-    launch step            (launch_argv) by --launch:
-                             torchrun   srun, one task per node: PREFIX/bin/python slurm_launch.py
-                                        --nproc-per-node=G -- COMMAND (torchrun starts G processes per node)
-                             per-gpu    srun --ntasks-per-node=G --gpus-per-task=1 --gpu-bind=none: one task per
-                                        GPU, the launcher (--style=per-task) sets RANK, LOCAL_RANK, WORLD_SIZE,
-                                        MASTER_ADDR, MASTER_PORT from Slurm's variables and runs COMMAND.
-                                        --gpu-bind=none: every task sees the node's G GPUs, so LOCAL_RANK indexes
-                                        them as under torchrun (bound tasks would each see one GPU as device 0,
-                                        and `torch.cuda.set_device(LOCAL_RANK)` would fail from local rank 1 on)
-                             deepspeed  srun, one task per node: the launcher (--style=deepspeed) writes the step's
-                                        hostfile and runs DeepSpeed's own launcher with --no_ssh on each node;
-                                        COMMAND is the training script and its arguments
+    verify step            srun, one task per node: the login node's envsolver (its interpreter, on the shared
+                           filesystem) runs `verify -p PREFIX` on every node; a failure ends the job before the
+                           command, naming the node (srun does) and each failing check's fix
+    launch step            srun, one task per node: PREFIX/bin/python slurm_launch.py --nproc-per-node=G -- COMMAND
+
+The launch step by --launch (launch_argv; the verify step is verify_section, one call in render):
+  torchrun   as above: torchrun starts G processes per node.
+  per-gpu    srun --ntasks-per-node=G --gpus-per-task=1 --gpu-bind=none: one task per GPU; the launcher
+             (--style=per-task) sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from Slurm's variables
+             and runs COMMAND. --gpu-bind=none: every task sees its node's G GPUs, so LOCAL_RANK indexes them as
+             under torchrun (a task bound to one GPU sees it as device 0, and `torch.cuda.set_device(LOCAL_RANK)`
+             fails from local rank 1 on).
+  deepspeed  srun, one task per node: the launcher (--style=deepspeed) writes the step's hostfile and runs
+             DeepSpeed's own launcher with --no_ssh on each node; COMMAND is the training script and its arguments.
+With `--signal B:SIG`, the step runs in the background and the batch shell passes the signal on (launch_lines).
 
 The clean start, decided: the script unsets what it must rather than asking sbatch for --export=NONE. With
 --export=NONE sbatch leaves only SLURM_* variables (PATH, HOME and the `module` function go too, so srun and
-module purge may not be found) and puts SLURM_EXPORT_ENV=NONE into the job, so every srun step inside would
-start empty as well and lose the activation. srun passes the batch step's environment to its steps
-(--export=ALL, the default); the script sets SLURM_EXPORT_ENV=ALL so that stays true even when the job was
-submitted with --export=NONE or SBATCH_EXPORT=NONE. The submit shell's PATH stays (after the env's bin/ once
-activated): srun, scontrol and the site's tools are found through it.
+module purge may not be found) and puts SLURM_EXPORT_ENV=NONE into the job, so every srun step inside would start
+empty as well and lose the activation. srun passes the batch step's environment to its steps (--export=ALL, the
+default); the script sets SLURM_EXPORT_ENV=ALL so that stays true even when the job was submitted with
+--export=NONE or SBATCH_EXPORT=NONE. The submit shell's PATH stays (after the env's bin/ once activated): srun,
+scontrol and the site's tools are found through it.
 
-Every value is checked before any text exists: Slurm values against the cluster file's grammars (grammar.py)
-and the job's against job_options.py (the time limit against nccl_run.TIME), paths absolute without control
-characters, command words without control characters. Every value is single-quoted where the shell reads it
-(shlex.quote / shlex.join): nothing the user gave is expanded. #SBATCH lines are comments to bash; sbatch reads
-them, and grammar values hold no space or quote.
+Every value is checked before any text exists: Slurm values against the cluster file's grammars (grammar.py; the
+time limit against nccl_run.TIME), paths absolute without control characters, command words without control
+characters. Every value is single-quoted where the shell reads it (shlex.quote / shlex.join): nothing the user
+gave is expanded. #SBATCH lines are comments to bash; sbatch reads them, and grammar values hold no space or quote.
 
 GPUs per node: --gpus-per-node, else the fewest GPUs of the requested type on the partition's nodes as Slurm
-reports them (sinfo's GRES), asked once on the login node. CPUs: --cpus-per-task, else --cpus-per-gpu times the
-GPUs a task drives (G for torchrun and deepspeed, 1 for per-gpu); the CLI fills --cpus-per-gpu from the
-partition's nodes (limits.py: CPUs / GPUs of its smallest usable node).
+reports them (sinfo's GRES), asked once on the login node. CPUs per task: --cpus-per-task, else --cpus-per-gpu
+times the GPUs a task drives (G; 1 for per-gpu); the CLI fills --cpus-per-gpu from the partition's nodes
+(limits.py: the CPUs / GPUs of its smallest usable node).
 """
 
 from __future__ import annotations
