@@ -325,6 +325,7 @@ def sbatch_command(
         notes.append("the partition's limits and nodes were not read (--no-slurm-check): sbatch may still refuse it")
     else:
         slurm_partition = partition.slurm.partition or partition.name
+        asked = sbatch.cpus_for(launch, gpus_per_node, cpus_per_task, cpus_per_gpu)
         request = limits.Request(
             nodes,
             gpus_per_node,
@@ -332,6 +333,7 @@ def sbatch_command(
             time_limit,
             constraint or partition.slurm.constraint,
             frozenset(job_options.excluded_nodes(exclude)) if exclude else frozenset(),
+            asked * sbatch.tasks_for(launch, gpus_per_node) if asked else None,
         )
         verdict = limits.judge(limits.read(slurm_partition), request)
         verdict.raise_refusals(partition.name)

@@ -100,6 +100,7 @@ class PartitionFacts:
     max_time: str | None
     max_nodes: int | None
     nodes: tuple[Node, ...]
+    max_cpus_per_node: int | None = None
 
 
 def parse_nodes(text: str) -> tuple[Node, ...]:
@@ -137,6 +138,7 @@ def parse_partition(text: str, name: str, nodes: Sequence[Node]) -> PartitionFac
             break
     max_time = values.get("MaxTime")
     nodes_text = values.get("MaxNodes", "")
+    cpus_text = values.get("MaxCPUsPerNode", "")
     return PartitionFacts(
         name=name,
         state=values.get("State"),
@@ -144,6 +146,7 @@ def parse_partition(text: str, name: str, nodes: Sequence[Node]) -> PartitionFac
         max_time=max_time if max_time and seconds(max_time) is not None else None,
         max_nodes=int(nodes_text) if nodes_text.isdigit() and len(nodes_text) <= 9 else None,
         nodes=tuple(nodes),
+        max_cpus_per_node=int(cpus_text) if cpus_text.isdigit() and len(cpus_text) <= 9 else None,
     )
 
 
@@ -170,7 +173,8 @@ def read(slurm_partition: str) -> PartitionFacts:
 
 @dataclass(frozen=True)
 class Request:
-    """What the job asks of the partition: GPUs of `kind` (None: any), the effective constraint and the time."""
+    """What the job asks of the partition: GPUs of `kind` (None: any), the effective constraint, the time, the
+    nodes it must not use, and the CPUs a node must give it when the user set them."""
 
     nodes: int
     gpus_per_node: int
@@ -178,6 +182,7 @@ class Request:
     time: str | None
     constraint: str | None
     excluded: frozenset[str]
+    cpus_per_node: int | None = None  # what the user asked (--cpus-per-task/-gpu x tasks); None: envsolver fills it
 
 
 @dataclass(frozen=True)
@@ -215,6 +220,13 @@ def _satisfies(node: Node, constraint: str | None) -> bool:
     if constraint is None or not re.fullmatch(r"[^|()\[\]*]+", constraint):
         return True
     return all(feature in node.features for feature in constraint.split("&"))
+
+
+def _cpus(node: Node, facts: PartitionFacts) -> int | None:
+    """The CPUs a job may use on the node: its CPUs, capped by the partition's MaxCPUsPerNode."""
+    if node.cpus is None:
+        return facts.max_cpus_per_node
+    return min(node.cpus, facts.max_cpus_per_node) if facts.max_cpus_per_node else node.cpus
 
 
 def _names(nodes: Sequence[Node], limit: int = 8) -> str:
@@ -275,12 +287,24 @@ def judge(facts: PartitionFacts, request: Request) -> Verdict:
                     "pass a --constraint of the partition's features, or leave it out",
                 )
             )
+    offered = [c for c in (_cpus(n, facts) for n in facts.nodes) if c is not None]
+    cpus = request.cpus_per_node
+    if cpus is not None and offered and cpus > max(offered):
+        refusals.append(
+            Refusal(
+                f"the job asks {cpus} CPUs per node, but a node of {name} gives a job at most {max(offered)}",
+                f"pass --cpus-per-gpu {max(1, max(offered) // request.gpus_per_node)} or less (and no "
+                "--cpus-per-task), or leave both out",
+            )
+        )
+        cpus = None  # the cause is named; the node count below would only repeat it
     fits = [
         n
         for n in facts.nodes
         if n.name not in request.excluded
         and n.gpu_count(kind) >= request.gpus_per_node
         and _satisfies(n, request.constraint)
+        and (cpus is None or (_cpus(n, facts) or cpus) >= cpus)
     ]
     usable = [n for n in fits if n.usable]
     out = [n for n in fits if not n.usable]
@@ -305,5 +329,5 @@ def judge(facts: PartitionFacts, request: Request) -> Verdict:
             "GPUs with no --constraint: its nodes may differ; pass --constraint with a feature of one kind of "
             "node, or type the GPUs in the cluster file (slurm.gres: gpu:TYPE:1)"
         )
-    per_gpu = [n.cpus // max(1, n.gpu_count(None)) for n in usable if n.cpus]
+    per_gpu = [c // max(1, n.gpu_count(None)) for n in usable if (c := _cpus(n, facts))]
     return Verdict(tuple(refusals), tuple(warnings), max(1, min(per_gpu)) if per_gpu else None)

@@ -237,18 +237,26 @@ def gpu_request(options: SlurmOptions, gpus_per_node: int) -> list[str]:
     return [f"--gpus-per-node={grammar.gpus(f'{kind}:{gpus_per_node}' if kind else str(gpus_per_node))}"]
 
 
+def tasks_for(launch: Launch, gpus_per_node: int) -> int:
+    """Tasks per node: one per GPU for per-gpu; one (its launcher starts the processes) otherwise."""
+    return gpus_per_node if launch == "per-gpu" else 1
+
+
+def cpus_for(launch: Launch, gpus_per_node: int, cpus_per_task: int | None, cpus_per_gpu: int | None) -> int | None:
+    """CPUs per task: --cpus-per-task, else --cpus-per-gpu times the GPUs a task drives; None: Slurm's default."""
+    if cpus_per_task is not None:
+        return cpus_per_task
+    if cpus_per_gpu is None:
+        return None
+    return min(MAX_CPUS, cpus_per_gpu * (gpus_per_node // tasks_for(launch, gpus_per_node)))
+
+
 def tasks_per_node(job: Job) -> int:
-    """One task per GPU for per-gpu; one per node (its launcher starts the processes) otherwise."""
-    return job.gpus_per_node if job.launch == "per-gpu" else 1
+    return tasks_for(job.launch, job.gpus_per_node)
 
 
 def task_cpus(job: Job) -> int | None:
-    """CPUs per task: --cpus-per-task, else --cpus-per-gpu times the GPUs a task drives; None: Slurm's default."""
-    if job.cpus_per_task is not None:
-        return job.cpus_per_task
-    if job.cpus_per_gpu is None:
-        return None
-    return min(MAX_CPUS, job.cpus_per_gpu * (1 if job.launch == "per-gpu" else job.gpus_per_node))
+    return cpus_for(job.launch, job.gpus_per_node, job.cpus_per_task, job.cpus_per_gpu)
 
 
 def directives(job: Job) -> list[str]:

@@ -145,3 +145,20 @@ def test_cpus_per_gpu_from_the_smallest_usable_node() -> None:
 
 def test_features_named_in_a_constraint() -> None:
     assert limits.features_named("[rack1*2&rack2*4]|(ib&a100)") == ["rack1", "rack2", "ib", "a100"]
+
+
+def test_cpus_the_user_asks_must_fit_a_node() -> None:
+    """64 CPUs on the 8-GPU nodes: 16 per GPU x 8 asks 128 per node, refused with the most that fits; a
+    partition's MaxCPUsPerNode caps what a node gives (and the CPUs per GPU envsolver fills in)."""
+    verdict = limits.judge(facts(*FOUR), request(cpus_per_node=128))
+    assert [r.problem for r in verdict.refusals] == [
+        "the job asks 128 CPUs per node, but a node of p gives a job at most 64"
+    ], verdict.refusals
+    assert verdict.refusals[0].fix.startswith("pass --cpus-per-gpu 8 or less"), verdict.refusals
+    assert not limits.judge(facts(*FOUR), request(cpus_per_node=64)).refusals
+    two = limits.judge(facts(*FOUR), request(nodes=3, gpus=4, cpus_per_node=48))
+    assert "p has 2 usable node(s)" in two.refusals[0].problem, two.refusals  # n4 has only 32, n3 is down: n1, n2 fit
+    capped = facts(*FOUR)
+    capped = limits.PartitionFacts("p", "UP", None, None, None, capped.nodes, max_cpus_per_node=16)
+    assert limits.judge(capped, request()).cpus_per_gpu == 2  # 16 CPUs for 8 GPUs
+    assert limits.judge(capped, request(cpus_per_node=32)).refusals[0].problem.endswith("at most 16")

@@ -214,6 +214,8 @@ def test_jobs_the_partition_cannot_run_are_refused_with_a_fix_that_works(lab: Sl
     assert sbatch_cli(["--time", "00:10:00", *base])[0] == 0
     refused(["--gpus-per-node", "16"], "no node of mixed has more than 2 GPUs", "pass --gpus-per-node 2 or less")
     assert sbatch_cli(["--gpus-per-node", "2", *base])[0] == 0
+    refused(["--cpus-per-gpu", "4"], "asks 8 CPUs per node, but a node of mixed gives a job at most 2")
+    assert sbatch_cli(["--cpus-per-gpu", "1", *base])[0] == 0  # the fix: pass --cpus-per-gpu 1 or less
     refused(["--constraint", "nvlink"], "names nvlink, a feature no node of mixed has (its features: ib, rack1)")
     refused(["--constraint", "ib", "--nodes", "2"], "mixed has 1 usable node(s)", "pass --nodes 1 or less")
     assert sbatch_cli(["--constraint", "ib", "--nodes", "1", *base])[0] == 0
