@@ -239,5 +239,7 @@ def test_cpus_per_gpu_come_from_the_nodes_and_mixed_gpus_are_warned_about(lab: S
     assert any("different GPUs (a100, h100)" in note for note in doc["notes"]), doc["notes"]
     code, doc = sbatch_cli(["--launch", "per-gpu", *base])
     assert code == 0 and doc["cpus_per_task"] == 1, doc
-    code, doc = sbatch_cli(["--cpus-per-task", "2", "--launch", "per-gpu", *base])
-    assert code == 0 and doc["cpus_per_task"] == 2 and doc["cpus_from"] == "--cpus-per-task", doc
+    code, doc = sbatch_cli(["--cpus-per-task", "1", "--cpus-per-gpu", "1", *base])  # --cpus-per-task wins
+    assert code == 0 and doc["cpus_per_task"] == 1 and doc["cpus_from"] == "--cpus-per-task", doc
+    code, doc = sbatch_cli(["--cpus-per-task", "2", "--launch", "per-gpu", *base])  # 2 tasks x 2 CPUs > 2
+    assert code == 1 and "asks 4 CPUs per node" in doc["error"]["message"], doc
