@@ -96,6 +96,23 @@ CLEANED = (
     "NODE_RANK",
     "GROUP_RANK",
 )
+# The best-known of CLEANED's patterns by name, unset even where bash was built without `compgen` (no
+# programmable completion), which the pattern loop needs.
+UNSET_BY_NAME = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "CONDA_SHLVL",
+    "CONDA_EXE",
+    "CONDA_PYTHON_EXE",
+    *(name for name in CLEANED if "*" not in name),
+)
 _PYTHONS = ("python", "python3")
 _PATH_MARK = "\x00PATH\x00"  # stands for the job's own $PATH while rendering the activation
 # Slurm's own variables, expanded by the job's shell.
@@ -283,7 +300,8 @@ def clean_environment() -> list[str]:
         "if type module >/dev/null 2>&1; then",
         f"  set +u; module purge >&2 || {_echo(failed)}; set -u",
         "fi",
-        "for envsolver_variable in $(compgen -e); do",
+        f"unset {' '.join(UNSET_BY_NAME)}  # by name too, where bash has no compgen",
+        "for envsolver_variable in $(compgen -e 2>/dev/null); do",
         f'  case "$envsolver_variable" in {patterns}) unset "$envsolver_variable" ;; esac',
         "done",
         "unset envsolver_variable",

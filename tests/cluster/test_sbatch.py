@@ -77,7 +77,11 @@ if type module >/dev/null 2>&1; then
   set +u; module purge >&2 || echo 'envsolver: module purge failed; the job goes on with the modules it has' >&2; \
 set -u
 fi
-for envsolver_variable in $(compgen -e); do
+unset PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE LD_LIBRARY_PATH LD_PRELOAD LD_AUDIT CONDA_PREFIX \
+CONDA_DEFAULT_ENV CONDA_SHLVL CONDA_EXE CONDA_PYTHON_EXE VIRTUAL_ENV VIRTUAL_ENV_PROMPT CUDA_HOME CUDA_PATH \
+TORCH_CUDA_ARCH_LIST TORCH_EXTENSIONS_DIR MASTER_ADDR MASTER_PORT RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE \
+NODE_RANK GROUP_RANK  # by name too, where bash has no compgen
+for envsolver_variable in $(compgen -e 2>/dev/null); do
   case "$envsolver_variable" in PYTHON*|LD_*|CONDA*|_CE_*|VIRTUAL_ENV|VIRTUAL_ENV_PROMPT|CUDA_HOME|CUDA_PATH|\
 TORCH_CUDA_ARCH_LIST|TORCH_EXTENSIONS_DIR|MASTER_ADDR|MASTER_PORT|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|\
 NODE_RANK|GROUP_RANK) unset "$envsolver_variable" ;; esac
@@ -680,3 +684,21 @@ def test_without_a_signal_the_steps_status_is_the_jobs(cluster: Any, tmp_path: P
             sbatch.render(job_for(cluster.partition("v100"), verify=False, options=options)), tmp_path, bin_dir
         )
         assert done.returncode == 3, (options, done.stderr)
+
+
+def test_without_compgen_the_best_known_variables_are_still_unset(cluster: Any, tmp_path: Path) -> None:
+    """A bash without programmable completion has no `compgen` (here a function that fails stands for it): the
+    pattern loop finds nothing, and the names unset one by one still keep PYTHONPATH and the others out."""
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    path = tmp_path / "job.sh"
+    path.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(tmp_path / "env"), verify=False)))
+    env = {**os.environ, **DIRTY, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    env["BASH_FUNC_compgen%%"] = "() { return 127; }"
+    done = subprocess.run(["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    leaked = {key: step[key] for key in DIRTY if step.get(key) == DIRTY[key]}
+    assert leaked == {}, leaked
