@@ -287,16 +287,30 @@ class SlurmLab:
 
     @contextmanager
     def node_down(self, node: str) -> Iterator[None]:
-        """While inside, the node is DOWN (`scontrol update ... State=DOWN`, as a site takes a node out); then
-        RESUMEd, and back to idle (answering) before this returns."""
-        done = self.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=slurmlab node_down"])
-        if done.returncode != 0:
-            raise LabError(f"scontrol could not take {node} down: {done.stderr}")
+        """While inside, the node is DOWN as a dead node is: its slurmd stopped (by PID) and the node set DOWN
+        (`scontrol update ... State=DOWN`); a DOWN node whose slurmd still answers would return to service at
+        the controller's next registration request (ReturnToService=2, every ~20 s). Then its slurmd is started
+        again, the node RESUMEd, and idle before this returns."""
+        name = f"slurmd-{node}"
+        proc = self.processes.pop(name)
+        proc.send_signal(signal.SIGTERM)
         try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        try:
+            done = self.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=slurmlab node_down"])
+            if done.returncode != 0:
+                raise LabError(f"scontrol could not take {node} down: {done.stderr}")
             yield
         finally:
-            self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
-            self._wait_for(lambda: self._node_idle(node), f"{node} idle again after node_down")
+            self._spawn(name, ["slurmd", "-D", "-f", str(self.conf), "-N", node])
+            self._wait_for(lambda: self._resumed(node), f"{node} idle again after node_down")
+
+    def _resumed(self, node: str) -> bool:
+        self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+        return self._node_idle(node)
 
     def _node_idle(self, node: str) -> bool:
         try:
