@@ -8,7 +8,7 @@ meeting at the step's first host by construction (envsolver/cluster/slurm_launch
     set -euo pipefail
     clean start            (clean_environment) `module purge` where a `module` command exists; every exported
                            variable that changes which Python, libraries or rendezvous the steps get is unset
-                           (CLEANED); PYTHONNOUSERSITE=1 (no ~/.local packages); SLURM_EXPORT_ENV=ALL
+                           (job_shell.CLEANED); PYTHONNOUSERSITE=1 (no ~/.local packages); SLURM_EXPORT_ENV=ALL
     activation             CONDA_PREFIX and PATH as verify/nccl_run.environ_for sets them, then the prefix's own
                            etc/conda/activate.d/*.sh (the hook's settings): no conda needed on the nodes
     verify step            srun, one task per node: the login node's envsolver (its interpreter, on the shared
@@ -25,7 +25,8 @@ The launch step by --launch (launch_argv; the verify step is verify_section, one
              fails from local rank 1 on).
   deepspeed  srun, one task per node: the launcher (--style=deepspeed) writes the step's hostfile and runs
              DeepSpeed's own launcher with --no_ssh on each node; COMMAND is the training script and its arguments.
-With `--signal B:SIG`, the step runs in the background and the batch shell passes the signal on (launch_lines).
+With `--signal B:SIG`, the step runs in the background and the batch shell passes the signal on
+(job_shell.launch_lines).
 
 The clean start, decided: the script unsets what it must rather than asking sbatch for --export=NONE. With
 --export=NONE sbatch leaves only SLURM_* variables (PATH, HOME and the `module` function go too, so srun and
@@ -56,7 +57,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from envsolver import prefixmeta
-from envsolver.cluster import grammar, job_options, parse, slurm, slurm_launch
+from envsolver.cluster import grammar, job_options, job_shell, parse, slurm, slurm_launch
 from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
@@ -72,47 +73,6 @@ Launch = Literal["torchrun", "per-gpu", "deepspeed"]
 LAUNCHES: tuple[Launch, ...] = get_args(Launch)
 # The launcher's --style for each launch.
 STYLE: dict[Launch, str] = {"torchrun": "torchrun", "per-gpu": "per-task", "deepspeed": "deepspeed"}
-# Exported variables the clean start unsets (bash `case` patterns; fixed text, no user value): which Python and
-# which packages (PYTHON*: PYTHONPATH, PYTHONHOME, PYTHONSTARTUP, PYTHONUSERBASE, ...; the activation sets
-# PYTHONUNBUFFERED again), which libraries the loader takes (LD_*: LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, ...),
-# another conda or virtual environment's settings, another toolkit or op cache, a rendezvous set by hand.
-CLEANED = (
-    "PYTHON*",
-    "LD_*",
-    "CONDA*",
-    "_CE_*",
-    "VIRTUAL_ENV",
-    "VIRTUAL_ENV_PROMPT",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "TORCH_CUDA_ARCH_LIST",
-    "TORCH_EXTENSIONS_DIR",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "NODE_RANK",
-    "GROUP_RANK",
-)
-# The best-known of CLEANED's patterns by name, unset even where bash was built without `compgen` (no
-# programmable completion), which the pattern loop needs.
-UNSET_BY_NAME = (
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "PYTHONSTARTUP",
-    "PYTHONUSERBASE",
-    "LD_LIBRARY_PATH",
-    "LD_PRELOAD",
-    "LD_AUDIT",
-    "CONDA_PREFIX",
-    "CONDA_DEFAULT_ENV",
-    "CONDA_SHLVL",
-    "CONDA_EXE",
-    "CONDA_PYTHON_EXE",
-    *(name for name in CLEANED if "*" not in name),
-)
 _PYTHONS = ("python", "python3")
 _PATH_MARK = "\x00PATH\x00"  # stands for the job's own $PATH while rendering the activation
 # Slurm's own variables, expanded by the job's shell.
@@ -291,25 +251,6 @@ def directives(job: Job) -> list[str]:
     return [*words, *job_options.directives(job.options)]
 
 
-def clean_environment() -> list[str]:
-    """The script's first lines: `module purge` where modules exist, then CLEANED unset (fixed text)."""
-    patterns = "|".join(CLEANED)
-    failed = "envsolver: module purge failed; the job goes on with the modules it has"
-    return [
-        "# A clean start: no module, and nothing of the submit shell's Python, libraries, conda or rendezvous.",
-        "if type module >/dev/null 2>&1; then",
-        f"  set +u; module purge >&2 || {_echo(failed)}; set -u",
-        "fi",
-        f"unset {' '.join(UNSET_BY_NAME)}  # by name too, where bash has no compgen",
-        "for envsolver_variable in $(compgen -e 2>/dev/null); do",
-        f'  case "$envsolver_variable" in {patterns}) unset "$envsolver_variable" ;; esac',
-        "done",
-        "unset envsolver_variable",
-        "export PYTHONNOUSERSITE=1  # no packages from ~/.local",
-        "export SLURM_EXPORT_ENV=ALL  # every srun below gets this environment, even under sbatch --export=NONE",
-    ]
-
-
 def activation(prefix: str) -> list[str]:
     """`export` lines for what nccl_run.environ_for sets (the one rule for an env's variables), each value
     single-quoted, the job's own $PATH kept where environ_for keeps it."""
@@ -387,7 +328,7 @@ def render(job: Job) -> str:
         *[f"#SBATCH {word}" for word in directives(job)],
         "set -euo pipefail",
         "",
-        *clean_environment(),
+        *job_shell.clean_environment(),
         "",
         "# The environment, as activating it sets it (no conda needed on the nodes); srun passes it to every step.",
         *activation(job.where),
@@ -403,41 +344,9 @@ def render(job: Job) -> str:
     lines += [
         f"# The command: {ABOUT[job.launch]}, rendezvous on the step's first host (the launcher finds it).",
         _echo(f"envsolver: starting the command on {shown}"),
-        *launch_lines(job),
+        *job_shell.launch_lines(shlex.join(launch_argv(job)), job.options),
     ]
     return "\n".join(lines) + "\n"
-
-
-def batch_signal(options: JobOptions) -> str | None:
-    """The signal `--signal B:SIG[@TIME]` sends to the batch shell (without `SIG`), or None."""
-    if options.signal is None or not options.signal.startswith("B:"):
-        return None
-    name = options.signal[2:].partition("@")[0]
-    return name[3:] if name.startswith("SIG") else name
-
-
-def launch_lines(job: Job) -> list[str]:
-    """The command's step. With `--signal B:SIG`, Slurm signals the batch shell, which would die of it (no
-    trap) and end the job early: the step then runs in the background and the shell passes the signal on to
-    srun, which forwards it to the step's tasks (the ranks, or their launchers)."""
-    command = shlex.join(launch_argv(job))
-    signal = batch_signal(job.options)
-    if signal is None:
-        return [command]
-    said = f"envsolver: SIG{signal} before the time limit: passing it to the step of the command"
-    return [
-        "envsolver_step=",
-        f'trap \'echo "{said}" >&2; kill -s {signal} "$envsolver_step" 2>/dev/null || true\' {signal}',
-        f"{command} &",
-        "envsolver_step=$!",
-        "envsolver_status=0",
-        'wait "$envsolver_step" || envsolver_status=$?',
-        'while kill -0 "$envsolver_step" 2>/dev/null; do  # a trapped signal ended the wait: wait again',
-        "  envsolver_status=0",
-        '  wait "$envsolver_step" || envsolver_status=$?',
-        "done",
-        'exit "$envsolver_status"',
-    ]
 
 
 # --- the environment and the GPUs per node --------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from envsolver.cluster import grammar, limits, parse, sbatch, slurm_launch
+from envsolver.cluster import grammar, job_shell, limits, parse, sbatch, slurm_launch
 from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
@@ -130,7 +130,7 @@ def read_back(job: sbatch.Job, script: str) -> None:
     [launch_line] = [line for line in body if line.startswith("srun ") and "--kill-on-bad-exit=1" in line]
     launch = shlex.split(launch_line.removesuffix(" &"))
     assert launch == sbatch.launch_argv(job) and launch[launch.index("--") + 1 :] == list(job.command)
-    assert launch_line.endswith(" &") == (sbatch.batch_signal(job.options) is not None), launch_line
+    assert launch_line.endswith(" &") == (job_shell.batch_signal(job.options) is not None), launch_line
     verify = [shlex.split(line[5:-6]) for line in body if line.startswith("if ! srun")]
     assert verify == ([sbatch.verify_argv(job)] if job.verify else [])
     exports = [line for line in body if line.startswith("export CONDA_PREFIX=")]
