@@ -17,8 +17,9 @@ import click
 
 from envsolver import completion, interrupts, render
 from envsolver.cli_base import diagnostics, verbosity
-from envsolver.cluster import discover, report, sbatch, slurm
+from envsolver.cluster import discover, job_options, limits, report, sbatch, slurm
 from envsolver.cluster import file as cluster_file
+from envsolver.cluster.job_options import JobOptions
 from envsolver.errors import BadInputError
 from envsolver.kb import default_kb
 from envsolver.verify.checks import IDS as CHECK_IDS
@@ -131,14 +132,27 @@ Examples:
       --time 04:00:00 --out train.sh -- python train.py --lr 3e-4
   sbatch train.sh
   envsolver cluster sbatch -c cluster.yaml --partition h100 -p /shared/envs/train python train.py   # prints it
+  envsolver cluster sbatch -c cluster.yaml --partition a100 -p /shared/envs/train --launch per-gpu \\
+      --qos high --mem-per-gpu 80G --exclusive --output 'logs/%x-%j.out' --signal B:USR1@300 --requeue \\
+      --sbatch-line --mail-type=END --out train.sh -- python train.py
+  envsolver cluster sbatch ... --launch deepspeed -- train.py --deepspeed_config ds.json
 
-The script: #SBATCH lines from the partition's Slurm options; the environment activated (CONDA_PREFIX, PATH, its
-etc/conda/activate.d scripts); `envsolver verify -p PREFIX` on every node (a failing node ends the job before the
-command; --no-verify leaves it out, --check narrows it); then the command under torchrun on every node, one
-process per GPU, with the rendezvous on the step's first host. Every value is checked and shell-quoted.
+The script: #SBATCH lines from the partition's Slurm options and the job's options; a clean start (module purge
+where modules exist; the submit shell's PYTHON*, LD_*, CONDA* and rendezvous variables unset); the environment
+activated (CONDA_PREFIX, PATH, its etc/conda/activate.d scripts); `envsolver verify -p PREFIX` on every node (a
+failing node ends the job before the command; --no-verify leaves it out, --check narrows it); then the command
+by --launch: torchrun on every node (one process per GPU), one Slurm task per GPU (per-gpu: RANK, LOCAL_RANK,
+WORLD_SIZE, MASTER_ADDR from Slurm), or DeepSpeed's launcher on every node with a hostfile of the allocation
+(deepspeed: the command is the training script). Rendezvous on the step's first host. Every value is checked
+against its grammar and shell-quoted. --sbatch-line takes one long sbatch option, `--NAME[=VALUE]`.
 
-Exit codes: 0 ok; 2 bad input (an unknown partition, no environment at PREFIX, a value outside its grammar) or
-Slurm could not say how many GPUs a node has (pass --gpus-per-node); every message ends with the fix.
+Before writing, the partition's limits and nodes are read (scontrol, sinfo): a job over MaxTime or MaxNodes,
+with more GPUs per node than a node has, more nodes than are up, or a --constraint naming no feature of the
+partition is refused; the CPUs per GPU come from its nodes (CPUs / GPUs).
+
+Exit codes: 0 ok; 1 the partition cannot run the job (each reason with its fix); 2 bad input (an unknown
+partition, no environment at PREFIX, a value outside its grammar) or Slurm could not answer (pass
+--gpus-per-node, or --no-slurm-check); every message ends with the fix.
 """
 
 
@@ -172,9 +186,53 @@ Slurm could not say how many GPUs a node has (pass --gpus-per-node); every messa
     type=click.IntRange(1, sbatch.MAX_GPUS),
     help="Processes (GPUs) per node [default: the partition's nodes' GPUs, from sinfo].",
 )
-@click.option("--cpus-per-task", type=click.IntRange(1, 4096), help="CPUs for each node's processes together.")
+@click.option(
+    "--launch",
+    type=click.Choice(list(sbatch.LAUNCHES)),
+    default="torchrun",
+    show_default=True,
+    help="torchrun on every node; per-gpu: one Slurm task per GPU; deepspeed: DeepSpeed's launcher per node.",
+)
+@click.option(
+    "--cpus-per-gpu",
+    type=click.IntRange(1, sbatch.MAX_CPUS),
+    help="CPUs for each GPU's process [default: the partition's nodes' CPUs / GPUs].",
+)
+@click.option(
+    "--cpus-per-task",
+    type=click.IntRange(1, sbatch.MAX_CPUS),
+    help="CPUs for each task (a node's processes together, or one GPU's for per-gpu); overrides --cpus-per-gpu.",
+)
 @click.option("--time", "time_limit", metavar="TIME", help="Time limit, e.g. 30, 04:00:00, 1-12.")
 @click.option("--job-name", metavar="NAME", help="The job's name.")
+@click.option("--constraint", metavar="EXPR", help="Node features, e.g. 'ib&rack1'; replaces the cluster file's.")
+@click.option("--qos", metavar="NAME", help="The job's QOS.")
+@click.option("--mem", metavar="SIZE", help="Memory per node, e.g. 200G (0: all of it).")
+@click.option("--mem-per-gpu", metavar="SIZE", help="Memory per GPU, e.g. 80G.")
+@click.option("--exclusive", is_flag=True, help="Whole nodes, shared with no other job.")
+@click.option("--output", "job_output", metavar="PATTERN", help="The job's stdout file, e.g. logs/%x-%j.out.")
+@click.option("--error", "job_error", metavar="PATTERN", help="The job's stderr file, e.g. logs/%x-%j.err.")
+@click.option("--exclude", metavar="NODES", help="Nodes not to use, e.g. gpu07 or gpu[01-03].")
+@click.option(
+    "--signal",
+    "job_signal",
+    metavar="[R:|B:]SIG[@SECONDS]",
+    help="Signal the job before its end, e.g. USR1@300 (every step's processes) or B:USR1@300 (passed to the step).",
+)
+@click.option("--requeue", is_flag=True, help="Let Slurm requeue the job (after a node failure or preemption).")
+@click.option("--array", metavar="INDEXES", help="A job array, e.g. 0-15 or 0-99%10.")
+@click.option(
+    "--sbatch-line",
+    "site_lines",
+    multiple=True,
+    metavar="--NAME[=VALUE]",
+    help="One more #SBATCH option for the site (repeatable), e.g. --sbatch-line=--reservation=maint.",
+)
+@click.option(
+    "--no-slurm-check",
+    is_flag=True,
+    help="Write the script without reading the partition's limits and nodes (away from a login node).",
+)
 @click.option("--no-verify", is_flag=True, help="Leave out the verify step before the command.")
 @click.option(
     "--check",
@@ -198,9 +256,24 @@ def sbatch_command(
     prefix: Path,
     nodes: int,
     gpus_per_node: int | None,
+    launch: sbatch.Launch,
+    cpus_per_gpu: int | None,
     cpus_per_task: int | None,
     time_limit: str | None,
     job_name: str | None,
+    constraint: str | None,
+    qos: str | None,
+    mem: str | None,
+    mem_per_gpu: str | None,
+    exclusive: bool,
+    job_output: str | None,
+    job_error: str | None,
+    exclude: str | None,
+    job_signal: str | None,
+    requeue: bool,
+    array: str | None,
+    site_lines: tuple[str, ...],
+    no_slurm_check: bool,
     no_verify: bool,
     checks: tuple[str, ...],
     out: Path | None,
@@ -208,9 +281,11 @@ def sbatch_command(
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Write an sbatch script that runs COMMAND on a partition of the cluster file: the environment activated
-    and verified on every node, then COMMAND under torchrun on every node (one process per GPU), meeting at
-    the step's first host. Put COMMAND last (after --, or after the options)."""
+    """Write an sbatch script that runs COMMAND on a partition of the cluster file: a clean start, the
+    environment activated and verified on every node, then COMMAND under torchrun on every node (one process
+    per GPU), one Slurm task per GPU (--launch per-gpu) or DeepSpeed's launcher (--launch deepspeed), meeting
+    at the step's first host. The partition's limits and nodes are read first; a job it cannot run is refused.
+    Put COMMAND last (after --, or after the options)."""
     if no_verify and checks:
         raise BadInputError("--check narrows the verify step, which --no-verify leaves out. Remove one of them.")
     cluster = cluster_file.load(cluster_path, default_kb())
@@ -221,8 +296,24 @@ def sbatch_command(
             f"cluster file {str(cluster_path)!r} has no partition {partition_name!r}. Pass --partition with one "
             f"of: {names}."
         )
+    options = JobOptions(
+        constraint,
+        qos,
+        mem,
+        mem_per_gpu,
+        exclusive,
+        job_output,
+        job_error,
+        exclude,
+        job_signal,
+        requeue,
+        array,
+        site_lines,
+    )
+    job_options.validate(options)
     where = sbatch.absolute_prefix(prefix)
     notes = sbatch.check_prefix(where, partition)
+    sbatch.check_launch(where, launch)
     if gpus_per_node is None:
         found = sbatch.node_gpus(partition)
         gpus_per_node, origin = found.count, found.origin
@@ -232,21 +323,45 @@ def sbatch_command(
             )
     else:
         origin = "--gpus-per-node"
+    cpus_from = "--cpus-per-task" if cpus_per_task else "--cpus-per-gpu" if cpus_per_gpu else None
+    if no_slurm_check:
+        notes.append("the partition's limits and nodes were not read (--no-slurm-check): sbatch may still refuse it")
+    else:
+        slurm_partition = partition.slurm.partition or partition.name
+        asked = sbatch.cpus_for(launch, gpus_per_node, cpus_per_task, cpus_per_gpu)
+        request = limits.Request(
+            nodes,
+            gpus_per_node,
+            sbatch.gpu_type(partition.slurm),
+            time_limit,
+            constraint or partition.slurm.constraint,
+            frozenset(job_options.excluded_nodes(exclude)) if exclude else frozenset(),
+            asked * sbatch.tasks_for(launch, gpus_per_node) if asked else None,
+        )
+        verdict = limits.judge(limits.read(slurm_partition), request)
+        verdict.raise_refusals(partition.name)
+        notes += verdict.warnings
+        if cpus_from is None and verdict.cpus_per_gpu is not None:
+            cpus_per_gpu, cpus_from = verdict.cpus_per_gpu, f"the CPUs / GPUs of {partition.name}'s nodes (sinfo)"
     job = sbatch.Job(
-        cluster.name,
-        partition,
-        where,
-        sys.executable,
-        command,
-        nodes,
-        gpus_per_node,
-        time_limit,
-        job_name,
-        cpus_per_task,
-        not no_verify,
-        checks,
+        cluster=cluster.name,
+        partition=partition,
+        prefix=where,
+        envsolver=sys.executable,
+        command=command,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        time=time_limit,
+        job_name=job_name,
+        cpus_per_task=cpus_per_task,
+        verify=not no_verify,
+        checks=checks,
+        launch=launch,
+        options=options,
+        cpus_per_gpu=cpus_per_gpu,
     )
     text = sbatch.render(job)
+    notes += sbatch.launch_notes(job)
     script = files.stamp(text)  # as written: the hash line tells a later --out whether it was edited by hand
     outcome = files.write(out, text, force).value if out is not None else None
     if as_json:
@@ -259,6 +374,9 @@ def sbatch_command(
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "gpus_per_node_from": origin,
+            "launch": launch,
+            "cpus_per_task": sbatch.task_cpus(job),
+            "cpus_from": cpus_from,
             "verify": not no_verify,
             "command": list(command),
             "out": str(out) if out is not None else None,

@@ -63,14 +63,16 @@ class Gpu:
 @dataclass(frozen=True)
 class Node:
     """A lab node: its GPU GRES as (type or None for an untyped one, count) pairs, what its nvidia-smi says
-    (() = no answer), gres.conf's Cores= (which makes sinfo print `(S:...)` after the count), and the machine
-    its `uname -m` answers (None: this host's own)."""
+    (() = no answer), gres.conf's Cores= (which makes sinfo print `(S:...)` after the count), the machine
+    its `uname -m` answers (None: this host's own), and its features (slurm.conf's Features=, which --constraint
+    selects)."""
 
     name: str
     gres: tuple[tuple[str | None, int], ...] = ()
     gpus: tuple[Gpu, ...] = ()
     cores: str | None = None
     machine: str | None = None
+    features: tuple[str, ...] = ()
 
     @property
     def gres_text(self) -> str | None:
@@ -93,7 +95,7 @@ GH200 = Gpu("NVIDIA GH200 480GB", "550.54.15", "9.0", "97871 MiB")
 # --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports).
 NODES = (
     Node("gpu01", (("v100", 2),), (V100, V100)),
-    Node("gpu02", (("a100", 2),), (A100, A100), cores="0-1"),
+    Node("gpu02", (("a100", 2),), (A100, A100), cores="0-1", features=("ib", "rack1")),
     Node("gpu03", (("h100", 2),), (H100, H100)),
     Node("gpu04", (("tesla", 2),), (V100_32, V100_32)),
     Node("cpu01"),
@@ -327,6 +329,40 @@ class SlurmLab:
         finally:
             self._write_gpus(node, own)
 
+    @contextmanager
+    def node_down(self, node: str) -> Iterator[None]:
+        """While inside, the node is DOWN as a dead node is: its slurmd stopped (by PID) and the node set DOWN
+        (`scontrol update ... State=DOWN`); a DOWN node whose slurmd still answers would return to service at
+        the controller's next registration request (ReturnToService=2, every ~20 s). Then its slurmd is started
+        again, the node RESUMEd, and idle before this returns."""
+        name = f"slurmd-{node}"
+        proc = self.processes.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        try:
+            done = self.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=slurmlab node_down"])
+            if done.returncode != 0:
+                raise LabError(f"scontrol could not take {node} down: {done.stderr}")
+            yield
+        finally:
+            self._spawn(name, ["slurmd", "-D", "-f", str(self.conf), "-N", node])
+            self._wait_for(lambda: self._resumed(node), f"{node} idle again after node_down")
+
+    def _resumed(self, node: str) -> bool:
+        self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+        return self._node_idle(node)
+
+    def _node_idle(self, node: str) -> bool:
+        try:
+            done = self.run(["sinfo", "--noheader", "--Node", f"--nodes={node}", "--format=%T"], timeout=10)
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0 and set(done.stdout.split()) == {"idle"}
+
     def logs_tail(self, lines: int = 15) -> str:
         parts = []
         for log in sorted((self.root / "log").glob("*")):
@@ -401,6 +437,7 @@ class SlurmLab:
         files = 0
         for node, port in zip(self.nodes, node_ports, strict=True):
             gres = f" Gres={node.gres_text}" if node.gres else ""
+            gres += f" Features={','.join(node.features)}" if node.features else ""
             conf.append(f"NodeName={node.name} NodeHostname={self.host} Port={port} CPUs=2 RealMemory=500{gres}")
             for kind, count in node.gres:
                 last = files + count - 1

@@ -4,8 +4,11 @@ meeting at the step's first host by construction (envsolver/cluster/slurm_launch
 
     #!/bin/bash
     #SBATCH lines          the partition's Slurm options (cluster file), nodes, one task per node, GPUs per node,
-                           time, job name
+                           time, job name; then the job's options (job_options.py) and the site's lines
     set -euo pipefail
+    clean start            (clean_environment) `module purge` where a `module` command exists; every exported
+                           variable that changes which Python, libraries or rendezvous the steps get is unset
+                           (job_shell.CLEANED); PYTHONNOUSERSITE=1 (no ~/.local packages); SLURM_EXPORT_ENV=ALL
     activation             CONDA_PREFIX and PATH as verify/nccl_run.environ_for sets them, then the prefix's own
                            etc/conda/activate.d/*.sh (the hook's settings): no conda needed on the nodes
     verify step            srun, one task per node: the environment's python runs envsolver's gate (stdlib only;
@@ -13,13 +16,35 @@ meeting at the step's first host by construction (envsolver/cluster/slurm_launch
                            the lock; a failure ends the job before the command, naming the node and each fix
     launch step            srun, one task per node: PREFIX/bin/python slurm_launch.py --nproc-per-node=G -- COMMAND
 
+The launch step by --launch (launch_argv; the verify step is verify_section, one call in render):
+  torchrun   as above: torchrun starts G processes per node.
+  per-gpu    srun --ntasks-per-node=G --gpus-per-task=1 --gpu-bind=none: one task per GPU; the launcher
+             (--style=per-task) sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from Slurm's variables
+             and runs COMMAND. --gpu-bind=none: every task sees its node's G GPUs, so LOCAL_RANK indexes them as
+             under torchrun (a task bound to one GPU sees it as device 0, and `torch.cuda.set_device(LOCAL_RANK)`
+             fails from local rank 1 on).
+  deepspeed  srun, one task per node: the launcher (--style=deepspeed) writes the step's hostfile and runs
+             DeepSpeed's own launcher with --no_ssh on each node; COMMAND is the training script and its arguments.
+With `--signal B:SIG`, the step runs in the background and the batch shell passes the signal on
+(job_shell.launch_lines).
+
+The clean start, decided: the script unsets what it must rather than asking sbatch for --export=NONE. With
+--export=NONE sbatch leaves only SLURM_* variables (PATH, HOME and the `module` function go too, so srun and
+module purge may not be found) and puts SLURM_EXPORT_ENV=NONE into the job, so every srun step inside would start
+empty as well and lose the activation. srun passes the batch step's environment to its steps (--export=ALL, the
+default); the script sets SLURM_EXPORT_ENV=ALL so that stays true even when the job was submitted with
+--export=NONE or SBATCH_EXPORT=NONE. The submit shell's PATH stays (after the env's bin/ once activated): srun,
+scontrol and the site's tools are found through it.
+
 Every value is checked before any text exists: Slurm values against the cluster file's grammars (grammar.py; the
 time limit against nccl_run.TIME), paths absolute without control characters, command words without control
 characters. Every value is single-quoted where the shell reads it (shlex.quote / shlex.join): nothing the user
 gave is expanded. #SBATCH lines are comments to bash; sbatch reads them, and grammar values hold no space or quote.
 
 GPUs per node: --gpus-per-node, else the fewest GPUs of the requested type on the partition's nodes as Slurm
-reports them (sinfo's GRES), asked once on the login node.
+reports them (sinfo's GRES), asked once on the login node. CPUs per task: --cpus-per-task, else --cpus-per-gpu
+times the GPUs a task drives (G; 1 for per-gpu); the CLI fills --cpus-per-gpu from the partition's nodes
+(limits.py: the CPUs / GPUs of its smallest usable node).
 """
 
 from __future__ import annotations
@@ -27,11 +52,13 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 from envsolver import prefixmeta
-from envsolver.cluster import gate_step, grammar, parse, slurm, slurm_launch
+from envsolver.cluster import gate_step, grammar, job_options, job_shell, parse, slurm, slurm_launch
+from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.kb import default_kb
@@ -42,6 +69,12 @@ LAUNCHER = Path(slurm_launch.__file__).resolve()
 MAX_NODES = 4096
 MAX_GPUS = 64
 MAX_WORDS = 4096
+MAX_CPUS = 4096
+Launch = Literal["torchrun", "per-gpu", "deepspeed"]
+LAUNCHES: tuple[Launch, ...] = get_args(Launch)
+# The launcher's --style for each launch.
+STYLE: dict[Launch, str] = {"torchrun": "torchrun", "per-gpu": "per-task", "deepspeed": "deepspeed"}
+_PYTHONS = ("python", "python3")
 _PATH_MARK = "\x00PATH\x00"  # stands for the job's own $PATH while rendering the activation
 # Slurm's own variables, expanded by the job's shell.
 VERIFYING = (
@@ -53,7 +86,8 @@ VERIFY_STEP_TIME = 15  # minutes: the verify step's limit (verify's probe gives 
 @dataclass(frozen=True)
 class Job:
     """One job for one partition. `envsolver` is the login node's interpreter that runs `-m envsolver` (on the
-    shared filesystem); `checks` narrows the verify step to these check ids (empty: every check)."""
+    shared filesystem); `checks` narrows the verify step to these check ids (empty: every check); `cpus_per_task`
+    wins over `cpus_per_gpu` (None and None: Slurm's default, one CPU per task)."""
 
     cluster: str
     partition: Partition
@@ -68,6 +102,9 @@ class Job:
     verify: bool = True
     checks: tuple[str, ...] = ()
     launcher: str = str(LAUNCHER)
+    launch: Launch = "torchrun"
+    options: JobOptions = field(default_factory=JobOptions)
+    cpus_per_gpu: int | None = None
 
     @property
     def where(self) -> str:
@@ -110,8 +147,18 @@ def validate(job: Job) -> None:
     for what, number, high in (("--nodes", job.nodes, MAX_NODES), ("--gpus-per-node", job.gpus_per_node, MAX_GPUS)):
         if not 1 <= number <= high:
             raise _refuse(what, number, f"not from 1 to {high}", f"Pass {what} from 1 to {high}.")
-    if job.cpus_per_task is not None and not 1 <= job.cpus_per_task <= 4096:
-        raise _refuse("--cpus-per-task", job.cpus_per_task, "not from 1 to 4096", "Pass --cpus-per-task N.")
+    for what, cpus in (("--cpus-per-task", job.cpus_per_task), ("--cpus-per-gpu", job.cpus_per_gpu)):
+        if cpus is not None and not 1 <= cpus <= MAX_CPUS:
+            raise _refuse(what, cpus, f"not from 1 to {MAX_CPUS}", f"Pass {what} from 1 to {MAX_CPUS}.")
+    if job.launch not in LAUNCHES:
+        raise _refuse("--launch", job.launch, f"not one of {', '.join(LAUNCHES)}", "Pass one of them.")
+    if job.launch == "deepspeed" and Path(job.command[0]).name.startswith(_PYTHONS):
+        raise BadInputError(
+            f"--launch deepspeed runs the training script with the environment's python itself, so the command "
+            f"starts with the script, not {job.command[0]!r}. Pass the script first, e.g. `-- train.py "
+            "--deepspeed_config ds.json`."
+        )
+    job_options.validate(job.options)
     _check_slurm(job.partition)
 
 
@@ -168,16 +215,41 @@ def gpu_request(options: SlurmOptions, gpus_per_node: int) -> list[str]:
     return [f"--gpus-per-node={grammar.gpus(f'{kind}:{gpus_per_node}' if kind else str(gpus_per_node))}"]
 
 
+def tasks_for(launch: Launch, gpus_per_node: int) -> int:
+    """Tasks per node: one per GPU for per-gpu; one (its launcher starts the processes) otherwise."""
+    return gpus_per_node if launch == "per-gpu" else 1
+
+
+def cpus_for(launch: Launch, gpus_per_node: int, cpus_per_task: int | None, cpus_per_gpu: int | None) -> int | None:
+    """CPUs per task: --cpus-per-task, else --cpus-per-gpu times the GPUs a task drives; None: Slurm's default."""
+    if cpus_per_task is not None:
+        return cpus_per_task
+    if cpus_per_gpu is None:
+        return None
+    return min(MAX_CPUS, cpus_per_gpu * (gpus_per_node // tasks_for(launch, gpus_per_node)))
+
+
+def tasks_per_node(job: Job) -> int:
+    return tasks_for(job.launch, job.gpus_per_node)
+
+
+def task_cpus(job: Job) -> int | None:
+    return cpus_for(job.launch, job.gpus_per_node, job.cpus_per_task, job.cpus_per_gpu)
+
+
 def directives(job: Job) -> list[str]:
-    """The #SBATCH options, in a fixed order."""
+    """The #SBATCH options, in a fixed order: the job, the partition, the shape, then the job's options."""
     options = job.partition.slurm
     words = [f"--job-name={job.job_name}"] if job.job_name else []
-    words += [w for w in job.partition.srun_argv() if not w.startswith(("--gres=", "--gpus="))]
-    words += [f"--nodes={job.nodes}", "--ntasks-per-node=1"]
-    words += [f"--cpus-per-task={job.cpus_per_task}"] if job.cpus_per_task else []
+    dropped = ("--gres=", "--gpus=", *(("--constraint=",) if job.options.constraint else ()))
+    words += [w for w in job.partition.srun_argv() if not w.startswith(dropped)]
+    words += [f"--constraint={job.options.constraint}"] if job.options.constraint else []
+    words += [f"--nodes={job.nodes}", f"--ntasks-per-node={tasks_per_node(job)}"]
+    cpus = task_cpus(job)
+    words += [f"--cpus-per-task={cpus}"] if cpus else []
     words += gpu_request(options, job.gpus_per_node)
     words += [f"--time={job.time}"] if job.time else []
-    return words
+    return [*words, *job_options.directives(job.options)]
 
 
 def activation(prefix: str) -> list[str]:
@@ -201,15 +273,46 @@ def verify_argv(job: Job) -> list[str]:
 
 
 def launch_argv(job: Job) -> list[str]:
-    """The command's step: one launcher per node (slurm_launch.py), which runs torchrun with G processes."""
-    head = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-    head += [f"--cpus-per-task={job.cpus_per_task}"] if job.cpus_per_task else []
+    """The command's step, by --launch: one launcher per node (torchrun, deepspeed) or per GPU (per-gpu)."""
+    head = ["srun", f"--nodes={job.nodes}", f"--ntasks-per-node={tasks_per_node(job)}"]
+    head += ["--gpus-per-task=1", "--gpu-bind=none"] if job.launch == "per-gpu" else []
+    head += ["--kill-on-bad-exit=1"]
+    cpus = task_cpus(job)
+    head += [f"--cpus-per-task={cpus}"] if cpus else []
     python = str(Path(job.where) / "bin" / "python")
-    return [*head, *slurm_launch.task_argv(python, job.gpus_per_node, job.command, launcher=job.launcher)]
+    style = STYLE[job.launch]
+    return [
+        *head,
+        *slurm_launch.task_argv(python, job.gpus_per_node, job.command, launcher=job.launcher, style=style),
+    ]
 
 
 def _echo(text: str) -> str:
     return f"echo {shlex.quote(text)} >&2"
+
+
+ABOUT: dict[Launch, str] = {
+    "torchrun": "torchrun (one process per GPU)",
+    "per-gpu": "one Slurm task per GPU (RANK, LOCAL_RANK, WORLD_SIZE from Slurm)",
+    "deepspeed": "DeepSpeed's launcher (one process per GPU, hostfile from the allocation)",
+}
+
+
+def verify_section(job: Job) -> list[str]:
+    """The verify step's lines: every node checked before the command; a failing node ends the job."""
+    failed = (
+        "envsolver: the environment failed verify on a node of this job (srun names the node above); the "
+        "command was not run. Fix what the failing checks say (each names its fix), then submit the job again."
+    )
+    return [
+        "# Verify the environment on every node before the command: a node that fails ends the job here.",
+        VERIFYING,
+        f"if ! {shlex.join(verify_argv(job))}; then",
+        f"  {_echo(failed)}",
+        "  exit 1",
+        "fi",
+        "",
+    ]
 
 
 def render(job: Job) -> str:
@@ -221,9 +324,11 @@ def render(job: Job) -> str:
         "#!/bin/bash",
         f"# envsolver cluster sbatch: partition {job.partition.name} of cluster {job.cluster}, {shown}.",
         f"# The environment: {prefix}. Submit this script with sbatch; it runs the command on every node under",
-        "# torchrun (one process per GPU), meeting at the first host of the step (envsolver's Slurm launcher).",
+        f"# {ABOUT[job.launch]}, meeting at the first host of the step (envsolver's Slurm launcher).",
         *[f"#SBATCH {word}" for word in directives(job)],
         "set -euo pipefail",
+        "",
+        *job_shell.clean_environment(),
         "",
         "# The environment, as activating it sets it (no conda needed on the nodes); srun passes it to every step.",
         *activation(job.where),
@@ -235,23 +340,11 @@ def render(job: Job) -> str:
         "",
     ]
     if job.verify:
-        failed = (
-            "envsolver: the environment failed verify on a node of this job (srun names the node above); the "
-            "command was not run. Fix what the failing checks say (each names its fix), then submit the job again."
-        )
-        lines += [
-            "# Verify the environment on every node before the command: a node that fails ends the job here.",
-            VERIFYING,
-            f"if ! {shlex.join(verify_argv(job))}; then",
-            f"  {_echo(failed)}",
-            "  exit 1",
-            "fi",
-            "",
-        ]
+        lines += verify_section(job)
     lines += [
-        "# The command: torchrun on every node, rendezvous on the step's first host (the launcher finds it).",
+        f"# The command: {ABOUT[job.launch]}, rendezvous on the step's first host (the launcher finds it).",
         _echo(f"envsolver: starting the command on {shown}"),
-        shlex.join(launch_argv(job)),
+        *job_shell.launch_lines(shlex.join(launch_argv(job)), job.options),
     ]
     return "\n".join(lines) + "\n"
 
@@ -290,6 +383,28 @@ def check_prefix(prefix: str, partition: Partition) -> list[str]:
             "this partition in the cluster file"
         ]
     return []
+
+
+def launch_notes(job: Job) -> list[str]:
+    """What the user should know of the job's launch (notes, not refusals)."""
+    if job.launch == "deepspeed" and not job.options.exclusive:
+        return [
+            "DeepSpeed's launcher sets CUDA_VISIBLE_DEVICES=0..G-1 on each node (deepspeed/launcher/launch.py): "
+            "right on whole nodes (--exclusive) or where Slurm confines a job to its GPUs (cgroup "
+            "ConstrainDevices=yes); on a node shared with other jobs without that, pass --exclusive"
+        ]
+    return []
+
+
+def check_launch(prefix: str, launch: Launch) -> None:
+    """The environment can run the launch: DeepSpeed's needs DeepSpeed in it (its `deepspeed` command marks it).
+    Raises BadInputError."""
+    if launch == "deepspeed" and not (Path(prefix) / "bin" / "deepspeed").is_file():
+        raise BadInputError(
+            f"{prefix!r} has no bin/deepspeed, so --launch deepspeed cannot start DeepSpeed's launcher there. "
+            "Make and install the environment with DeepSpeed (`envsolver make` includes it unless "
+            "--no-deepspeed), or pass --launch torchrun."
+        )
 
 
 @dataclass(frozen=True)

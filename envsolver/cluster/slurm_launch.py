@@ -1,4 +1,4 @@
-"""Run a command under torchrun on every node of a Slurm step, all meeting at the step's first host.
+"""Run a command on every node (or every task) of a Slurm step, all meeting at the step's first host.
 
 srun runs this file once per node (one task per node), with the environment's python, whose torch provides torchrun:
 
@@ -20,6 +20,22 @@ node naming itself, or the job's first host when the step runs on other nodes of
 LOCAL_RANK, MASTER_ADDR and MASTER_PORT for each process; COMMAND runs as given (`--no-python`: it names its
 own interpreter, e.g. `python train.py`, found on the PATH the job's activation set).
 
+Two more launch styles (`--style`), with the same rendezvous rule:
+
+  per-task   srun starts one task per GPU (`--ntasks-per-node=G --gpus-per-task=1 --gpu-bind=none`); each task
+             sets RANK=$SLURM_PROCID, LOCAL_RANK=$SLURM_LOCALID, WORLD_SIZE=$SLURM_STEP_NUM_TASKS,
+             LOCAL_WORLD_SIZE (its node's count in $SLURM_STEP_TASKS_PER_NODE), GROUP_RANK=NODE_RANK=$SLURM_NODEID,
+             MASTER_ADDR (the step's first host, as above) and MASTER_PORT, then replaces itself with COMMAND.
+  deepspeed  one task per node, as torchrun: it writes DeepSpeed's hostfile for the step (`NODE slots=G`, one
+             line per node of `scontrol show hostnames`, in node-id order) in a private temporary directory and
+             runs `python -m deepspeed.launcher.runner --hostfile=H --no_ssh --node_rank=$SLURM_NODEID
+             --master_addr=HOST --master_port=PORT COMMAND`: DeepSpeed's own launcher on every node, started by
+             srun instead of pdsh/ssh (compute nodes often refuse ssh between them), which sets RANK, LOCAL_RANK,
+             WORLD_SIZE, MASTER_ADDR/PORT and passes --local_rank as DeepSpeed always does. COMMAND is the
+             training script and its arguments (DeepSpeed runs it with this python). DeepSpeed's `--launcher
+             slurm` is not used: its srun runs `python -u SCRIPT` with no rank variables, which DeepSpeed's
+             init_distributed then seeks through mpi4py. The hostfile is removed when the runner ends.
+
 Standard library only: any python 3.8+ can run it as a file on a compute node (envsolver need not be importable
 there); envsolver imports it for `task_argv`, the one place that writes its command line. No shell: every value
 reaches argv lists only. Errors: one line on stderr saying what to do, and exit 2. `--dry-run` prints the
@@ -34,8 +50,11 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,6 +62,7 @@ PROG = "envsolver-launch"
 SCONTROL_TIMEOUT_S = 60
 PORT_BASE = 29500
 PORT_SPREAD = 20000
+STYLES = ("torchrun", "per-task", "deepspeed")
 # A host name or IPv4 address as NodeAddr holds it (IPv6 would need brackets in the endpoint: the name is used).
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]{0,252})")
 _NODE_ADDR = re.compile(r"(?:^|\s)NodeAddr=(\S{1,300})")
@@ -66,10 +86,19 @@ class Step:
 
 
 def task_argv(
-    python: str, nproc_per_node: int, command: Sequence[str], port: int | None = None, launcher: str | None = None
+    python: str,
+    nproc_per_node: int,
+    command: Sequence[str],
+    port: int | None = None,
+    launcher: str | None = None,
+    style: str = "torchrun",
 ) -> list[str]:
-    """What srun starts once per node: `PYTHON slurm_launch.py --nproc-per-node=N [--port=P] -- COMMAND...`."""
+    """What srun starts once per node (per task for `per-task`):
+    `PYTHON slurm_launch.py --nproc-per-node=N [--style=S] [--port=P] -- COMMAND...`."""
+    if style not in STYLES:
+        raise ValueError(f"launch style {style!r} is not one of {', '.join(STYLES)}")
     head = [python, launcher or os.path.abspath(__file__), f"--nproc-per-node={nproc_per_node}"]
+    head += [f"--style={style}"] if style != "torchrun" else []
     head += [f"--port={port}"] if port is not None else []
     return [*head, "--", *command]
 
@@ -87,9 +116,26 @@ def _number(environ: Mapping[str, str], name: str) -> int:
     return int(text)
 
 
-def read_step(environ: Mapping[str, str], hostnames: Callable[[str], list[str]]) -> Step:
-    """The step from Slurm's variables; `hostnames` expands a node list (scontrol show hostnames). Raises
-    LaunchError."""
+def tasks_per_node(text: str) -> list[int] | None:
+    """Slurm's compressed task counts, one per node: `2(x3),1` -> [2, 2, 2, 1]; None when unreadable."""
+    counts: list[int] = []
+    for part in text.split(","):
+        match = _TASKS.fullmatch(part)
+        if match is None:
+            return None
+        times = part.partition("(x")[2].rstrip(")")
+        counts += [int(match.group(1))] * (int(times) if times else 1)
+        if len(counts) > 1_000_000:
+            return None
+    return counts
+
+
+def read_step(
+    environ: Mapping[str, str], hostnames: Callable[[str], list[str]], one_task_per_node: bool = True
+) -> Step:
+    """The step from Slurm's variables; `hostnames` expands a node list (scontrol show hostnames). With
+    `one_task_per_node`, a step of more tasks per node is refused (torchrun and DeepSpeed start a node's processes
+    themselves). Raises LaunchError."""
     nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
     missing = [n for n in ("SLURM_NODEID",) if not environ.get(n)] + ([] if nodelist else ["SLURM_JOB_NODELIST"])
     if missing:
@@ -101,7 +147,7 @@ def read_step(environ: Mapping[str, str], hostnames: Callable[[str], list[str]])
     assert nodelist is not None
     tasks = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE") or "1"
     counts = [_TASKS.fullmatch(part) for part in tasks.split(",")]
-    if not all(m and m.group(1) == "1" for m in counts):
+    if one_task_per_node and not all(m and m.group(1) == "1" for m in counts):
         raise LaunchError(
             f"the step runs {tasks} task(s) per node (SLURM_STEP_TASKS_PER_NODE); torchrun starts the processes "
             "of a node itself, so run one task per node: srun --ntasks-per-node=1."
@@ -121,6 +167,71 @@ def read_step(environ: Mapping[str, str], hostnames: Callable[[str], list[str]])
     job = environ.get("SLURM_JOB_ID", "0")
     step = environ.get("SLURM_STEP_ID", "0")
     return Step(nodes, len(nodes), rank, job, step, environ.get("SLURMD_NODENAME") or nodes[rank])
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a per-task step: its global rank, its rank on its node, the counts."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+
+
+def read_task(environ: Mapping[str, str], step: Step) -> Task:
+    """This task's place in a one-task-per-GPU step, from Slurm's variables. Raises LaunchError."""
+    rank, local_rank = _number(environ, "SLURM_PROCID"), _number(environ, "SLURM_LOCALID")
+    world = _number(environ, "SLURM_STEP_NUM_TASKS" if environ.get("SLURM_STEP_NUM_TASKS") else "SLURM_NTASKS")
+    text = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE") or ""
+    counts = tasks_per_node(text)
+    if counts is None or len(counts) != step.nnodes or sum(counts) != world:
+        raise LaunchError(
+            f"SLURM_STEP_TASKS_PER_NODE={text!r} does not give the tasks of the step's {step.nnodes} node(s) "
+            f"({world} in all); run this under srun in the allocation, without changing Slurm's variables."
+        )
+    here = counts[step.node_rank]
+    if not (0 <= rank < world and 0 <= local_rank < here):
+        raise LaunchError(
+            f"SLURM_PROCID={rank} / SLURM_LOCALID={local_rank} lie outside the step's {world} task(s) "
+            f"({here} on this node); run this under srun."
+        )
+    return Task(rank, local_rank, world, here)
+
+
+def task_environ(step: Step, task: Task, host: str, port: int) -> dict[str, str]:
+    """The variables torch.distributed's env:// rendezvous reads, as torchrun would set them for this rank."""
+    return {
+        "RANK": str(task.rank),
+        "LOCAL_RANK": str(task.local_rank),
+        "WORLD_SIZE": str(task.world_size),
+        "LOCAL_WORLD_SIZE": str(task.local_world_size),
+        "GROUP_RANK": str(step.node_rank),
+        "NODE_RANK": str(step.node_rank),
+        "MASTER_ADDR": host,
+        "MASTER_PORT": str(port),
+    }
+
+
+def hostfile_text(step: Step, slots: int) -> str:
+    """DeepSpeed's hostfile for the step: `NODE slots=G`, one line per node, in node-id order (the order
+    --node_rank counts in)."""
+    return "".join(f"{node} slots={slots}\n" for node in step.nodes)
+
+
+def deepspeed_argv(python: str, step: Step, hostfile: str, host: str, port: int, command: Sequence[str]) -> list[str]:
+    """DeepSpeed's launcher on this node alone (--no_ssh), its rank among the step's nodes given."""
+    return [
+        python,
+        "-m",
+        "deepspeed.launcher.runner",
+        f"--hostfile={hostfile}",
+        "--no_ssh",
+        f"--node_rank={step.node_rank}",
+        f"--master_addr={host}",
+        f"--master_port={port}",
+        *command,
+    ]
 
 
 def node_addr(text: str) -> str | None:
@@ -173,10 +284,16 @@ def _address(name: str) -> str:
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=PROG, description="Run COMMAND under torchrun on every node of a step.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Run COMMAND on every node of a step (see --style).")
     parser.add_argument("--nproc-per-node", type=int, required=True, help="processes per node (one per GPU)")
+    parser.add_argument(
+        "--style",
+        choices=STYLES,
+        default="torchrun",
+        help="torchrun per node (default); per-task: this task is one rank; deepspeed: DeepSpeed's launcher per node",
+    )
     parser.add_argument("--port", type=int, help=f"rendezvous port (default {PORT_BASE} + SLURM_JOB_ID % 20000)")
-    parser.add_argument("--dry-run", action="store_true", help="print the torchrun command as JSON, do not run it")
+    parser.add_argument("--dry-run", action="store_true", help="print the command as JSON, do not run it")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(argv)
     args.command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -189,25 +306,77 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _run_deepspeed(argv: list[str], where: str) -> int:
+    """DeepSpeed's runner as a child (SIGTERM and SIGINT passed on), then its hostfile's directory removed."""
+    child = subprocess.Popen(argv)
+
+    def forward(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, forward)
+    try:
+        return child.wait()
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     try:
-        step = read_step(os.environ, lambda nodelist: _scontrol(["show", "hostnames", nodelist]).split())
+        step = read_step(
+            os.environ,
+            lambda nodelist: _scontrol(["show", "hostnames", nodelist]).split(),
+            one_task_per_node=args.style != "per-task",
+        )
+        task = read_task(os.environ, step) if args.style == "per-task" else None
     except LaunchError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
     first = step.nodes[0]
     host, port = _address(first), port_for(step.job, args.port)
+    where = f"rendezvous at {host}:{port} ({first}, the step's first host)"
+    sys.stdout.flush()
+    if task is not None:
+        environ = task_environ(step, task, host, port)
+        sys.stderr.write(
+            f"{PROG}: {step.node} (node {step.node_rank} of {step.nnodes}): rank {task.rank} of {task.world_size} "
+            f"(local {task.local_rank} of {task.local_world_size}), {where}\n"
+        )
+        sys.stderr.flush()
+        if args.dry_run:
+            sys.stdout.write(json.dumps({"argv": args.command, "environ": environ}) + "\n")
+            return 0
+        try:
+            os.execvpe(args.command[0], args.command, {**os.environ, **environ})
+        except OSError as exc:
+            sys.stderr.write(f"{PROG}: cannot run {args.command[0]!r}: {exc.strerror or exc}; check the command.\n")
+            return 2
+    if args.style == "deepspeed":
+        sys.stderr.write(
+            f"{PROG}: {step.node} (node {step.node_rank} of {step.nnodes}): DeepSpeed's launcher with "
+            f"{args.nproc_per_node} process(es), {where}\n"
+        )
+        sys.stderr.flush()
+        hostfile = hostfile_text(step, args.nproc_per_node)
+        if args.dry_run:
+            shown = deepspeed_argv(sys.executable, step, "HOSTFILE", host, port, args.command)
+            sys.stdout.write(json.dumps({"argv": shown, "hostfile": hostfile}) + "\n")
+            return 0
+        private = tempfile.mkdtemp(prefix="envsolver-deepspeed-")
+        path = os.path.join(private, "hostfile")
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(hostfile)
+        return _run_deepspeed(deepspeed_argv(sys.executable, step, path, host, port, args.command), private)
     command = torchrun_argv(sys.executable, step, host, port, args.nproc_per_node, args.command)
     sys.stderr.write(
         f"{PROG}: {step.node} (node {step.node_rank} of {step.nnodes}): torchrun with {args.nproc_per_node} "
-        f"process(es), rendezvous at {host}:{port} ({first}, the step's first host)\n"
+        f"process(es), {where}\n"
     )
     sys.stderr.flush()
     if args.dry_run:
         sys.stdout.write(json.dumps(command) + "\n")
         return 0
-    sys.stdout.flush()
     os.execv(sys.executable, command)
     return 0  # not reached
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from click.testing import CliRunner
 from envsolver.cli import main
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import gate_step, parse, sbatch
+from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.kb import KnowledgeBase
@@ -69,6 +72,24 @@ GOLDEN_A100 = """\
 #SBATCH --time=04:00:00
 set -euo pipefail
 
+# A clean start: no module, and nothing of the submit shell's Python, libraries, conda or rendezvous.
+if type module >/dev/null 2>&1; then
+  set +u; module purge >&2 || echo 'envsolver: module purge failed; the job goes on with the modules it has' >&2; \
+set -u
+fi
+unset PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE LD_LIBRARY_PATH LD_PRELOAD LD_AUDIT CONDA_PREFIX \
+CONDA_DEFAULT_ENV CONDA_SHLVL CONDA_EXE CONDA_PYTHON_EXE VIRTUAL_ENV VIRTUAL_ENV_PROMPT CUDA_HOME CUDA_PATH \
+TORCH_CUDA_ARCH_LIST TORCH_EXTENSIONS_DIR MASTER_ADDR MASTER_PORT RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE \
+NODE_RANK GROUP_RANK  # by name too, where bash has no compgen
+for envsolver_variable in $(compgen -e 2>/dev/null); do
+  case "$envsolver_variable" in PYTHON*|LD_*|CONDA*|_CE_*|VIRTUAL_ENV|VIRTUAL_ENV_PROMPT|CUDA_HOME|CUDA_PATH|\
+TORCH_CUDA_ARCH_LIST|TORCH_EXTENSIONS_DIR|MASTER_ADDR|MASTER_PORT|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|\
+NODE_RANK|GROUP_RANK) unset "$envsolver_variable" ;; esac
+done
+unset envsolver_variable
+export PYTHONNOUSERSITE=1  # no packages from ~/.local
+export SLURM_EXPORT_ENV=ALL  # every srun below gets this environment, even under sbatch --export=NONE
+
 # The environment, as activating it sets it (no conda needed on the nodes); srun passes it to every step.
 export CONDA_PREFIX=/shared/envs/train
 export PATH=/shared/envs/train/bin:"${PATH}"
@@ -88,7 +109,7 @@ was not run. Fix what the failing checks say (each names its fix), then submit t
   exit 1
 fi
 
-# The command: torchrun on every node, rendezvous on the step's first host (the launcher finds it).
+# The command: torchrun (one process per GPU), rendezvous on the step's first host (the launcher finds it).
 echo 'envsolver: starting the command on 2 node(s) x 4 GPU(s)' >&2
 srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 /shared/envs/train/bin/python \
 /shared/envsolver/envsolver/cluster/slurm_launch.py --nproc-per-node=4 -- python train.py --lr 3e-4
@@ -324,8 +345,10 @@ def files_here(tmp_path: Path) -> tuple[Path, Path]:
     return path, prefix
 
 
-def invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(main, ["cluster", "sbatch", *args], env=env)
+def invoke(args: list[str], env: dict[str, str] | None = None, check: bool = False) -> Any:
+    """`cluster sbatch ARGS`; without `check`, with --no-slurm-check (there is no Slurm in these tests; the lab's
+    tests read the partition's limits)."""
+    return CliRunner().invoke(main, ["cluster", "sbatch", *([] if check else ["--no-slurm-check"]), *args], env=env)
 
 
 def test_cli_prints_the_script_and_json(files_here: tuple[Path, Path]) -> None:
@@ -392,7 +415,8 @@ def test_cli_refuses_an_environment_of_another_platform(files_here: tuple[Path, 
     error = refused(["-c", str(path), "-p", str(prefix), "--partition", "gh200", "--gpus-per-node", "1", "--", "x"])
     assert "installed for linux-64" in error["message"] and "linux-aarch64/conda-lock.yml" in error["fix"]
     ok = invoke(["-c", str(path), "-p", str(prefix), "--partition", "h100", "--gpus-per-node", "1", "--json", "x"])
-    assert ok.exit_code == 0 and json.loads(ok.stdout)["notes"] == [], ok.output
+    assert ok.exit_code == 0, ok.output
+    assert not [n for n in json.loads(ok.stdout)["notes"] if "lock was made" in n], ok.output
 
 
 def test_cli_without_slurm_asks_for_gpus_per_node(files_here: tuple[Path, Path], tmp_path: Path) -> None:
@@ -401,3 +425,284 @@ def test_cli_without_slurm_asks_for_gpus_per_node(files_here: tuple[Path, Path],
     env = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}
     error = refused(["-c", str(path), "-p", str(prefix), "--partition", "v100", "--", "python", "t.py"], env)
     assert "SLURM_CONF" in error["message"] and "--gpus-per-node N" in error["fix"]
+
+
+# --- launch styles, the job's options, the clean start ----------------------------------------------------------
+
+
+def test_the_launch_step_per_style(cluster: Any) -> None:
+    a100 = cluster.partition("a100")
+    launcher = "/shared/envsolver/envsolver/cluster/slurm_launch.py"
+    per_gpu = sbatch.launch_argv(job_for(a100, launch="per-gpu", cpus_per_gpu=8))
+    assert per_gpu == [
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--gpus-per-task=1",
+        "--gpu-bind=none",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=8",
+        "/shared/envs/train/bin/python",
+        launcher,
+        "--nproc-per-node=4",
+        "--style=per-task",
+        "--",
+        "python",
+        "train.py",
+        "--lr",
+        "3e-4",
+    ]
+    deepspeed = sbatch.launch_argv(job_for(a100, launch="deepspeed", cpus_per_gpu=8, command=("train.py", "--x")))
+    assert deepspeed == [
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=32",
+        "/shared/envs/train/bin/python",
+        launcher,
+        "--nproc-per-node=4",
+        "--style=deepspeed",
+        "--",
+        "train.py",
+        "--x",
+    ]
+
+
+def test_the_directives_with_the_jobs_options(cluster: Any) -> None:
+    """--constraint replaces the file's (a100&ib); per-gpu asks for G tasks per node with cpus-per-gpu CPUs each;
+    the job's options follow, site lines last."""
+    options = JobOptions(constraint="rack1", qos="high", mem_per_gpu="80G", exclusive=True, site_lines=("--hold",))
+    job = job_for(cluster.partition("a100"), launch="per-gpu", cpus_per_gpu=6, options=options, time="60")
+    assert sbatch.directives(job) == [
+        "--partition=gpu",
+        "--constraint=rack1",
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--cpus-per-task=6",
+        "--gpus-per-node=a100:4",
+        "--time=60",
+        "--qos=high",
+        "--mem-per-gpu=80G",
+        "--exclusive",
+        "--hold",
+    ]
+    torchrun = sbatch.directives(job_for(cluster.partition("a100"), cpus_per_gpu=6, cpus_per_task=3))
+    assert "--constraint=a100&ib" in torchrun and "--cpus-per-task=3" in torchrun, torchrun
+
+
+def test_deepspeed_takes_the_script_not_an_interpreter(cluster: Any) -> None:
+    for first in ("python", "python3.11", "/usr/bin/python3"):
+        with pytest.raises(BadInputError, match="Pass the script first"):
+            sbatch.render(job_for(cluster.partition("a100"), launch="deepspeed", command=(first, "train.py")))
+    assert "--style=deepspeed -- train.py" in sbatch.render(
+        job_for(cluster.partition("a100"), launch="deepspeed", command=("train.py",))
+    )
+
+
+def test_deepspeed_without_whole_nodes_is_noted(cluster: Any) -> None:
+    a100 = cluster.partition("a100")
+    [note] = sbatch.launch_notes(job_for(a100, launch="deepspeed", command=("train.py",)))
+    assert "CUDA_VISIBLE_DEVICES=0..G-1" in note and "pass --exclusive" in note
+    assert sbatch.launch_notes(job_for(a100, launch="deepspeed", options=JobOptions(exclusive=True))) == []
+    assert sbatch.launch_notes(job_for(a100, launch="per-gpu")) == []
+
+
+def test_deepspeed_needs_deepspeed_in_the_environment(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="no bin/deepspeed") as info:
+        sbatch.check_launch(str(tmp_path), "deepspeed")
+    assert "--launch torchrun" in str(info.value)
+    sbatch.check_launch(str(tmp_path), "torchrun")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "deepspeed").write_text("#!/bin/sh\n")
+    sbatch.check_launch(str(tmp_path), "deepspeed")
+
+
+DIRTY = {
+    "PYTHONPATH": "/other/site-packages",
+    "PYTHONHOME": "/other",
+    "PYTHONSTARTUP": "/other/startup.py",
+    "LD_LIBRARY_PATH": "/other/lib",
+    "CONDA_PREFIX": "/other/env",
+    "CONDA_DEFAULT_ENV": "other",
+    "VIRTUAL_ENV": "/other/venv",
+    "CUDA_HOME": "/other/cuda",
+    "TORCH_EXTENSIONS_DIR": "/other/ext",
+    "MASTER_ADDR": "elsewhere",
+    "RANK": "3",
+}
+
+
+@pytest.mark.parametrize("with_modules", [True, False], ids=["module-command", "no-module-command"])
+def test_the_clean_start_keeps_the_submit_shells_python_out(cluster: Any, tmp_path: Path, with_modules: bool) -> None:
+    """bash runs the script with a dirty environment and a stand-in srun that records the environment a step
+    gets: none of the submit shell's Python, loader, conda, toolkit or rendezvous variables; PYTHONNOUSERSITE=1;
+    the user's own variables and Slurm's stay; `module purge` ran where a `module` function exists."""
+    prefix = tmp_path / "env"
+    bin_dir, seen, purged = tmp_path / "bin", tmp_path / "seen", tmp_path / "purged"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    path = tmp_path / "job.sh"
+    path.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(prefix), verify=False)))
+    env = {**os.environ, **DIRTY, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7", "KEEP_ME": "1"}
+    env["SLURM_EXPORT_ENV"] = "NONE"  # as `sbatch --export=NONE` leaves it
+    if with_modules:  # an exported bash function, as Lmod's `module` reaches a batch job
+        env["BASH_FUNC_module%%"] = f'() {{ echo "$*" >> {shlex.quote(str(purged))}; }}'
+    done = subprocess.run(["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    leaked = {key: step[key] for key in DIRTY if key in step and step[key] == DIRTY[key]}
+    assert leaked == {}, leaked
+    assert step["CONDA_PREFIX"] == str(prefix) and step["PYTHONNOUSERSITE"] == "1" and step["KEEP_ME"] == "1"
+    assert step["SLURM_EXPORT_ENV"] == "ALL" and step["SLURM_JOB_ID"] == "7", step
+    assert step["PATH"].startswith(f"{prefix}/bin:{bin_dir}:"), step["PATH"]
+    assert (purged.read_text() if purged.exists() else None) == ("purge\n" if with_modules else None)
+
+
+def test_cli_takes_the_jobs_options(files_here: tuple[Path, Path]) -> None:
+    path, prefix = files_here
+    args = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "2", "--json"]
+    args += ["--launch", "per-gpu", "--cpus-per-gpu", "4", "--qos", "high", "--mem", "0", "--exclusive"]
+    args += ["--output", "logs/%x-%j.out", "--error", "logs/%x-%j.err", "--exclude", "gpu[01-02]"]
+    args += ["--signal", "B:USR1@300", "--requeue", "--array", "0-3%2", "--constraint", "ib"]
+    args += ["--sbatch-line=--mail-type=END", "--sbatch-line", "--reservation=maint"]
+    result = invoke([*args, "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["launch"] == "per-gpu" and doc["cpus_per_task"] == 4 and doc["cpus_from"] == "--cpus-per-gpu", doc
+    lines = [line.removeprefix("#SBATCH ") for line in doc["script"].splitlines() if line.startswith("#SBATCH ")]
+    assert lines == [
+        "--partition=v100",
+        "--account=ml-team",
+        "--constraint=ib",
+        "--nodes=1",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=4",
+        "--gres=gpu:v100:2",
+        "--qos=high",
+        "--mem=0",
+        "--output=logs/%x-%j.out",
+        "--error=logs/%x-%j.err",
+        "--exclude=gpu[01-02]",
+        "--signal=B:USR1@300",
+        "--array=0-3%2",
+        "--exclusive",
+        "--requeue",
+        "--mail-type=END",
+        "--reservation=maint",
+    ], doc["script"]
+    assert any("--no-slurm-check" in note for note in doc["notes"]), doc["notes"]
+
+
+def test_cli_refuses_a_bad_site_line_and_bad_values(files_here: tuple[Path, Path]) -> None:
+    path, prefix = files_here
+    base = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "1"]
+    bad = refused([*base, "--sbatch-line", "--export=ALL", "--", "python", "t.py"])
+    assert "clean environment" in bad["message"] + bad["fix"], bad
+    mem = refused([*base, "--mem", "1G", "--mem-per-gpu", "1G", "--", "python", "t.py"])
+    assert "exclude each other" in mem["message"], mem
+    array = refused([*base, "--array", "0-3;id", "--", "python", "t.py"])
+    assert "--array '0-3;id'" in array["message"] and "Pass --array" in array["fix"], array
+
+
+def test_cli_says_how_to_write_without_slurm(files_here: tuple[Path, Path], tmp_path: Path) -> None:
+    """With --gpus-per-node but no Slurm, reading the partition's limits fails: the fix names --no-slurm-check,
+    and that fix works."""
+    path, prefix = files_here
+    env = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}
+    args = ["-c", str(path), "-p", str(prefix), "--partition", "v100", "--gpus-per-node", "1", "--json"]
+    result = invoke([*args, "--", "python", "t.py"], env, check=True)
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "SLURM_CONF" in error["message"] and "--no-slurm-check" in error["fix"], error
+    assert invoke([*args, "--no-slurm-check", "--", "python", "t.py"], env, check=True).exit_code == 0
+
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")  # Debian's lmod package
+
+
+@pytest.mark.skipif(not LMOD_INIT.is_file(), reason="Lmod is not installed (scripts/install_system_deps.sh)")
+def test_module_purge_with_real_lmod_unloads_the_submit_shells_modules(cluster: Any, tmp_path: Path) -> None:
+    """A submit shell with a module loaded by real Lmod (which exports its `module` function to the job, as a
+    batch script inherits it): the script's `module purge` unloads it, so the module's variable and
+    LOADEDMODULES never reach the step."""
+    (tmp_path / "mods" / "site").mkdir(parents=True)
+    (tmp_path / "mods" / "site" / "1.0.lua").write_text('setenv("SITE_MODULE_VAR", "loaded")\n')
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    job = tmp_path / "job.sh"
+    job.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(tmp_path / "env"), verify=False)))
+    submit_shell = (
+        f"source {LMOD_INIT} && module use {shlex.quote(str(tmp_path / 'mods'))} && module load site/1.0 && "
+        f'test "$SITE_MODULE_VAR" = loaded && bash {shlex.quote(str(job))}'
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    done = subprocess.run(["bash", "-c", submit_shell], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "SITE_MODULE_VAR" not in step and not step.get("LOADEDMODULES"), step
+
+
+def test_a_batch_signal_is_passed_to_the_commands_step(cluster: Any, tmp_path: Path) -> None:
+    """--signal B:USR1@300: Slurm signals the batch shell, which without a trap would die and end the job early.
+    The script runs the step in the background and passes the signal to srun (here a stand-in that records it
+    and exits 7); the job's exit status is the step's."""
+    started, got = tmp_path / "started", tmp_path / "got"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(
+        f"#!/bin/bash\ntrap 'echo USR1 > {shlex.quote(str(got))}; exit 7' USR1\n"
+        f"touch {shlex.quote(str(started))}\nfor i in $(seq 600); do sleep 0.1; done\nexit 3\n"
+    )
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    job = job_for(cluster.partition("v100"), verify=False, options=JobOptions(signal="B:USR1@300"))
+    path = tmp_path / "job.sh"
+    path.write_text(sbatch.render(job))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    proc = subprocess.Popen(["bash", str(path)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            if started.exists():
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGUSR1)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 7, err
+    assert got.read_text() == "USR1\n" and "SIGUSR1 before the time limit" in err, err
+
+
+def test_without_a_signal_the_steps_status_is_the_jobs(cluster: Any, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 3\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    for options in (JobOptions(), JobOptions(signal="B:10@60"), JobOptions(signal="USR1@60")):
+        done = run_script(
+            sbatch.render(job_for(cluster.partition("v100"), verify=False, options=options)), tmp_path, bin_dir
+        )
+        assert done.returncode == 3, (options, done.stderr)
+
+
+def test_without_compgen_the_best_known_variables_are_still_unset(cluster: Any, tmp_path: Path) -> None:
+    """A bash without programmable completion has no `compgen` (here a function that fails stands for it): the
+    pattern loop finds nothing, and the names unset one by one still keep PYTHONPATH and the others out."""
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    path = tmp_path / "job.sh"
+    path.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(tmp_path / "env"), verify=False)))
+    env = {**os.environ, **DIRTY, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    env["BASH_FUNC_compgen%%"] = "() { return 127; }"
+    done = subprocess.run(["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    leaked = {key: step[key] for key in DIRTY if step.get(key) == DIRTY[key]}
+    assert leaked == {}, leaked

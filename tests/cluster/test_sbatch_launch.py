@@ -298,3 +298,101 @@ def test_scontrol_that_fails_is_a_message(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert "scontrol show hostnames" in done.stderr and "Unable to contact" in done.stderr
+
+
+# --- the per-task and DeepSpeed styles ------------------------------------------------------------------------
+
+
+def test_task_argv_names_the_style_unless_it_is_torchrun() -> None:
+    argv = slurm_launch.task_argv("/p/bin/python", 2, ["python", "t.py"], launcher="/l.py", style="per-task")
+    assert argv == ["/p/bin/python", "/l.py", "--nproc-per-node=2", "--style=per-task", "--", "python", "t.py"]
+    with pytest.raises(ValueError, match="launch style 'mpi'"):
+        slurm_launch.task_argv("/p/bin/python", 2, ["x"], style="mpi")
+
+
+@pytest.mark.parametrize(
+    ("text", "counts"),
+    [("1", [1]), ("2(x3)", [2, 2, 2]), ("2(x2),1", [2, 2, 1]), ("8,4(x2)", [8, 4, 4]), ("x", None), ("2(x", None)],
+)
+def test_tasks_per_node_expands_slurms_compressed_counts(text: str, counts: list[int] | None) -> None:
+    assert slurm_launch.tasks_per_node(text) == counts, text
+
+
+TASK_ENV = {**STEP_ENV, "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_PROCID": "3", "SLURM_LOCALID": "1"}
+TASK_ENV["SLURM_STEP_NUM_TASKS"] = "4"
+
+
+def test_a_task_is_one_rank_with_torchruns_variables() -> None:
+    step = slurm_launch.read_step(TASK_ENV, lambda _: ["gpu-a07", "gpu-a08"], one_task_per_node=False)
+    task = slurm_launch.read_task(TASK_ENV, step)
+    assert task == slurm_launch.Task(rank=3, local_rank=1, world_size=4, local_world_size=2)
+    assert slurm_launch.task_environ(step, task, "10.0.0.7", 29501) == {
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "1",
+        "NODE_RANK": "1",
+        "MASTER_ADDR": "10.0.0.7",
+        "MASTER_PORT": "29501",
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "word"),
+    [
+        ({"SLURM_PROCID": None}, "SLURM_PROCID"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "2,1"}, "SLURM_STEP_TASKS_PER_NODE"),
+        ({"SLURM_STEP_NUM_TASKS": "5"}, "SLURM_STEP_TASKS_PER_NODE"),
+        ({"SLURM_PROCID": "4"}, "outside"),
+        ({"SLURM_LOCALID": "2"}, "outside"),
+    ],
+)
+def test_a_task_outside_its_step_is_refused(change: dict[str, str | None], word: str) -> None:
+    env = {k: v for k, v in {**TASK_ENV, **change}.items() if v is not None}
+    step = slurm_launch.read_step(env, lambda _: ["gpu-a07", "gpu-a08"], one_task_per_node=False)
+    with pytest.raises(slurm_launch.LaunchError, match=word):
+        slurm_launch.read_task(env, step)
+
+
+def test_the_deepspeed_hostfile_and_command_line() -> None:
+    """DeepSpeed's hostfile syntax (`HOST slots=N`, deepspeed/launcher/runner.py fetch_hostfile) in node-id order;
+    its runner on this node alone (--no_ssh) with this node's rank and the step's first host."""
+    step = slurm_launch.Step(nodes=["gpu07", "gpu08"], nnodes=2, node_rank=1, job="4242", step="3", node="gpu08")
+    assert slurm_launch.hostfile_text(step, 4) == "gpu07 slots=4\ngpu08 slots=4\n"
+    argv = slurm_launch.deepspeed_argv("/e/bin/python", step, "/tmp/h", "10.0.0.7", 29501, ["train.py", "--x"])
+    assert argv == [
+        "/e/bin/python",
+        "-m",
+        "deepspeed.launcher.runner",
+        "--hostfile=/tmp/h",
+        "--no_ssh",
+        "--node_rank=1",
+        "--master_addr=10.0.0.7",
+        "--master_port=29501",
+        "train.py",
+        "--x",
+    ]
+
+
+def test_per_task_dry_run_prints_the_ranks_variables(tmp_path: Path) -> None:
+    bin_dir, port = stand_in_scontrol(tmp_path), free_port()
+    argv = slurm_launch.task_argv(sys.executable, 2, ["python", "t.py"], port=port, style="per-task")
+    argv[2:2] = ["--dry-run"]
+    envs = [
+        node_env(
+            bin_dir,
+            1,
+            SLURM_STEP_TASKS_PER_NODE="2(x2)",
+            SLURM_STEP_NUM_TASKS="4",
+            SLURM_PROCID=str(r),
+            SLURM_LOCALID=str(r - 2),
+        )
+        for r in (2, 3)
+    ]
+    results = run_nodes(argv, envs)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    shown = [json.loads(out) for _, out, _ in results]
+    assert [s["environ"]["RANK"] for s in shown] == ["2", "3"] and shown[0]["argv"] == ["python", "t.py"]
+    assert {s["environ"]["MASTER_ADDR"] for s in shown} == {"127.0.0.1"}
+    assert f"rank 3 of 4 (local 1 of 2), rendezvous at 127.0.0.1:{port} (gpu-a07" in results[1][2]

@@ -13,7 +13,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from envsolver.cluster import grammar, parse, sbatch, slurm_launch
+from envsolver.cluster import grammar, job_shell, limits, parse, sbatch, slurm_launch
+from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.kb import default_kb
@@ -61,6 +62,38 @@ def partitions(draw: st.DrawFn) -> Partition:
     return Partition(name, ("a100",), (A100,), None, "linux-64", None, SlurmOptions(**chosen))
 
 
+def maybe(valid: list[str], odd: list[str]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), mostly(st.sampled_from(valid), fs.value(odd)))
+
+
+@st.composite
+def job_options(draw: st.DrawFn) -> JobOptions:
+    """The job's sbatch options: mostly valid values (job_options.py's grammars), now and then a hostile one."""
+    return JobOptions(
+        constraint=draw(maybe(["ib", "a100&ib", "[r1|r2]"], ["a b", "ib;id"])),
+        qos=draw(maybe(["high", "normal"], ["a b", "$(id)"])),
+        mem=draw(maybe(["200G", "0", "64000M"], ["1 G", "-1"])),
+        mem_per_gpu=draw(maybe(["80G"], ["0"])),
+        exclusive=draw(st.booleans()),
+        output=draw(maybe(["logs/%x-%j.out", "out"], ["a b", "x\n#SBATCH --uid=0", "'q'"])),
+        error=draw(maybe(["logs/%x-%j.err"], ["$(id)"])),
+        exclude=draw(maybe(["gpu07", "gpu[01-03,07],login1"], ["gpu[", "a b"])),
+        signal=draw(maybe(["USR1@300", "B:USR1@300", "B:10@60", "R:TERM"], ["USR3", "B:USR1;id"])),
+        requeue=draw(st.booleans()),
+        array=draw(maybe(["0-15%4", "1,3,5-7"], ["15-0", "0-3;id"])),
+        site_lines=tuple(
+            draw(
+                st.lists(
+                    mostly(
+                        st.sampled_from(["--mail-type=END", "--hold", "--comment=x"]), fs.value(["--uid=0", "-N 2"])
+                    ),
+                    max_size=2,
+                )
+            )
+        ),
+    )
+
+
 @st.composite
 def jobs(draw: st.DrawFn) -> sbatch.Job:
     return sbatch.Job(
@@ -77,6 +110,9 @@ def jobs(draw: st.DrawFn) -> sbatch.Job:
         verify=draw(st.booleans()),
         checks=tuple(draw(st.lists(st.sampled_from(["driver", "gpus", "torch_import"]), max_size=2))),
         launcher=draw(mostly(st.just("/shared/envsolver/envsolver/cluster/slurm_launch.py"), paths)),
+        launch=draw(st.sampled_from(sbatch.LAUNCHES)),
+        options=draw(job_options()),
+        cpus_per_gpu=draw(st.one_of(st.none(), mostly(st.integers(1, 64), st.integers(-1, 5000)))),
     )
 
 
@@ -91,15 +127,18 @@ def read_back(job: sbatch.Job, script: str) -> None:
     body = [line for line in lines if line and not line.startswith("#")]
     for line in body:
         shlex.split(line)  # every line is complete shell text (no quote left open)
-    launch = shlex.split(body[-1])
+    [launch_line] = [line for line in body if line.startswith("srun ") and "--kill-on-bad-exit=1" in line]
+    launch = shlex.split(launch_line.removesuffix(" &"))
     assert launch == sbatch.launch_argv(job) and launch[launch.index("--") + 1 :] == list(job.command)
+    assert launch_line.endswith(" &") == (job_shell.batch_signal(job.options) is not None), launch_line
     verify = [shlex.split(line[5:-6]) for line in body if line.startswith("if ! srun")]
     assert verify == ([sbatch.verify_argv(job)] if job.verify else [])
-    exports = [line for line in body if line.startswith("export ")]
+    exports = [line for line in body if line.startswith("export CONDA_PREFIX=")]
     prefix = shlex.split(exports[0])[1].removeprefix("CONDA_PREFIX=")
     assert prefix == str(Path(job.prefix)), prefix  # the prefix as Path names it (no trailing or doubled /)
     assert verify == [] or verify[0][verify[0].index("--python") + 1] == f"{prefix}/bin/python".replace("//", "/")
-    assert launch[launch.index("--") - 3] == f"{prefix}/bin/python".replace("//bin", "/bin")
+    python = next(word for word in launch[1:] if not word.startswith("--"))  # the first word after srun's options
+    assert python == f"{prefix}/bin/python".replace("//bin", "/bin"), launch
 
 
 @modes(150)
@@ -234,6 +273,15 @@ sbatch_args = st.lists(
         st.tuples(st.just("--time"), fs.value(["30", "04:00:00", "1-12", "10;id"])).map(list),
         st.tuples(st.just("--job-name"), fs.value(["train", "a b", "$(id)"])).map(list),
         st.tuples(st.just("--check"), fs.value(["driver", "torch_import", "nope"])).map(list),
+        st.tuples(st.just("--launch"), fs.value(["torchrun", "per-gpu", "deepspeed", "mpi"])).map(list),
+        st.tuples(st.just("--cpus-per-gpu"), fs.value(["1", "8", "0"])).map(list),
+        st.tuples(st.just("--qos"), fs.value(["high", "a b"])).map(list),
+        st.tuples(st.just("--mem"), fs.value(["200G", "0", "1 G"])).map(list),
+        st.tuples(st.just("--signal"), fs.value(["B:USR1@300", "USR1", "USR3"])).map(list),
+        st.tuples(st.just("--array"), fs.value(["0-3", "3-0"])).map(list),
+        st.tuples(st.just("--exclude"), fs.value(["gpu[01-02]", "gpu["])).map(list),
+        st.tuples(st.just("--sbatch-line"), fs.value(["--mail-type=END", "--export=ALL", "-N 2"])).map(list),
+        st.sampled_from([["--exclusive"], ["--requeue"], ["--no-slurm-check"]]),
         st.sampled_from([["--no-verify"], ["--json"], ["--force"], ["--bogus"], ["-p", "relative"], ["-p", "/"]]),
     ),
     max_size=6,
@@ -242,15 +290,15 @@ sbatch_args = st.lists(
 
 @modes(40)
 def test_cluster_sbatch_options(seed_value: int | None, count: int, tmp_path: Path) -> None:
-    """A real cluster file and prefix; SLURM_CONF names a missing file, so a run without --gpus-per-node ends
-    before Slurm is asked (exit 2)."""
+    """A real cluster file and prefix; SLURM_CONF names a missing file, so a run without --gpus-per-node, or
+    without --no-slurm-check (most runs have it), ends before Slurm is asked (exit 2)."""
     tally = Tally("cluster sbatch options")
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     (tmp_path / "env" / "bin").mkdir(parents=True)
     (tmp_path / "env" / "bin" / "python").write_text("#!/bin/sh\n")
     env = {"SLURM_CONF": str(tmp_path / "missing.conf")}
     base = ["cluster", "sbatch", "-c", str(tmp_path / "cluster.yaml"), "-p", str(tmp_path / "env")]
-    base += ["--gpus-per-node", "2"]  # a later --gpus-per-node, or none valid, changes it
+    base += ["--gpus-per-node", "2", "--no-slurm-check"]  # a later --gpus-per-node, or none valid, changes it
 
     def check(args: tuple[list[str], list[str]]) -> None:
         options, command = args
@@ -258,4 +306,71 @@ def test_cluster_sbatch_options(seed_value: int | None, count: int, tmp_path: Pa
         check_cli(tally, [*base, "--partition", "v100", *options, *out, "--", *command], env)
 
     run_property(st.tuples(sbatch_args, st.lists(words, max_size=4)), check, count, seed_value)
+    tally.check()
+
+
+limits_text = st.one_of(
+    st.sampled_from(
+        [
+            "gpu02|idle|2|ib,rack1|gpu:a100:2(S:0)\ngpu03|down*|2|(null)|gpu:h100:2",
+            "PartitionName=p MaxNodes=UNLIMITED MaxTime=1-00:00:00 State=UP MaxCPUsPerNode=16",
+            "n1|mixed~|9999999999|x|gpu:a100:8\nn2|drained@|0||gpu:8",
+        ]
+    ),
+    fs.file_junk,
+    st.lists(st.sampled_from(["n1", "|", "idle", "*", "2", "gpu:a100:2", ",", "=", "MaxTime", "9" * 30, "\n"])).map(
+        "".join
+    ),
+)
+
+
+@modes(150)
+def test_the_partition_readers_and_the_judge_never_raise(seed_value: int | None, count: int) -> None:
+    """limits.parse_nodes / parse_partition / seconds read any text; judge takes any facts and any request and
+    gives a verdict (no exception, CPUs per GPU None or >= 1)."""
+    tally = Tally("limits readers / judge")
+    requests = st.builds(
+        limits.Request,
+        st.integers(1, 5000),
+        st.integers(1, 64),
+        st.one_of(st.none(), st.sampled_from(["a100", "h100"])),
+        st.one_of(st.none(), st.sampled_from(["30", "1-00:00:00", "99999"])),
+        st.one_of(st.none(), st.sampled_from(["ib", "ib&rack1", "[r1|r2]*2", "(a|b)"])),
+        st.frozensets(st.sampled_from(["n1", "gpu02"])),
+        st.one_of(st.none(), st.integers(1, 10000)),
+    )
+
+    def check(args: tuple[str, str, limits.Request]) -> None:
+        def call() -> None:
+            nodes = limits.parse_nodes(args[0])
+            limits.seconds(args[1])
+            facts = limits.parse_partition(args[1], "p", nodes)
+            verdict = limits.judge(facts, args[2])
+            assert verdict.cpus_per_gpu is None or verdict.cpus_per_gpu >= 1, verdict
+
+        check_function(tally, args, call, ())
+
+    run_property(st.tuples(limits_text, limits_text, requests), check, count, seed_value)
+    tally.check()
+
+
+@modes(150)
+def test_the_per_task_launcher_reads_any_environment(seed_value: int | None, count: int) -> None:
+    tally = Tally("slurm_launch read_task")
+    task_env = st.dictionaries(
+        st.sampled_from(["SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"]),
+        st.one_of(st.sampled_from(["0", "1", "3", "4", "9" * 40]), fs.junk),
+    )
+
+    def check(args: tuple[dict[str, str], dict[str, str]]) -> None:
+        environ = {**args[0], **args[1]}
+
+        def call() -> None:
+            step = slurm_launch.read_step(environ, lambda _: ["gpu01", "gpu02"], one_task_per_node=False)
+            task = slurm_launch.read_task(environ, step)
+            assert 0 <= task.rank < task.world_size and 0 <= task.local_rank < task.local_world_size, task
+
+        check_function(tally, environ, call, (slurm_launch.LaunchError,))
+
+    run_property(st.tuples(slurm_env, task_env), check, count, seed_value)
     tally.check()
