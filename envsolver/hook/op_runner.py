@@ -45,14 +45,14 @@ BUILDERS = {
 
 
 def builder(op: str) -> Any:
-    import deepspeed.ops.op_builder as op_builder  # type: ignore[import-not-found]
+    import deepspeed.ops.op_builder as op_builder
 
     return getattr(op_builder, BUILDERS[op])()
 
 
 def build(op: str, jit: bool = False) -> dict[str, Any]:
     """Build (or, for an op DeepSpeed was installed with, load) OP. With jit, always JIT-build it."""
-    from deepspeed.git_version_info import installed_ops  # type: ignore[import-not-found]
+    from deepspeed.git_version_info import installed_ops
 
     op_builder = builder(op)
     prebuilt = bool(installed_ops.get(op)) and not jit
@@ -242,7 +242,7 @@ def build_installable(op: str) -> dict[str, Any]:
     module = op_builder.jit_load(verbose=False)
     seconds = time.perf_counter() - started
     cuda = torch.version.cuda
-    from deepspeed.accelerator import get_accelerator  # type: ignore[import-not-found,unused-ignore]
+    from deepspeed.accelerator import get_accelerator
 
     return {
         "op": op,
@@ -275,7 +275,7 @@ def load(op: str) -> dict[str, Any]:
 def registered(ops: list[str]) -> dict[str, Any]:
     """Each op through DeepSpeed's load() in this one process, after `import torch, deepspeed`: which library
     DeepSpeed loaded (a registered op's, or one it JIT-built) and how long load() took."""
-    import deepspeed  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    import deepspeed  # noqa: F401
     import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
 
     rows = []
@@ -293,7 +293,7 @@ def registered(ops: list[str]) -> dict[str, Any]:
 
 def adam_check() -> dict[str, Any]:
     import torch
-    from deepspeed.ops.adam import FusedAdam  # type: ignore[import-not-found]
+    from deepspeed.ops.adam import FusedAdam
 
     torch.manual_seed(0)
     params = [torch.randn(1024, 257, device="cuda"), torch.randn(4099, device="cuda")]
