@@ -438,8 +438,8 @@ def hook_command(
     "--cluster",
     "cluster_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Check PREFIX (on the shared filesystem) on every partition of this cluster file, from the login node: "
-    "one srun step per partition.",
+    help="Check PREFIX (on the shared filesystem) on every usable node of every partition of this cluster file, "
+    "from the login node: one srun step per partition, one task per node; failing nodes are named.",
 )
 @click.option(
     "--partition",

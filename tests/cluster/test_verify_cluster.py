@@ -302,12 +302,12 @@ def test_a_controller_that_does_not_answer_is_one_error_before_any_step(setup: S
 
 def test_partitions_of_another_platform_are_not_checked(setup: Setup) -> None:
     gh200 = {"name": "gh200", "gpus": ["gh200"], "driver": "570.133.20", "platform": "linux-aarch64", "glibc": None}
-    file = setup.edited("aarch64.yaml", {"gh200": gh200, "mixed": None, "tesla": None, "h100": None})
+    file = setup.edited("aarch64.yaml", {"gh200": gh200, "mixed": None, "tesla": None, "h100": None, "pair": None})
     result = setup.verify(file=file)
     assert result.exit_code == 0, result.output
-    assert table_rows(result.stdout)["check"] == ["a100", "v100"]
+    assert table_rows(result.stdout)["check"] == ["a100", "v100"], result.output
     assert "gh200: not checked: the prefix is for linux-64, gh200 is linux-aarch64" in result.stdout
-    assert result.stdout.rstrip().endswith("(1 not checked)")
+    assert result.stdout.rstrip().endswith("(1 not checked); 2 node(s)"), result.output
     assert "lock was made for partitions" not in result.stdout  # v100 and a100 were among the lock's
 
 
