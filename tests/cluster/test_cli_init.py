@@ -87,7 +87,7 @@ def test_partition_filter(lab: SlurmLab, tmp_path: Path, kb: KnowledgeBase) -> N
     assert result.exit_code == 0, result.output
     cluster = cluster_file.load(tmp_path / "cluster.yaml", kb)
     assert [p.name for p in cluster.partitions] == ["a100", "h100"]  # by name, whatever the order asked
-    assert {s.name for s in cluster.skipped} == {"cpu", "v100", "mixed", "tesla"}
+    assert {s.name for s in cluster.skipped} == {"cpu", "v100", "mixed", "pair", "tesla"}
     assert "probing v100" not in result.stderr
 
 

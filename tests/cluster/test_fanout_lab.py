@@ -5,6 +5,7 @@ a newline gets one; what each node printed is recovered exactly."""
 from __future__ import annotations
 
 import shlex
+import subprocess
 
 from envsolver.cluster import fanout
 from tests.slurmlab import SlurmLab
@@ -30,16 +31,18 @@ def test_every_nodes_output_is_split_back_whole(lab: SlurmLab) -> None:
     argv = fanout.argv(
         ("--partition=pair", "--gres=gpu:a100:1"), ("gpu05", "gpu06"), 10, 2, "envsolver-test", ("sh", "-c", SCRIPT)
     )
-    done = lab.run(list(argv), timeout=60)
-    assert done.returncode == 0, (shlex.join(argv), done.stderr)
-    lines = done.stdout.splitlines()
-    assert max(len(line.encode()) for line in lines) <= fanout.CHUNK + 8, "srun cuts long lines: the case tested"
-    texts, stray = fanout.split(done.stdout)
+    # Read as slurm.py reads it (envsolver.pipes): bytes decoded with U+FFFD for what is not UTF-8.
+    done = subprocess.run(list(argv), capture_output=True, timeout=60, env=lab.env, check=False)
+    stdout, stderr = done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 0, (shlex.join(argv), stderr)
+    lines = done.stdout.split(b"\n")
+    assert max(len(line) for line in lines) <= fanout.CHUNK + 8, "srun cuts long lines: the case tested"
+    texts, stray = fanout.split(stdout)
     assert stray == "", stray
     by_node = {text.split("\n", 1)[0]: text for text in texts.values()}
-    assert sorted(by_node) == ["gpu05", "gpu06"], (texts.keys(), done.stderr)
+    assert sorted(by_node) == ["gpu05", "gpu06"], (texts.keys(), stderr)
     for node, text in by_node.items():
-        assert text == expected(node), (node, [len(line) for line in text.split("\n")], done.stderr)
+        assert text == expected(node), (node, [len(line) for line in text.split("\n")], stderr)
 
 
 def test_a_gpus_option_becomes_per_node() -> None:
