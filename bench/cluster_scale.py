@@ -9,7 +9,9 @@ facts from the lock), checked for the checks it answers, as tests/cluster/test_v
 
     python bench/cluster_scale.py [--nodes 8,16,32] [--repeat 3]
 
-Prints one markdown row per N (median and range over the repeats) and the machine's load before and after.
+Prints one markdown row per N (median and range over the repeats; "its CPU" is the user + sys seconds of the
+command's own process and its children, envsolver and srun, not the steps slurmd runs for the nodes) and the
+machine's load before and after.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,10 +39,19 @@ CHECKS = ("driver", "gpus", "torch_import", "torch_cuda_build", "driver_supports
 ENVSOLVER = str(Path(sys.executable).parent / "envsolver")
 
 
+CPU: list[float] = []  # the CPU seconds (user + sys) of each timed command and its children: envsolver and srun
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Wall seconds of the whole process; its CPU time (envsolver, srun; not the nodes' steps, which slurmd
+    runs) appended to CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
-    return time.perf_counter() - started, done
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return seconds, done
 
 
 def daemons_rss_mib(lab: SlurmLab) -> float:
@@ -66,12 +78,13 @@ def one(count: int, repeat: int, work: Path) -> dict[str, object]:
     try:
         env = {**os.environ, "SLURM_CONF": str(lab.conf)}
         file = work / f"cluster{count}.yaml"
-        inits = []
+        inits: list[float] = []
         for _ in range(repeat):
             seconds, done = timed([ENVSOLVER, "cluster", "init", "--out", str(file), "--force"], env)
             if done.returncode != 0:
                 raise SystemExit(f"cluster init failed at {count} nodes:\n{done.stderr}")
             inits.append(seconds)
+        init_cpu = CPU[-repeat:]
         made = subprocess.run(
             [ENVSOLVER, "make", "--cluster", str(file), "--offline", "--out", str(work / f"envs{count}")],
             capture_output=True,
@@ -84,7 +97,7 @@ def one(count: int, repeat: int, work: Path) -> dict[str, object]:
         lock = yaml.safe_load((work / f"envs{count}" / "linux-64" / "conda-lock.yml").read_text())
         prefix = work / f"env{count}"
         write_env(prefix, "linux-64", lock["metadata"]["custom_metadata"], sys.executable)
-        verifies = []
+        verifies: list[float] = []
         checked = 0
         for _ in range(repeat):
             argv = [ENVSOLVER, "verify", "--cluster", str(file), "-p", str(prefix), "--json"]
@@ -95,6 +108,7 @@ def one(count: int, repeat: int, work: Path) -> dict[str, object]:
                 raise SystemExit(f"verify --cluster failed at {count} nodes (exit {done.returncode}):\n{done.stderr}")
             checked = sum(len(p["nodes"]) for p in doc["partitions"])
             verifies.append(seconds)
+        verify_cpu = CPU[-repeat:]
         rss = daemons_rss_mib(lab)
     finally:
         lab.stop()
@@ -104,7 +118,9 @@ def one(count: int, repeat: int, work: Path) -> dict[str, object]:
         "lab_start_s": round(startup, 1),
         "daemons_rss_mib": round(rss),
         "init_s": inits,
+        "init_cpu_s": init_cpu,
         "verify_s": verifies,
+        "verify_cpu_s": verify_cpu,
         "verified_nodes": checked,
     }
 
@@ -130,15 +146,16 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"# load after {uptime()}")
-    header = ("GPU nodes", "partitions", "lab start", "slurm daemons RSS", "cluster init", "verify --cluster")
-    header += ("verified",)
+    header = ("GPU nodes", "partitions", "lab start", "slurm daemons RSS", "cluster init", "its CPU")
+    header += ("verify --cluster", "its CPU", "nodes verified")
     print("| " + " | ".join(header) + " |")
-    print("|---|---|---|---|---|---|---|")
+    print("|" + "---|" * len(header))
     for row in rows:
-        print(
-            f"| {row['nodes']} | {row['partitions']} | {row['lab_start_s']} s | {row['daemons_rss_mib']} MiB | "
-            f"{spread(row['init_s'])} | {spread(row['verify_s'])} | {row['verified_nodes']} |"  # type: ignore[arg-type]
-        )
+        cells = [f"{row['nodes']}", f"{row['partitions']}", f"{row['lab_start_s']} s", f"{row['daemons_rss_mib']} MiB"]
+        for key in ("init_s", "init_cpu_s", "verify_s", "verify_cpu_s"):
+            cells.append(spread(row[key]))  # type: ignore[arg-type]
+        cells.append(f"{row['verified_nodes']}")
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
