@@ -197,6 +197,7 @@ def verify(
         for p in chosen:
             reach = targets(p, rows, infos)
             shown = f"{len(reach.usable)} node(s)" + (f", {len(reach.left_out)} left out" if reach.left_out else "")
+            shown = reach.none or shown
             progress(f"verifying {p.name}: srun {' '.join(step.options(p))} ({shown})")
             for node in reach.left_out:
                 progress(f"  {p.name}: left out {node.describe()}")
@@ -257,19 +258,21 @@ def _run_step(
 ) -> Outcome:
     options = step.options(partition)
     shown = " ".join(options)
-    ways = (
-        f"wait longer for busy nodes (--wait {max(4 * request.wait_s, 120)}), or leave {partition.name} out "
-        "(--partition NAME for each other partition)"
-    )
-    fix = (
+    leave = f"leave {partition.name} out (--partition NAME for each other partition)"
+    check = (
         f"Check that `srun {shown} --nodes=1 --time={step.TIME_MIN} hostname` runs (a partition whose time limit is "
         f"under {step.TIME_MIN} minutes refuses the step), or correct partition {partition.name}'s slurm: options in "
-        f"{scope.file}; or {ways}; then run the same command again."
+        f"{scope.file}"
     )
     if reach.none is not None:
         return Outcome(
-            partition, "error", left_out=reach.left_out, error=f"partition {partition.name}: {reach.none}. {fix}"
+            partition,
+            "error",
+            left_out=reach.left_out,
+            error=f"partition {partition.name}: {reach.none}. {check}; or {leave}; then run the same command again.",
         )
+    longer = max(4 * request.wait_s, 120)
+    fix = f"{check}; or wait longer for busy nodes (--wait {longer}), or {leave}; then run the same command again."
     words = ("sh", "-c", step.SCRIPT, step.NAME, *command)
     argv = fanout.argv(options, reach.usable, request.wait_s, step.TIME_MIN, step.NAME, words)
     started = time.monotonic()

@@ -258,6 +258,32 @@ def test_a_node_with_an_older_driver_than_its_partition_mates_is_the_oldest_and_
     assert statuses == {"gpu05": "warn", "gpu06": "fail"}, statuses
 
 
+def test_a_step_whose_nodes_stay_busy_is_exit_2_and_a_longer_wait_works(setup: Setup) -> None:
+    """Both GPUs of gpu01 held by another job: v100's step gives up after --wait 1 (exit 2, naming v100, the
+    fix suggesting --wait 120); run again with --wait 120 once the job ends, it passes."""
+    lab = setup.lab
+    hold = subprocess.Popen(
+        ["srun", "--partition=v100", "--gres=gpu:v100:2", "--nodes=1", "--job-name=envsolver-hold", "sleep", "60"],
+        env=lab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(100):
+            if "envsolver-hold" in lab.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
+                break
+            time.sleep(0.1)
+        busy = setup.verify("--partition", "v100", "--wait", "1", "--json")
+    finally:
+        hold.terminate()
+        hold.communicate(timeout=30)
+    assert busy.exit_code == 2, busy.output
+    (v100,) = json.loads(busy.stdout)["partitions"]
+    assert v100["status"] == "error" and "--wait 120" in v100["error"]["fix"], v100
+    again = setup.verify("--partition", "v100", "--wait", "120")
+    assert again.exit_code == 0, again.output
+
+
 def test_an_unknown_partition_is_refused_with_the_list(setup: Setup) -> None:
     result = setup.verify("--partition", "b200", "--json")
     assert result.exit_code == 2, result.output
