@@ -245,6 +245,11 @@ def decide(inputs: Inputs) -> Decided:
         return out
     driver, driver_origin = _driver(seen)
     glibc, glibc_origin = _glibc(seen)
+    if seen.drivers and seen.unknown_driver and inputs.probes is not None:
+        out.notes.append(
+            f"partition {part.name!r}: {_why(seen.unknown_driver)}: the driver recorded ({driver}) is the oldest of "
+            "the other nodes only; check that node (nvidia-smi), or leave it out of the partition"
+        )
     if left_out:
         skipped = f" (not probed, left out by their state: {', '.join(left_out)})"
         driver_origin, glibc_origin = driver_origin + skipped, glibc_origin + skipped
