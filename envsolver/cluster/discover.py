@@ -25,9 +25,8 @@ from envsolver.cluster.parse import Probe, parse_probe
 from envsolver.cluster.survey import Group, ProbeKey, Survey, facts, survey
 from envsolver.errors import split_fix
 from envsolver.kb import KnowledgeBase
-from envsolver.printable import printable
 
-Progress = Callable[[str], None]
+Progress = Callable[[str], None]  # lines holding what Slurm and the nodes said: the CLI prints them escaped
 MAX_STEPS = 8  # probe steps running at once: one per group, bounded so a large cluster does not flood the queue
 TIME_MIN = 2  # the probe step's time limit in minutes (srun --time)
 NAME = "envsolver-probe"
@@ -87,7 +86,7 @@ def run_probe(group: Group, wait_s: int, progress: Progress) -> ProbeRun:
     options = group.options.argv(group.partition)
     label = f"{group.partition} ({group.gres_type or 'any GPU'})"
     for node in group.left_out:
-        progress(f"  {group.partition}: left out {printable(node.describe())}")
+        progress(f"  {group.partition}: left out {node.describe()}")
     if not group.usable:
         shown = ", ".join(n.describe() for n in group.left_out)
         progress(f"  {group.partition}: no node a step can run on")
@@ -103,11 +102,11 @@ def run_probe(group: Group, wait_s: int, progress: Progress) -> ProbeRun:
         text = slurm.run(argv, wait_s + slurm.PROBE_TIMEOUT_S, f"the probe step ({' '.join(options)})", fix)
     except slurm.SlurmError as exc:
         message = exc.said or split_fix(str(exc))[0]
-        progress(f"  {group.partition}: the probe failed: {printable(message)}")
+        progress(f"  {group.partition}: the probe failed: {message}")
         return ProbeRun(group, argv[1:], (), group.left_out, message, waited=True)
     probes, silent = read_step(text, group.usable)
     for probe in probes:
-        progress(f"  {group.partition}: {printable(_describe(probe))}")
+        progress(f"  {group.partition}: {_describe(probe)}")
     error = None
     if silent:
         error = f"{', '.join(silent)} gave no answer (the step ran, but printed no probe for them)"
