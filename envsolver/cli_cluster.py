@@ -44,15 +44,17 @@ def cluster() -> None:
 
 EPILOG_INIT = """\b
 Examples:
-  envsolver cluster init                                  # every GPU partition, one short srun step each
+  envsolver cluster init                                  # every GPU partition: one srun step on all its nodes
   envsolver cluster init --partition a100 --partition h100
   envsolver cluster init --no-probe --map tesla=v100      # from Slurm alone; GRES type 'tesla' is a V100
   envsolver cluster init --out clusters/hpc.yaml --json
 
-Each value in the file says where it came from (`provenance:`). With --no-probe the drivers and glibc are
-unknown (null), and `make --cluster` assumes a current driver and glibc 2.28 for them.
+Each value in the file says where it came from (`provenance:`). Nodes that are down, drained, reserved or not
+responding are left out and named. A probe that cannot run is an error with the ways out (a longer --wait,
+--partition to leave it out, --no-probe). With --no-probe the drivers and glibc are unknown (null), and
+`make --cluster` assumes a current driver and glibc 2.28 for them.
 
-Exit codes: 0 ok, 2 bad input or Slurm could not answer (the message ends with the fix).
+Exit codes: 0 ok, 2 bad input, Slurm could not answer or a probe could not run (the message ends with the fix).
 """
 
 
@@ -92,7 +94,7 @@ Exit codes: 0 ok, 2 bad input or Slurm could not answer (the message ends with t
     default=slurm.IMMEDIATE_S,
     show_default=True,
     metavar="SECONDS",
-    help="How long each probe step waits for a free node of its partition before giving up.",
+    help="How long each probe step waits for its partition's nodes to be free before giving up.",
 )
 @click.option("--force", is_flag=True, help="Overwrite a cluster file that was edited by hand.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was drafted and written as JSON.")
@@ -108,8 +110,9 @@ def init_command(
     as_json: bool,
 ) -> None:
     """Draft the cluster file through Slurm from a login node: partitions, nodes and GPU GRES from sinfo and
-    scontrol, then one short srun step per partition (and GRES type) for what Slurm does not know: nvidia-smi's
-    GPU names and driver, glibc (ldd --version) and the architecture (uname -m)."""
+    scontrol, then one short srun step per partition (and GRES type), one task on each usable node, for what
+    Slurm does not know: nvidia-smi's GPU names and driver, glibc (ldd --version) and the architecture
+    (uname -m); the file keeps the oldest driver and glibc of all the nodes."""
     err = diagnostics()
     command = discover.words(partitions, maps, not no_probe, wait_s, str(out))
     request = discover.Request(partitions, maps, not no_probe, wait_s, command)

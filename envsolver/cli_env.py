@@ -21,6 +21,7 @@ from envsolver import progress as byte_progress
 from envsolver.cli_base import Command, diagnostics, error, progress, verbosity
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import grammar as cluster_grammar
+from envsolver.cluster import step as cluster_step
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.errors import BadInputError
@@ -439,8 +440,23 @@ def hook_command(
     "--cluster",
     "cluster_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Check PREFIX (on the shared filesystem) on every partition of this cluster file, from the login node: "
-    "one srun step per partition.",
+    help="Check PREFIX (on the shared filesystem) on every usable node of every partition of this cluster file, "
+    "from the login node: one srun step per partition, one task per node; failing nodes are named.",
+)
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="NAME",
+    help="--cluster: check only this partition of the cluster file (repeatable) [default: every partition]. "
+    "--nccl --nodes: the one partition srun asks (with --cluster FILE: its account, constraint and GPU type too).",
+)
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.IntRange(0, 3600),
+    metavar="SECONDS",
+    help=f"--cluster: how long each step waits for its nodes to be free [default: {cluster_step.WAIT_S}].",
 )
 @click.option(
     "--lock",
@@ -478,14 +494,6 @@ def hook_command(
     help="--nccl across nodes: one srun step on N nodes (one task per node, torchrun on each; --gpus is then per "
     "node). Inside an allocation (salloc, a batch job) the step runs on N of its nodes.",
 )
-@click.option(
-    "--partition",
-    "partitions",
-    multiple=True,
-    metavar="P",
-    help="--nccl --nodes: the partition srun asks (with --cluster FILE: that partition's account, constraint and "
-    "GPU type too).",
-)
 @click.option("--time", "time_limit", help="--nccl --nodes: the step's --time [default: the check's own deadline].")
 @click.option("--port", type=int, help="--nccl --nodes: rendezvous port [default: 29500 + job id % 20000].")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
@@ -495,6 +503,8 @@ def verify_command(
     prefix: Path | None,
     python: Path | None,
     cluster_path: Path | None,
+    partitions: tuple[str, ...],
+    wait_s: int | None,
     lock_path: Path | None,
     gpu_test: bool,
     only: tuple[str, ...],
@@ -505,7 +515,6 @@ def verify_command(
     backend: str | None,
     nccl_timeout: float | None,
     nodes: int | None,
-    partitions: tuple[str, ...],
     time_limit: str | None,
     port: int | None,
     as_json: bool,
@@ -521,7 +530,8 @@ def verify_command(
       envsolver verify --gpu-test            # on a GPU node
       envsolver verify --nccl -p ~/envs/train  # all-reduce over this node's GPUs
       envsolver verify --nccl -p /shared/envs/train --nodes 2 --gpus 8 --partition h100   # across nodes (srun)
-      envsolver verify --cluster cluster.yaml -p /shared/envs/train   # every partition, from the login node
+      envsolver verify --cluster cluster.yaml -p /shared/envs/train   # every node of every partition
+      envsolver verify --cluster cluster.yaml -p /shared/envs/train --partition a100
 
     With --nccl, --json also carries nccl_tested (true only for NCCL on GPUs with every check passed), the
     bus bandwidth per size (nccl-tests' busbw), each rank's GPU and NCCL library, and the ranks' own report.
@@ -557,8 +567,20 @@ def verify_command(
     stray = [name for name, value in given.items() if value is not None]
     if stray:
         raise BadInputError(f"{stray[0]} applies to the NCCL check only. Pass --nccl too, or remove {stray[0]}.")
+    if cluster_path is None and (partitions or wait_s is not None):
+        name = "--partition" if partitions else "--wait"
+        raise BadInputError(f"{name} applies to --cluster only. Pass --cluster FILE too, or remove {name}.")
     if cluster_path is not None:
-        _verify_cluster(cluster_path, prefix, python, lock_path, gpu_test, only, as_json)
+        request = cluster_verify.Request(
+            cluster_path,
+            prefix or Path(),
+            lock_path,
+            gpu_test,
+            only,
+            wait_s=wait_s if wait_s is not None else cluster_step.WAIT_S,
+            partitions=partitions,
+        )
+        _verify_cluster(request, prefix, python, as_json)
         return
     kb = default_kb()
     if as_json:
@@ -704,15 +726,7 @@ def _verify_nccl_slurm(
         sys.exit(1)
 
 
-def _verify_cluster(
-    cluster_path: Path,
-    prefix: Path | None,
-    python: Path | None,
-    lock_path: Path | None,
-    gpu_test: bool,
-    only: tuple[str, ...],
-    as_json: bool,
-) -> None:
+def _verify_cluster(request: cluster_verify.Request, prefix: Path | None, python: Path | None, as_json: bool) -> None:
     """verify --cluster: the report on stdout, progress on stderr; exit 1 when a partition failed, 2 (with the
     error on stderr, and in the document) when a step could not run."""
     if prefix is None or python is not None:
@@ -721,7 +735,6 @@ def _verify_cluster(
             "and no --python (each node runs PREFIX/bin/python)."
         )
     err = diagnostics()
-    request = cluster_verify.Request(cluster_path, prefix, lock_path, gpu_test, only)
     report = cluster_verify.verify(request, default_kb(), lambda line: render.text(err, line))
     if as_json:
         click.echo(json.dumps(verify_report.document(report), indent=2))

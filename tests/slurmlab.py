@@ -92,12 +92,15 @@ V100_32 = Gpu("Tesla V100-SXM2-32GB", "535.104.05", "7.0", "32768 MiB")
 GH200 = Gpu("NVIDIA GH200 480GB", "550.54.15", "9.0", "97871 MiB")
 
 # gpu04's GRES type is a site's own word ('tesla'), which names no GPU: `cluster init --no-probe` must ask for
-# --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports).
+# --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports). The `pair`
+# partition holds two nodes of one GRES type, so every probe and verify step reaches several nodes at once.
 NODES = (
     Node("gpu01", (("v100", 2),), (V100, V100)),
     Node("gpu02", (("a100", 2),), (A100, A100), cores="0-1", features=("ib", "rack1")),
     Node("gpu03", (("h100", 2),), (H100, H100)),
     Node("gpu04", (("tesla", 2),), (V100_32, V100_32)),
+    Node("gpu05", (("a100", 2),), (A100, A100)),
+    Node("gpu06", (("a100", 2),), (A100, A100)),
     Node("cpu01"),
 )
 PARTITIONS = {
@@ -106,9 +109,30 @@ PARTITIONS = {
     "h100": ("gpu03",),
     "tesla": ("gpu04",),
     "mixed": ("gpu02", "gpu03"),
+    "pair": ("gpu05", "gpu06"),
     "cpu": ("cpu01",),
 }
 DEFAULT_PARTITION = "cpu"
+SCALE_MODELS = (("a100", A100), ("h100", H100), ("v100", V100))
+
+
+def scale_layout(count: int, partitions: int = 6) -> tuple[tuple[Node, ...], dict[str, tuple[str, ...]]]:
+    """A bigger lab: `count` GPU nodes n001... dealt round robin over `partitions` partitions s1..., each
+    partition one GPU model (A100, H100, V100 in turn, two GPUs a node), and cpu01 alone in the default `cpu`
+    partition. For the scale test and bench/cluster_scale.py."""
+    if count < partitions:
+        raise ValueError(f"{count} nodes cannot fill {partitions} partitions")
+    nodes: list[Node] = []
+    members: dict[str, list[str]] = {f"s{p + 1}": [] for p in range(partitions)}
+    for i in range(count):
+        part = i % partitions
+        kind, gpu = SCALE_MODELS[part % len(SCALE_MODELS)]
+        name = f"n{i + 1:03d}"
+        nodes.append(Node(name, ((kind, 2),), (gpu, gpu)))
+        members[f"s{part + 1}"].append(name)
+    nodes.append(Node("cpu01"))
+    return tuple(nodes), {**{k: tuple(v) for k, v in members.items()}, "cpu": ("cpu01",)}
+
 
 FAKE_SMI = """#!/bin/sh
 # A stand-in for nvidia-smi on the Slurm lab's nodes (there is no GPU here). It answers the two queries envsolver

@@ -20,7 +20,8 @@ from envsolver.kb.gpus import closest, lookup
 from envsolver.kb.model import Gpu, Platform
 from envsolver.versions import DriverVersion, MajorMinor
 
-ProbeResult = Probe | str  # a str says why the probe could not run
+# What a group's probe step saw: one Probe per node it reached (a lone Probe: one node), or why it could not run.
+ProbeResult = Probe | tuple[Probe, ...] | str
 # The fixes a problem calls for (draft.py turns them into commands): "--map TYPE=GPU", a probe, a split.
 PROBE = "probe"
 SPLIT = "split"
@@ -70,16 +71,17 @@ class _Seen:
     unknown_glibc: list[str] = field(default_factory=list)
 
 
-def _probe_of(inputs: Inputs, group: Group) -> tuple[Probe | None, str | None]:
-    """(the probe, or None and why there is none)."""
+def _probe_of(inputs: Inputs, group: Group) -> tuple[tuple[Probe, ...], str | None]:
+    """(the probes of the group's nodes, or () and why there are none)."""
     if inputs.probes is None:
-        return None, "not probed (--no-probe)"
+        return (), "not probed (--no-probe)"
     result = inputs.probes.get(group.key)
     if result is None:
-        return None, "not probed"
+        return (), "not probed"
     if isinstance(result, str):
-        return None, f"the probe failed ({result})"
-    return result, None
+        return (), f"the probe failed ({result})"
+    probes = (result,) if isinstance(result, Probe) else result
+    return probes, None if probes else "the probe reached no node"
 
 
 def _known(kb: KnowledgeBase, name: str) -> Gpu | None:
@@ -89,7 +91,12 @@ def _known(kb: KnowledgeBase, name: str) -> Gpu | None:
         return None
 
 
-def _group_gpus(inputs: Inputs, group: Group, probe: Probe | None, why: str | None, out: Decided) -> list[Gpu]:
+def _on(probes: tuple[Probe, ...]) -> str:
+    """The nodes that printed GPUs, as a phrase: 'gpu02', 'gpu02, gpu05 and 3 more'."""
+    return _nodes([p.node or "?" for p in probes if p.gpus])
+
+
+def _group_gpus(inputs: Inputs, group: Group, probes: tuple[Probe, ...], why: str | None, out: Decided) -> list[Gpu]:
     """The group's GPUs and the provenance line for them; records a problem when nothing names them."""
     name = inputs.partition.name
     kind = group.gres_type
@@ -97,19 +104,19 @@ def _group_gpus(inputs: Inputs, group: Group, probe: Probe | None, why: str | No
     named = _known(inputs.kb, kind) if kind is not None else None
     claimed = mapped or named
     claim = f"--map {kind}={mapped.key}" if mapped else f"the GRES type {kind!r}"
-    if probe is not None and probe.gpus:
-        names = list(dict.fromkeys(g.name for g in probe.gpus))
+    if any(p.gpus for p in probes):
+        names = list(dict.fromkeys(g.name for p in probes for g in p.gpus))
         rows = [_known(inputs.kb, n) for n in names]
         if all(rows):
             gpus = list(dict.fromkeys(r for r in rows if r is not None))
             if claimed is not None and {g.key for g in gpus} != {claimed.key}:
                 out.notes.append(
-                    f"partition {name!r}: nvidia-smi on {probe.node} names {', '.join(names)} where {claim} says "
+                    f"partition {name!r}: nvidia-smi on {_on(probes)} names {', '.join(names)} where {claim} says "
                     f"{claimed.key}; the file follows nvidia-smi"
                 )
             return gpus
         unknown = [n for n, r in zip(names, rows, strict=True) if r is None]
-        out.notes.append(f"partition {name!r}: nvidia-smi on {probe.node} names {unknown}, which envsolver lacks")
+        out.notes.append(f"partition {name!r}: nvidia-smi on {_on(probes)} names {unknown}, which envsolver lacks")
         why = f"nvidia-smi named {', '.join(repr(u) for u in unknown)}"
     if claimed is not None:
         return [claimed]
@@ -155,11 +162,13 @@ def _driver(seen: _Seen) -> tuple[DriverVersion | None, str]:
         return None, f"unknown: {_why(seen.unknown_driver)}; {ASSUMED['driver']}"
     distinct = {d for _, d, _ in seen.drivers}
     lost = f" (unknown elsewhere: {_why(seen.unknown_driver)})" if seen.unknown_driver else ""
-    if len(seen.drivers) == 1 or len(distinct) == 1:
-        node, version, via = seen.drivers[0]
-        return version, f"nvidia-smi on {node} via {via}{lost}"
-    parts = "; ".join(f"{v} on {n} via {via}" for n, v, via in seen.drivers)
-    return min(distinct), f"the oldest of what nvidia-smi printed: {parts}{lost}"
+    vias = " and ".join(dict.fromkeys(via for _, _, via in seen.drivers))
+    if len(distinct) == 1:
+        _, version, _ = seen.drivers[0]
+        return version, f"nvidia-smi on {_nodes([n for n, _, _ in seen.drivers])} via {vias}{lost}"
+    parts = "; ".join(f"{v} on {_nodes([n for n, d, _ in seen.drivers if d == v])}" for v in sorted(distinct))
+    count = len({n for n, _, _ in seen.drivers})
+    return min(distinct), f"the oldest of what nvidia-smi printed on {count} nodes via {vias}: {parts}{lost}"
 
 
 def _glibc(seen: _Seen) -> tuple[MajorMinor | None, str]:
@@ -207,20 +216,24 @@ def decide(inputs: Inputs) -> Decided:
     seen = _Seen()
     gpus: list[Gpu] = []
     gpu_lines: list[str] = []
+    left_out: list[str] = []
     for group in part.groups:
-        probe, why = _probe_of(inputs, group)
-        found = _group_gpus(inputs, group, probe, why, out)
+        probes, why = _probe_of(inputs, group)
+        found = _group_gpus(inputs, group, probes, why, out)
         gpus.extend(g for g in found if g not in gpus)
         if found:
             line = f"{_gres(group)} (type {group.gres_type!r} is the GPU {found[0].key})"
-            if probe is not None and probe.gpus:
-                names = ", ".join(dict.fromkeys(g.name for g in probe.gpus))
-                line = f"{_gres(group)}; nvidia-smi on {probe.node} via {_via(group)}: {names}"
+            if any(p.gpus for p in probes):
+                names = ", ".join(dict.fromkeys(g.name for p in probes for g in p.gpus))
+                line = f"{_gres(group)}; nvidia-smi on {_on(probes)} via {_via(group)}: {names}"
             elif group.gres_type in inputs.maps:
                 line = f"--map {group.gres_type}={found[0].key} for {_gres(group)}"
             gpu_lines.append(line)
-        if probe is not None:
-            _observe(group, probe, seen, found)
+        if inputs.probes is not None:
+            left_out.extend(n.describe() for n in group.left_out if n.describe() not in left_out)
+        if probes:
+            for probe in probes:
+                _observe(group, probe, seen, found)
         else:
             seen.unknown_driver.append(str(why))
             seen.unknown_glibc.append(str(why))
@@ -232,6 +245,18 @@ def decide(inputs: Inputs) -> Decided:
         return out
     driver, driver_origin = _driver(seen)
     glibc, glibc_origin = _glibc(seen)
+    if seen.drivers and seen.unknown_driver and inputs.probes is not None:
+        out.notes.append(
+            f"partition {part.name!r}: {_why(seen.unknown_driver)}: the driver recorded ({driver}) is the oldest of "
+            "the other nodes only; check that node (nvidia-smi), or leave it out of the partition"
+        )
+    if left_out:
+        skipped = f" (not probed, left out by their state: {', '.join(left_out)})"
+        driver_origin, glibc_origin = driver_origin + skipped, glibc_origin + skipped
+        out.notes.append(
+            f"partition {part.name!r}: left out {len(left_out)} node(s) Slurm says a step cannot run on: "
+            f"{', '.join(left_out)}; its oldest driver and glibc are those of the other nodes"
+        )
     _differences(part.name, seen, out)
     if part.available != "up":
         out.notes.append(f"partition {part.name!r} is {part.available} in sinfo")

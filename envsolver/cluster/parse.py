@@ -143,6 +143,8 @@ class NodeInfo:
     state: str | None
     partitions: tuple[str, ...]
     os: str | None
+    reason: str | None = None  # Reason= (why a node is down or drained), as an admin wrote it
+    features: tuple[str, ...] = ()  # AvailableFeatures=, for --constraint
 
 
 def _known(value: str | None) -> str | None:
@@ -164,6 +166,8 @@ def parse_scontrol_nodes(text: str) -> dict[str, NodeInfo]:
             state=_known(values.get("State")),
             partitions=tuple(p for p in values.get("Partitions", "").split(",") if p),
             os=_known(values.get("OS")),
+            reason=_known(values.get("Reason")),
+            features=tuple(f for f in (_known(values.get("AvailableFeatures")) or "").split(",") if f),
         )
     return nodes
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from envsolver.cluster.discover import Discovery
 from envsolver.cluster.file import to_document
+from envsolver.cluster.parse import Probe
 from envsolver.printable import printable
 
 
@@ -37,7 +38,8 @@ def lines(found: Discovery, path: Path, outcome: str) -> list[str]:
 
 
 def document(found: Discovery, path: Path, outcome: str) -> dict[str, Any]:
-    """`{"ok": true, "file", "outcome", "cluster", "notes", "probes"}`."""
+    """`{"ok": true, "file", "outcome", "cluster", "notes", "probes"}`: a probe per group, with what each node it
+    reached printed and the nodes left out by their state."""
     return {
         "ok": True,
         "file": str(path),
@@ -49,15 +51,19 @@ def document(found: Discovery, path: Path, outcome: str) -> dict[str, Any]:
                 "partition": run.group.partition,
                 "gres_type": run.group.gres_type,
                 "argv": ["srun", *run.argv],
-                "node": run.probe.node if run.probe is not None else None,
-                "gpus": [
-                    {"name": g.name, "driver": str(g.driver), "compute_cap": str(g.compute_cap)}
-                    for g in (run.probe.gpus if run.probe is not None else ())
-                ],
-                "glibc": str(run.probe.glibc) if run.probe is not None and run.probe.glibc else None,
-                "machine": run.probe.machine if run.probe is not None else None,
+                "nodes": [_probe_doc(probe) for probe in run.probes],
+                "left_out": [{"node": n.node, "state": n.state, "reason": n.reason} for n in run.left_out],
                 "error": run.error,
             }
             for run in found.probes
         ],
+    }
+
+
+def _probe_doc(probe: Probe) -> dict[str, Any]:
+    return {
+        "node": probe.node,
+        "gpus": [{"name": g.name, "driver": str(g.driver), "compute_cap": str(g.compute_cap)} for g in probe.gpus],
+        "glibc": str(probe.glibc) if probe.glibc else None,
+        "machine": probe.machine,
     }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from envsolver.cluster import grammar
 from envsolver.cluster.model import Skipped, SlurmOptions
+from envsolver.cluster.nodes import LeftOut, split
 from envsolver.cluster.parse import NodeInfo, SinfoRow, parse_config, parse_scontrol_nodes, parse_sinfo
 from envsolver.errors import BadInputError
 
@@ -37,13 +38,16 @@ def facts(sinfo_text: str, nodes_text: str, config_text: str) -> Facts:
 
 @dataclass(frozen=True)
 class Group:
-    """The nodes of one partition that hold one GPU GRES type, and the srun options that reach one of them."""
+    """The nodes of one partition that hold one GPU GRES type, and the srun options that reach them: `usable`
+    those a step can run on, `left_out` the others (down, drained, reserved, ...) with their state."""
 
     partition: str
     gres_type: str | None
     nodes: tuple[str, ...]
     gres: Mapping[str, str]  # node -> its GRES as sinfo printed it
     options: SlurmOptions
+    usable: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
 
     @property
     def key(self) -> ProbeKey:
@@ -122,16 +126,7 @@ def survey(found: Facts, only: Sequence[str] = ()) -> Survey:
             skipped.append(Skipped(name, f"GRES type {bad_types[0]!r} cannot be passed to srun safely"))
             continue
         kinds = list(types)
-        groups = tuple(
-            Group(
-                partition=name,
-                gres_type=kind,
-                nodes=tuple(r.node for r in group_rows),
-                gres={r.node: r.gres_text for r in group_rows},
-                options=_gpu_options(name, [kind]),
-            )
-            for kind, group_rows in types.items()
-        )
+        groups = tuple(_group(name, kind, group_rows, found) for kind, group_rows in types.items())
         partitions.append(
             Surveyed(name, tuple(r.node for r in members), groups, members[0].available, _gpu_options(name, kinds))
         )
@@ -144,6 +139,20 @@ def survey(found: Facts, only: Sequence[str] = ()) -> Survey:
     cluster = found.cluster if found.cluster and _is_name(found.cluster) else DEFAULT_NAME
     arch = {name: info.arch for name, info in found.nodes.items()}
     return Survey(cluster, tuple(partitions), tuple(skipped), arch)
+
+
+def _group(partition: str, kind: str | None, rows: Sequence[SinfoRow], found: Facts) -> Group:
+    names = tuple(r.node for r in rows)
+    usable, left_out = split(names, found.nodes, {r.node: r.state for r in rows})
+    return Group(
+        partition=partition,
+        gres_type=kind,
+        nodes=names,
+        gres={r.node: r.gres_text for r in rows},
+        options=_gpu_options(partition, [kind]),
+        usable=usable,
+        left_out=left_out,
+    )
 
 
 def _is_name(text: str) -> bool:

@@ -1,9 +1,11 @@
-"""`verify --cluster`: check one prefix (on the shared filesystem) on every partition of a cluster file, from
-the login node. One srun step per partition (step.py), run concurrently, each running verify's probe (standard
-library only) under the environment's own PREFIX/bin/python after the cluster probe: nothing of envsolver and
-never this interpreter runs on a node, so a node of another architecture (aarch64) is checked by its own python.
-verify's checks over each node's facts, then the checks across partitions (compare.py), run on the login node.
-Nothing is printed here: progress goes to a callback, the result is a Report.
+"""`verify --cluster`: check one prefix (on the shared filesystem) on every usable node of every partition of a
+cluster file, from the login node. One srun step per partition with one task on each of its usable GPU nodes
+(fanout.py; the nodes from sinfo and scontrol, those down, drained, reserved, ... left out and named), run
+concurrently, each task running verify's probe (standard library only) under the environment's own
+PREFIX/bin/python after the cluster probe (step.py): nothing of envsolver and never this interpreter runs on a
+node, so a node of another architecture (aarch64) is checked by its own python. The step's output is split per
+node; verify's checks over each node's facts, then the checks across partitions (compare.py), run on the login
+node. Nothing is printed here: progress goes to a callback, the result is a Report naming every node that failed.
 
 Which partitions: those of the prefix's platform (from the lock metadata `envsolver install` kept in the prefix,
 or --lock); a partition of another platform cannot run this prefix and is reported as not checked. A step srun
@@ -23,9 +25,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envsolver import lockfile, prefixmeta
-from envsolver.cluster import compare, slurm, step
+from envsolver.cluster import compare, fanout, nodes, slurm, step
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster.model import Cluster, Partition
+from envsolver.cluster.nodes import LeftOut
+from envsolver.cluster.parse import SINFO_ARGV, NodeInfo, SinfoRow, parse_scontrol_nodes, parse_sinfo
 from envsolver.errors import BadInputError
 from envsolver.kb.model import KnowledgeBase
 from envsolver.verify import run
@@ -50,22 +54,40 @@ class Request:
     only: tuple[str, ...] = ()
     wait_s: int = step.WAIT_S
     timeout_s: float = step.TIMEOUT_S
+    partitions: tuple[str, ...] = ()  # --partition: only these (default: every partition of the file)
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """One partition: its status; the step's argv and node; the node's checks and the cross-partition ones;
-    `error` the message (ending with the fix) of a step that could not run, or why a partition was not checked."""
+class NodeOutcome:
+    """One node: its status, its own checks and the cross-partition ones, what it printed (read), and `error`
+    why it gave no report (ending with the fix)."""
 
-    partition: Partition
+    node: str
     status: Status
-    argv: tuple[str, ...] = ()
-    node: str | None = None
     checks: tuple[Check, ...] = ()
     cross: tuple[Check, ...] = ()
     reply: step.Reply | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One partition: its status (the worst of its nodes'); the step's argv; each node's outcome; the nodes left
+    out by their state; `error` the message (ending with the fix) of a step that could not run, or why a
+    partition was not checked."""
+
+    partition: Partition
+    status: Status
+    argv: tuple[str, ...] = ()
+    nodes: tuple[NodeOutcome, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+    error: str | None = None
     seconds: float = 0.0
+
+    @property
+    def failing(self) -> tuple[str, ...]:
+        """The nodes that failed a check or gave no report."""
+        return tuple(n.node for n in self.nodes if n.status in ("fail", "error"))
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,11 @@ class Report:
 def status_of(checks: Sequence[Check]) -> Status:
     found = {c.status for c in checks}
     return "fail" if "fail" in found else "warn" if "warn" in found else "pass"
+
+
+def worst(statuses: Sequence[Status]) -> Status:
+    """error, then fail, then warn, then pass."""
+    return next((s for s in ("error", "fail", "warn") if s in statuses), "pass")
 
 
 def _metadata(prefix: Path, lock: Path | None) -> tuple[str | None, str | None, Mapping[str, str]]:
@@ -134,6 +161,16 @@ def verify(
     VerifyError (no bin/python in the prefix) and SlurmError (SLURM_CONF names no file, the controller does not
     answer, no Slurm configuration)."""
     cluster = cluster_file.load(request.cluster_file, kb)
+    unknown = [name for name in request.partitions if cluster.partition(name) is None]
+    if unknown:
+        raise BadInputError(
+            f"cluster file {str(request.cluster_file)!r} has no partition {', '.join(repr(u) for u in unknown)}; its "
+            f"partitions are {', '.join(p.name for p in cluster.partitions)}. Pass --partition with one of them."
+        )
+    if request.partitions:
+        cluster = Cluster(
+            cluster.name, tuple(p for p in cluster.partitions if p.name in request.partitions), cluster.skipped
+        )
     prefix = _absolute(request.prefix)
     _check_prefix(prefix, cluster, request.cluster_file)
     platform, source, meta = _metadata(Path(prefix), request.lock)
@@ -145,13 +182,12 @@ def verify(
             "installed from the lock envsolver make --cluster wrote for their platform (OUT/<platform>/conda-lock.yml)."
         )
     slurm.check_conf(environ)
-    # One answer from the controller first: a controller that is down, or no Slurm configuration, is one error
-    # rather than one per partition.
-    runner(
-        ("sinfo", "--noheader", "--format=%R"),
-        slurm.QUERY_TIMEOUT_S,
-        "the partitions",
-        "Check that the controller answers (`scontrol ping`), then run the same command again.",
+    # The nodes of every partition, from the controller first: a controller that is down, or no Slurm
+    # configuration, is one error rather than one per partition.
+    ping = "Check that the controller answers (`scontrol ping`), then run the same command again."
+    rows, _ = parse_sinfo(runner(SINFO_ARGV, slurm.QUERY_TIMEOUT_S, "the partitions and their nodes", ping))
+    infos = parse_scontrol_nodes(
+        runner(("scontrol", "--oneliner", "show", "node"), slurm.QUERY_TIMEOUT_S, "the nodes", ping)
     )
     lock = _absolute(request.lock) if request.lock is not None else None
     read_lock = lockfile.read(Path(lock), None) if lock is not None else None
@@ -171,15 +207,20 @@ def verify(
                 f"for it: envsolver verify --cluster {shlex.quote(str(request.cluster_file))} -p PREFIX",
             )
 
-    def one(partition: Partition) -> Outcome:
-        return _run_step(kb, scope, partition, command, request, runner, judge)
+    def one(partition: Partition, reach: Reach) -> Outcome:
+        return _run_step(kb, scope, partition, reach, command, request, runner, judge)
 
     pool = ThreadPoolExecutor(max_workers=min(MAX_STEPS, len(chosen)), thread_name_prefix="envsolver-verify")
     try:
         futures = {}
         for p in chosen:
-            progress(f"verifying {p.name}: srun {' '.join(step.options(p))}")
-            futures[pool.submit(one, p)] = p
+            reach = targets(p, rows, infos)
+            shown = f"{len(reach.usable)} node(s)" + (f", {len(reach.left_out)} left out" if reach.left_out else "")
+            shown = reach.none or shown
+            progress(f"verifying {p.name}: srun {' '.join(step.options(p))} ({shown})")
+            for node in reach.left_out:
+                progress(f"  {p.name}: left out {node.describe()}")
+            futures[pool.submit(one, p, reach)] = p
         for future in as_completed(futures):
             outcome = future.result()
             outcomes[outcome.partition.name] = outcome
@@ -193,51 +234,119 @@ def verify(
     return Report(cluster, str(request.cluster_file), prefix, python, platform, source, meta, ordered)
 
 
+@dataclass(frozen=True)
+class Reach:
+    """The nodes a partition's step runs on, the nodes left out by their state, and why there are none."""
+
+    usable: tuple[str, ...]
+    left_out: tuple[LeftOut, ...]
+    none: str | None = None
+
+
+def targets(partition: Partition, rows: Sequence[SinfoRow], infos: Mapping[str, NodeInfo]) -> Reach:
+    """The GPU nodes of the partition its Slurm options select (the GRES type they ask for, their constraint),
+    split into usable and left out. Pure."""
+    name = partition.slurm.partition or partition.name
+    if not any(r.partition == name for r in rows):
+        listed = ", ".join(sorted({r.partition for r in rows})) or "none"
+        return Reach((), (), f"sinfo lists no partition {name!r} (its partitions: {listed})")
+    kind = nodes.gres_type(partition.slurm.gres)
+    found = nodes.gpu_nodes(rows, name, kind)
+    if not found:
+        return Reach((), (), f"sinfo lists no node with a GPU{f' of type {kind}' if kind else ''} in {name}")
+    constraint = partition.slurm.constraint
+    if constraint is not None:
+        chosen = [n for n in found if nodes.matches(constraint, infos[n].features if n in infos else ()) is not False]
+        if not chosen:
+            return Reach((), (), f"no GPU node of {name} has the features --constraint={constraint} asks for")
+        found = tuple(chosen)
+    states = {r.node: r.state for r in rows if r.partition == name}
+    usable, left_out = nodes.split(found, infos, states)
+    if not usable:
+        return Reach((), left_out, f"no node of it can run a step: {', '.join(n.describe() for n in left_out)}")
+    return Reach(usable, left_out)
+
+
 def _run_step(
     kb: KnowledgeBase,
     scope: compare.Scope,
     partition: Partition,
+    reach: Reach,
     command: tuple[str, ...],
     request: Request,
     runner: Runner,
     judge: step.Judge,
 ) -> Outcome:
     options = step.options(partition)
-    argv = step.argv(options, command, request.wait_s)
     shown = " ".join(options)
-    fix = (
+    leave = f"leave {partition.name} out (--partition NAME for each other partition)"
+    check = (
         f"Check that `srun {shown} --nodes=1 --time={step.TIME_MIN} hostname` runs (a partition whose time limit is "
         f"under {step.TIME_MIN} minutes refuses the step), or correct partition {partition.name}'s slurm: options in "
-        f"{scope.file}; then run the same command again."
+        f"{scope.file}"
     )
+    if reach.none is not None:
+        return Outcome(
+            partition,
+            "error",
+            left_out=reach.left_out,
+            error=f"partition {partition.name}: {reach.none}. {check}; or {leave}; then run the same command again.",
+        )
+    longer = max(4 * request.wait_s, 120)
+    fix = f"{check}; or wait longer for busy nodes (--wait {longer}), or {leave}; then run the same command again."
+    words = ("sh", "-c", step.SCRIPT, step.NAME, *command)
+    argv = fanout.argv(options, reach.usable, request.wait_s, step.TIME_MIN, step.NAME, words)
     started = time.monotonic()
     try:
         text = runner(argv, request.wait_s + request.timeout_s, f"the verify step of partition {partition.name}", fix)
     except slurm.SlurmError as exc:
-        return Outcome(partition, "error", argv, error=f"partition {partition.name}: {exc}", seconds=_since(started))
-    reply = step.read(text, scope.prefix, judge)
-    trouble = step.trouble(reply, scope.prefix)
-    if trouble is not None:
         return Outcome(
             partition,
             "error",
             argv,
-            reply.probe.node,
-            reply=reply,
-            error=f"partition {partition.name}: {trouble}",
+            left_out=reach.left_out,
+            error=f"partition {partition.name}: {exc}",
             seconds=_since(started),
         )
-    cross = compare.compare(kb, scope, partition, reply.probe)
+    texts, _ = fanout.split(text)
+    replies: dict[str, step.Reply] = {}
+    for task_text in texts.values():
+        reply = step.read(task_text, scope.prefix, judge)
+        node = reply.probe.node
+        if node is not None and node in reach.usable and node not in replies:
+            replies[node] = reply
+    outcomes = tuple(_node_outcome(kb, scope, partition, node, replies.get(node), request) for node in reach.usable)
     return Outcome(
         partition,
-        status_of((*reply.checks, *cross)),
+        worst([o.status for o in outcomes]),
         argv,
-        reply.probe.node,
-        reply.checks,
-        cross,
-        reply,
+        outcomes,
+        reach.left_out,
         seconds=_since(started),
     )
+
+
+def _node_outcome(
+    kb: KnowledgeBase,
+    scope: compare.Scope,
+    partition: Partition,
+    node: str,
+    reply: step.Reply | None,
+    request: Request,
+) -> NodeOutcome:
+    if reply is None:
+        return NodeOutcome(
+            node,
+            "error",
+            error=f"{node} gave no answer: the step ran, but printed nothing of it. Run `srun --nodelist={node} "
+            f"{' '.join(step.options(partition))} --nodes=1 hostname` to see whether it runs a step, then run the "
+            "same command again.",
+        )
+    trouble = step.trouble(reply, scope.prefix)
+    if trouble is not None:
+        return NodeOutcome(node, "error", reply=reply, error=trouble)
+    cross = compare.compare(kb, scope, partition, reply.probe)
+    return NodeOutcome(node, status_of((*reply.checks, *cross)), reply.checks, cross, reply)
 
 
 def _since(started: float) -> float:
@@ -246,8 +355,10 @@ def _since(started: float) -> float:
 
 def _summary(outcome: Outcome) -> str:
     name = outcome.partition.name
-    if outcome.status == "error":
+    if outcome.status == "error" and not outcome.nodes:
         return f"{name}: could not run ({outcome.seconds:.1f} s)"
-    checks = (*outcome.checks, *outcome.cross)
-    counts = ", ".join(f"{sum(1 for c in checks if c.status == s)} {s}" for s in ("pass", "warn", "fail", "skip"))
-    return f"{name}: {outcome.node or 'unknown node'}: {outcome.status} ({counts}; {outcome.seconds:.1f} s)"
+    tally = ", ".join(
+        f"{sum(1 for n in outcome.nodes if n.status == s)} {s}" for s in ("pass", "warn", "fail", "error")
+    )
+    failing = f"; failing: {', '.join(outcome.failing)}" if outcome.failing else ""
+    return f"{name}: {outcome.status} on {len(outcome.nodes)} node(s) ({tally}{failing}; {outcome.seconds:.1f} s)"

@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -44,15 +45,19 @@ def test_init_probes_every_gpu_partition(lab: SlurmLab, tmp_path: Path, kb: Know
         "a100": (["a100"], "550.54.15", "linux-64"),
         "mixed": (["a100", "h100"], "550.54.15", "linux-64"),
         "h100": (["h100"], "570.133.20", "linux-64"),
+        "pair": (["a100"], "550.54.15", "linux-64"),
         "tesla": (["v100"], "535.104.05", "linux-64"),  # the GRES type says 'tesla'; nvidia-smi names the V100
-    }
+    }, result.output
     assert {p.glibc for p in cluster.partitions} == {host_glibc()}
     a100 = cluster.partition("a100")
     assert a100 is not None
     assert a100.origin("driver") == "nvidia-smi on gpu02 via srun --partition=a100 --gres=gpu:a100:1"
     assert [s.name for s in cluster.skipped] == ["cpu"]
+    pair = cluster.partition("pair")
+    assert pair is not None and pair.origin("driver").startswith("nvidia-smi on gpu05, gpu06 via"), pair.provenance
     for name in ("v100", "a100", "mixed", "h100", "tesla"):
-        assert f"probing {name}" in result.stderr
+        assert f"probing {name}" in result.stderr, result.stderr
+    assert "probing pair (a100) on 2 node(s)" in result.stderr and "--nodelist=gpu05,gpu06" in result.stderr
     assert "mixed" in result.stderr and "differ" in result.stderr
     assert "cluster.yaml" in result.stdout
 
@@ -82,7 +87,7 @@ def test_partition_filter(lab: SlurmLab, tmp_path: Path, kb: KnowledgeBase) -> N
     assert result.exit_code == 0, result.output
     cluster = cluster_file.load(tmp_path / "cluster.yaml", kb)
     assert [p.name for p in cluster.partitions] == ["a100", "h100"]  # by name, whatever the order asked
-    assert {s.name for s in cluster.skipped} == {"cpu", "v100", "mixed", "tesla"}
+    assert {s.name for s in cluster.skipped} == {"cpu", "v100", "mixed", "pair", "tesla"}
     assert "probing v100" not in result.stderr
 
 
@@ -103,7 +108,8 @@ def test_json_output(lab: SlurmLab, tmp_path: Path) -> None:
     (v100,) = doc["cluster"]["partitions"]
     assert v100["gpus"] == ["v100"] and v100["driver"] == "535.104.05"
     (probe,) = doc["probes"]
-    assert probe["partition"] == "v100" and probe["node"] == "gpu01" and probe["error"] is None
+    assert probe["partition"] == "v100" and probe["error"] is None and probe["left_out"] == [], probe
+    assert [n["node"] for n in probe["nodes"]] == ["gpu01"], probe
     again = json.loads(init(tmp_path, "--partition", "v100", "--json").stdout)
     assert again["outcome"] == "unchanged"
 
@@ -130,17 +136,73 @@ def test_a_controller_that_is_down_exits_2_with_a_fix(
     assert "Traceback" not in result.output
 
 
-def test_a_probe_that_cannot_run_leaves_the_facts_unknown(lab: SlurmLab, tmp_path: Path, kb: KnowledgeBase) -> None:
+def test_a_drained_node_is_left_out_with_a_note_and_its_mates_probed(lab: SlurmLab, tmp_path: Path) -> None:
+    lab.run(["scontrol", "update", "NodeName=gpu06", "State=DRAIN", "Reason=envsolver-test"])
+    try:
+        result = init(tmp_path, "--partition", "pair", "--json")
+    finally:
+        lab.run(["scontrol", "update", "NodeName=gpu06", "State=RESUME"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (probe,) = doc["probes"]
+    assert [n["node"] for n in probe["nodes"]] == ["gpu05"], probe
+    assert probe["left_out"][0]["node"] == "gpu06" and probe["left_out"][0]["state"] == "IDLE+DRAIN", probe
+    (pair,) = doc["cluster"]["partitions"]
+    assert "not probed, left out by their state: gpu06 (IDLE+DRAIN: envsolver-test" in pair["provenance"]["driver"]
+    assert any("left out 1 node(s)" in n and "gpu06" in n for n in doc["notes"]), doc["notes"]
+    assert "pair: left out gpu06 (IDLE+DRAIN" in result.stderr, result.stderr
+
+
+def test_a_probe_that_cannot_run_is_an_error_with_ways_out_that_work(
+    lab: SlurmLab, tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    """Issue 21 item 6: a probe that cannot run (here the only node of v100 drained, as a busy node would time
+    out) used to leave the driver null and exit 0, and `make` then planned for a current driver. Now: exit 2,
+    nothing written, and each way out runs."""
     lab.run(["scontrol", "update", "NodeName=gpu01", "State=DRAIN", "Reason=envsolver-test"])
     try:
-        result = init(tmp_path, "--partition", "v100", "--wait", "1")
+        result = init(tmp_path, "--partition", "v100", "--partition", "a100", "--wait", "1")
+        written = (tmp_path / "cluster.yaml").exists()
+        suggestions = SUGGESTION.findall(result.stderr)
+        outcomes = [CliRunner().invoke(main, shlex.split(s)[1:]) for s in suggestions]
     finally:
         lab.run(["scontrol", "update", "NodeName=gpu01", "State=RESUME"])
-    assert result.exit_code == 0, result.output
-    (v100,) = cluster_file.load(tmp_path / "cluster.yaml", kb).partitions
-    assert v100.driver is None and "Required node not available (down, drained" in v100.origin("driver")
-    assert [g.key for g in v100.gpus] == ["v100"]
-    assert "probe failed" in result.stderr
+    assert result.exit_code == 2, result.output
+    assert not written, result.output
+    assert "partition v100 (v100): no node of it can run a step: gpu01 (IDLE+DRAIN: envsolver-test" in result.stderr
+    assert len(suggestions) == 2, result.stderr  # leave v100 out; --no-probe (no --wait: waiting would not help)
+    assert "--partition a100" in suggestions[0] and "v100" not in suggestions[0].split("--out")[1], suggestions
+    assert suggestions[1].endswith("--no-probe"), suggestions
+    for suggestion, done in zip(suggestions, outcomes, strict=True):
+        assert done.exit_code == 0, (suggestion, done.output)
+    (v100,) = [p for p in cluster_file.load(tmp_path / "cluster.yaml", kb).partitions if p.name == "v100"]
+    assert v100.driver is None and "not probed (--no-probe)" in v100.origin("driver")
+
+
+def test_a_probe_that_times_out_is_an_error_that_suggests_waiting(lab: SlurmLab, tmp_path: Path) -> None:
+    """Both GPUs of gpu01 held by another job: the probe step waits --wait 1 s for them and gives up; the
+    error names the partition and suggests a longer --wait (which works once the job ends)."""
+    hold = subprocess.Popen(
+        ["srun", "--partition=v100", "--gres=gpu:v100:2", "--nodes=1", "--job-name=envsolver-hold", "sleep", "60"],
+        env=lab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(100):
+            if "envsolver-hold" in lab.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
+                break
+            time.sleep(0.1)
+        result = init(tmp_path, "--partition", "v100", "--wait", "1")
+    finally:
+        hold.terminate()
+        hold.communicate(timeout=30)
+    assert result.exit_code == 2, result.output
+    assert "partition v100 (v100):" in result.stderr, result.stderr
+    suggestions = SUGGESTION.findall(result.stderr)
+    assert any("--wait 120" in s for s in suggestions), result.stderr
+    again = CliRunner().invoke(main, shlex.split(next(s for s in suggestions if "--wait 120" in s))[1:])
+    assert again.exit_code == 0, again.output
 
 
 def test_a_hand_edited_file_is_kept_unless_forced(lab: SlurmLab, tmp_path: Path) -> None:
@@ -177,4 +239,4 @@ def test_what_nvidia_smi_says_on_a_node_is_shown_escaped(lab: SlurmLab, tmp_path
     assert_shown(result.stdout + result.stderr, result.output)
     assert as_json.exit_code == 0, as_json.output
     probes = {p["partition"]: p for p in json.loads(as_json.stdout)["probes"]}
-    assert probes["v100"]["gpus"][0]["name"] == HOSTILE, probes["v100"]
+    assert probes["v100"]["nodes"][0]["gpus"][0]["name"] == HOSTILE, probes["v100"]

@@ -226,3 +226,26 @@ def test_driver_of_a_partition_is_the_oldest(kb: KnowledgeBase) -> None:
 
 def test_survey_type() -> None:
     assert isinstance(draft.survey(lab_facts()), Survey)
+
+
+def test_every_nodes_probe_counts_and_the_oldest_driver_names_its_node(kb: KnowledgeBase) -> None:
+    """A group's step reaches every usable node: a second A100 node (gpu02's capture, renamed gpu09, its driver
+    470.182.03) makes the partition's driver 470.182.03, its provenance naming gpu09 and gpu02."""
+    probes: dict[tuple[str, str | None], draft.ProbeResult] = dict(lab_probes())
+    older = read("probe-a100-gpu02.txt").replace("gpu02", "gpu09").replace("550.54.15", "470.182.03")
+    probes[("a100", "a100")] = (parse.parse_probe(read("probe-a100-gpu02.txt")), parse.parse_probe(older))
+    result = draft.build(draft.survey(lab_facts(), only=("a100",)), probes, {}, kb, COMMAND)
+    (a100,) = result.cluster.partitions
+    assert a100.driver == driver("470.182.03"), a100.provenance
+    assert "470.182.03 on gpu09; 550.54.15 on gpu02" in a100.origin("driver"), a100.provenance
+    assert any("drivers 550.54.15 on gpu02, 470.182.03 on gpu09" in n for n in result.notes), result.notes
+
+
+def test_a_node_whose_nvidia_smi_fails_is_named_in_a_note(kb: KnowledgeBase) -> None:
+    probes: dict[tuple[str, str | None], draft.ProbeResult] = dict(lab_probes())
+    no_smi = parse.parse_probe(read("probe-cpu-cpu01.txt"))
+    probes[("a100", "a100")] = (parse.parse_probe(read("probe-a100-gpu02.txt")), no_smi)
+    result = draft.build(draft.survey(lab_facts(), only=("a100",)), probes, {}, kb, COMMAND)
+    (a100,) = result.cluster.partitions
+    assert a100.driver == driver("550.54.15"), a100.provenance
+    assert any("on cpu01" in n and "the oldest of the other nodes only" in n for n in result.notes), result.notes

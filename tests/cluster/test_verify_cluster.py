@@ -31,7 +31,7 @@ from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.kb import default_kb
 from tests.hostile import HOSTILE, assert_shown
-from tests.slurmlab import V100, Gpu, SlurmLab, write_env
+from tests.slurmlab import A100, V100, Gpu, SlurmLab, write_env
 
 ONLY = (
     "driver",
@@ -44,8 +44,11 @@ ONLY = (
     "host_vs_lock",
 )
 CHECKS = [word for check_id in ONLY for word in ("--check", check_id)]
-PARTITIONS = ["a100", "h100", "mixed", "tesla", "v100"]  # cluster init writes them by name
-NODES = {"a100": "gpu02", "h100": "gpu03", "tesla": "gpu04", "v100": "gpu01"}  # mixed: gpu02 or gpu03
+PARTITIONS = ["a100", "h100", "mixed", "pair", "tesla", "v100"]  # cluster init writes them by name
+# The table's node row: the node, or how many (mixed reaches gpu02 and gpu03, pair gpu05 and gpu06)
+NODES = {"a100": "gpu02", "h100": "gpu03", "mixed": "2 nodes", "pair": "2 nodes", "tesla": "gpu04", "v100": "gpu01"}
+MEMBERS = {"a100": ["gpu02"], "h100": ["gpu03"], "mixed": ["gpu02", "gpu03"], "pair": ["gpu05", "gpu06"]}
+MEMBERS |= {"tesla": ["gpu04"], "v100": ["gpu01"]}
 
 
 @dataclass(frozen=True)
@@ -113,19 +116,31 @@ def test_every_partition_is_verified_on_a_node_and_reported_in_one_table(setup: 
     result = setup.verify()
     assert result.exit_code == 0, result.output
     rows = table_rows(result.stdout)
-    assert rows["check"] == PARTITIONS
-    nodes = dict(zip(PARTITIONS, rows["node"], strict=True))
-    assert {k: v for k, v in nodes.items() if k != "mixed"} == NODES and nodes["mixed"] in ("gpu02", "gpu03")
+    assert rows["check"] == PARTITIONS, result.output
+    nodes = dict(zip(PARTITIONS, [" ".join(w) for w in _pairs(rows["node"])], strict=True))
+    assert nodes == NODES, result.output
     for check_id in (*ONLY, "lock_partition", "lock_driver", "lock_glibc", "lock_arch", "cluster_file"):
-        assert check_id in rows and len(rows[check_id]) == 5, check_id
+        assert check_id in rows and len(rows[check_id]) == 6, (check_id, result.output)
     assert set(rows["lock_driver"]) == {"pass"} and set(rows["lock_arch"]) == {"pass"}
     # Every partition runs the lock's CUDA 12.9 through minor-version compatibility only (drivers 535-570).
     assert set(rows["driver_supports_torch_cuda"]) == {"warn"} and set(rows["result"]) == {"warn"}
     assert "upgrade the driver to 575.51.03 or newer" in result.stdout
-    assert result.stdout.rstrip().endswith("5 partition(s): 0 pass, 5 warn, 0 fail, 0 could not run")
+    assert result.stdout.rstrip().endswith("6 partition(s): 0 pass, 6 warn, 0 fail, 0 could not run; 8 node(s)")
     for name in PARTITIONS:  # progress, per partition, on stderr
-        assert f"verifying {name}: srun --partition={name}" in result.stderr
-        assert f"  {name}: gpu0" in result.stderr
+        assert f"verifying {name}: srun --partition={name}" in result.stderr, result.stderr
+        count = len(MEMBERS[name])
+        assert f"  {name}: warn on {count} node(s) (0 pass, {count} warn" in result.stderr, result.stderr
+
+
+def _pairs(words: list[str]) -> list[list[str]]:
+    """The node row's cells: 'gpu02' or '2 nodes' (two words)."""
+    cells: list[list[str]] = []
+    for word in words:
+        if word == "nodes" and cells:
+            cells[-1].append(word)
+        else:
+            cells.append([word])
+    return cells
 
 
 def test_json_holds_every_partitions_own_verify_document(setup: Setup) -> None:
@@ -136,11 +151,16 @@ def test_json_holds_every_partitions_own_verify_document(setup: Setup) -> None:
     assert doc["lock"]["platform"] == "linux-64" and doc["lock"]["partitions"] == sorted(PARTITIONS)
     assert [p["name"] for p in doc["partitions"]] == PARTITIONS
     for part in doc["partitions"]:
-        assert part["status"] == "warn" and part["error"] is None
-        assert part["verify"]["ok"] is True  # the node's own document, whole
-        assert [c["id"] for c in part["verify"]["checks"]] == list(ONLY)
-        assert {c["on"] for c in part["checks"]} == {"node", "login"}
-        assert part["argv"][:2] == ["srun", f"--partition={part['name']}"] and part["probe"]["gpus"]
+        assert part["status"] == "warn" and part["error"] is None, part
+        assert [n["node"] for n in part["nodes"]] == MEMBERS[part["name"]], part
+        assert part["failing_nodes"] == [] and part["left_out"] == [], part
+        assert part["argv"][:2] == ["srun", f"--partition={part['name']}"], part
+        assert f"--nodelist={','.join(MEMBERS[part['name']])}" in part["argv"], part
+        for node in part["nodes"]:
+            assert node["verify"]["ok"] is True, node  # the node's own document, whole
+            assert [c["id"] for c in node["verify"]["checks"]] == list(ONLY), node
+            assert {c["on"] for c in node["checks"]} == {"node", "login"}, node
+            assert node["probe"]["gpus"] and node["status"] == "warn", node
     assert "error" not in doc
 
 
@@ -151,15 +171,15 @@ def test_a_node_below_the_locks_driver_floor_fails_its_partition(setup: Setup) -
     assert result.exit_code == 1, result.output
     rows = table_rows(result.stdout)
     v100 = PARTITIONS.index("v100")
-    assert rows["result"][v100] == "FAIL" and rows["node"][v100] == "gpu01"
-    assert [r for i, r in enumerate(rows["result"]) if i != v100] == ["warn"] * 4
+    assert rows["result"][v100] == "FAIL" and _pairs(rows["node"])[v100] == ["gpu01"], result.output
+    assert [r for i, r in enumerate(rows["result"]) if i != v100] == ["warn"] * 5, result.output
     for check_id in ("driver_supports_torch_cuda", "host_vs_lock", "lock_driver"):
         assert rows[check_id][v100] == "FAIL", check_id
     assert rows["cluster_file"][v100] == "warn"
     assert "v100 on gpu01: FAIL" in result.stdout
     assert "lock_driver: gpu01: driver 450.80.02 is older than the lock's floor 525.60.13" in result.stdout
     assert "fix: upgrade the driver on gpu01 (driver >= 525.60.13)" in result.stdout
-    assert "1 fail" in result.stdout.splitlines()[-1]
+    assert "1 fail" in result.stdout.splitlines()[-1] and "failing: gpu01 (v100)" in result.stdout.splitlines()[-1]
 
 
 def test_a_partition_slurm_does_not_know_is_exit_2_naming_it_with_the_fix(setup: Setup) -> None:
@@ -171,11 +191,9 @@ def test_a_partition_slurm_does_not_know_is_exit_2_naming_it_with_the_fix(setup:
     statuses = {p["name"]: p["status"] for p in doc["partitions"]}
     assert statuses == {**dict.fromkeys(PARTITIONS, "warn"), "ghost": "error"}
     ghost = next(p for p in doc["partitions"] if p["name"] == "ghost")
-    assert "Invalid partition name specified" in ghost["error"]["message"]
-    assert "srun --partition=ghost --gres=gpu:h100:1 --nodes=1 --time=10 hostname" in ghost["error"]["fix"]
-    assert "partition ghost" in doc["error"]["message"] and doc["error"]["fix"].startswith(
-        "do what each partition's line says"
-    )
+    assert "sinfo lists no partition 'ghost'" in ghost["error"]["message"], ghost
+    assert "srun --partition=ghost --gres=gpu:h100:1 --nodes=1 --time=10 hostname" in ghost["error"]["fix"], ghost
+    assert "partition ghost" in doc["error"]["message"] and doc["error"]["fix"].startswith("do what each line says")
     assert "error: the verify step could not run on 1 partition(s)" in result.stderr
     text = setup.verify(file=file)
     assert text.exit_code == 2 and "ghost: ERROR, the step could not run" in text.stdout
@@ -187,32 +205,96 @@ def _partition(setup: Setup, name: str) -> dict[str, object]:
     return found
 
 
-def test_a_down_node_is_exit_2_naming_the_partition(setup: Setup) -> None:
-    """Through the library, with a 2 s wait for a free node (the command's is 30 s). The node is drained, not set
-    DOWN: the lab's ReturnToService=2 lets a DOWN node that re-registers late (after the previous test's job) go
-    back into service, and srun answers a drained one the same way."""
+def test_a_partition_whose_only_node_is_drained_is_exit_2_and_its_other_nodes_are_checked(setup: Setup) -> None:
+    """gpu03 drained: h100 (gpu03 alone) cannot run, named with its state and reason and the way out; mixed
+    (gpu02 and gpu03) is checked on gpu02, gpu03 listed as left out; the fix that leaves h100 out works."""
     lab = setup.lab
     down = lab.run(["scontrol", "update", "NodeName=gpu03", "State=DRAIN", "Reason=envsolver-test"])
     assert down.returncode == 0, down.stderr
     try:
-        request = cluster_verify.Request(setup.file, setup.prefix, only=ONLY, wait_s=2)
-        seen: list[str] = []
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("SLURM_CONF", str(lab.conf))
-            report = cluster_verify.verify(request, default_kb(), seen.append)
+        result = setup.verify("--json")
+        text = setup.verify()
+        others = [w for name in PARTITIONS if name != "h100" for w in ("--partition", name)]
+        narrowed = setup.verify(*others)
     finally:
         lab.run(["scontrol", "update", "NodeName=gpu03", "State=RESUME"])
-    assert report.exit_code == 2, [o.error for o in report.outcomes]
-    by_name = {o.partition.name: o for o in report.outcomes}
-    assert by_name["h100"].status == "error"
-    assert "Required node not available (down, drained or reserved)" in str(by_name["h100"].error)
-    assert "srun --partition=h100 --gres=gpu:h100:1 --nodes=1 --time=10 hostname" in str(by_name["h100"].error)
-    assert {n: o.status for n, o in by_name.items() if n not in ("h100", "mixed")} == dict.fromkeys(
-        ("a100", "tesla", "v100"), "warn"
+    assert result.exit_code == 2, result.output
+    parts = {p["name"]: p for p in json.loads(result.stdout)["partitions"]}
+    h100 = parts["h100"]
+    assert h100["status"] == "error" and h100["nodes"] == [], h100
+    assert "no node of it can run a step: gpu03 (IDLE+DRAIN: envsolver-test" in h100["error"]["message"], h100
+    assert "--partition NAME for each other partition" in h100["error"]["fix"], h100
+    assert h100["left_out"][0]["node"] == "gpu03" and h100["left_out"][0]["reason"].startswith("envsolver-test")
+    mixed = parts["mixed"]
+    assert mixed["status"] == "warn" and [n["node"] for n in mixed["nodes"]] == ["gpu02"], mixed
+    assert [n["node"] for n in mixed["left_out"]] == ["gpu03"], mixed
+    assert "mixed: left out gpu03 (IDLE+DRAIN: envsolver-test" in text.stdout, text.output
+    assert "h100: ERROR, the step could not run" in text.stdout, text.output
+    assert narrowed.exit_code == 0, narrowed.output  # the way out: every other partition, by --partition
+    assert table_rows(narrowed.stdout)["check"] == [p for p in PARTITIONS if p != "h100"], narrowed.output
+
+
+def test_a_node_with_an_older_driver_than_its_partition_mates_is_the_oldest_and_fails_named(setup: Setup) -> None:
+    """The issue's done-when: gpu06's nvidia-smi says 470.182.03 while gpu05 says 550.54.15 (partition pair).
+    `cluster init` records 470.182.03 as pair's oldest driver, from gpu06; `verify --cluster` fails pair on
+    gpu06 alone, named in the text and in --json."""
+    old = Gpu(A100.name, "470.182.03", A100.compute_cap, A100.memory)
+    drafted = setup.root / "old-gpu06.yaml"
+    with setup.lab.node_gpus("gpu06", (old, old)):
+        init = setup.invoke("cluster", "init", "--out", str(drafted), "--partition", "pair", "--json")
+        result = setup.verify("--partition", "pair")
+        as_json = setup.verify("--partition", "pair", "--json")
+    assert init.exit_code == 0, init.output
+    (pair,) = json.loads(init.stdout)["cluster"]["partitions"]
+    assert pair["driver"] == "470.182.03", pair
+    assert "470.182.03 on gpu06; 550.54.15 on gpu05" in pair["provenance"]["driver"], pair
+    assert result.exit_code == 1, result.output
+    assert "pair on gpu06: FAIL" in result.stdout, result.output
+    assert "lock_driver: gpu06: driver 470.182.03 is older than the lock's floor" in result.stdout, result.output
+    assert "pair on gpu05: warn" in result.stdout and "pair on gpu05: FAIL" not in result.stdout, result.output
+    assert result.stdout.splitlines()[-1].endswith("failing: gpu06 (pair)"), result.output
+    doc = json.loads(as_json.stdout)
+    (part,) = doc["partitions"]
+    assert part["status"] == "fail" and part["failing_nodes"] == ["gpu06"], part
+    statuses = {n["node"]: n["status"] for n in part["nodes"]}
+    assert statuses == {"gpu05": "warn", "gpu06": "fail"}, statuses
+
+
+def test_a_step_whose_nodes_stay_busy_is_exit_2_and_a_longer_wait_works(setup: Setup) -> None:
+    """Both GPUs of gpu01 held by another job: v100's step gives up after --wait 1 (exit 2, naming v100, the
+    fix suggesting --wait 120); run again with --wait 120 once the job ends, it passes."""
+    lab = setup.lab
+    hold = subprocess.Popen(
+        ["srun", "--partition=v100", "--gres=gpu:v100:2", "--nodes=1", "--job-name=envsolver-hold", "sleep", "60"],
+        env=lab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
-    assert "  h100: could not run" in "\n".join(seen)
-    text = verify_report.error_text(report)
-    assert text is not None and "partition h100:" in text
+    try:
+        for _ in range(100):
+            if "envsolver-hold" in lab.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
+                break
+            time.sleep(0.1)
+        busy = setup.verify("--partition", "v100", "--wait", "1", "--json")
+    finally:
+        hold.terminate()
+        hold.communicate(timeout=30)
+    assert busy.exit_code == 2, busy.output
+    (v100,) = json.loads(busy.stdout)["partitions"]
+    assert v100["status"] == "error" and "--wait 120" in v100["error"]["fix"], v100
+    again = setup.verify("--partition", "v100", "--wait", "120")
+    assert again.exit_code == 0, again.output
+
+
+def test_an_unknown_partition_is_refused_with_the_list(setup: Setup) -> None:
+    result = setup.verify("--partition", "b200", "--json")
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "no partition 'b200'" in error["message"] and "a100, h100, mixed, pair, tesla, v100" in error["message"]
+    assert "--partition" in error["fix"], error
+    stray = setup.invoke("verify", "-p", str(setup.prefix), "--partition", "a100")
+    said = "--partition applies to --nccl across nodes (with --nodes N) or to --cluster"
+    assert stray.exit_code == 2 and said in stray.stderr, stray.output
 
 
 def test_a_prefix_whose_python_the_nodes_cannot_run_is_exit_2_with_the_fix(setup: Setup, tmp_path: Path) -> None:
@@ -227,12 +309,13 @@ def test_a_prefix_whose_python_the_nodes_cannot_run_is_exit_2_with_the_fix(setup
         report = cluster_verify.verify(request, default_kb())
     assert report.exit_code == 2, [o.error for o in report.outcomes]
     for outcome in report.outcomes:
-        assert outcome.status == "error", outcome
-        said = str(outcome.error)
-        assert f"{outcome.node} ({os.uname().machine}) cannot run the environment's python {prefix}/bin/python" in said
-        assert "(exit 126:" in said and "Permission denied" in said, said
-        assert "every node mounts at the same path" in said, said
-        assert said.endswith("then run the same command again."), said
+        assert outcome.status == "error" and outcome.nodes, outcome
+        for node in outcome.nodes:
+            said = str(node.error)
+            assert f"{node.node} ({os.uname().machine}) cannot run the environment's python {prefix}/bin/python" in said
+            assert "(exit 126:" in said and "Permission denied" in said, said
+            assert "every node mounts at the same path" in said, said
+            assert said.endswith("then run the same command again."), said
 
 
 def test_a_controller_that_does_not_answer_is_one_error_before_any_step(setup: Setup) -> None:
@@ -250,12 +333,12 @@ def test_a_controller_that_does_not_answer_is_one_error_before_any_step(setup: S
 
 def test_partitions_of_another_platform_are_not_checked(setup: Setup) -> None:
     gh200 = {"name": "gh200", "gpus": ["gh200"], "driver": "570.133.20", "platform": "linux-aarch64", "glibc": None}
-    file = setup.edited("aarch64.yaml", {"gh200": gh200, "mixed": None, "tesla": None, "h100": None})
+    file = setup.edited("aarch64.yaml", {"gh200": gh200, "mixed": None, "tesla": None, "h100": None, "pair": None})
     result = setup.verify(file=file)
     assert result.exit_code == 0, result.output
-    assert table_rows(result.stdout)["check"] == ["a100", "v100"]
+    assert table_rows(result.stdout)["check"] == ["a100", "v100"], result.output
     assert "gh200: not checked: the prefix is for linux-64, gh200 is linux-aarch64" in result.stdout
-    assert result.stdout.rstrip().endswith("(1 not checked)")
+    assert result.stdout.rstrip().endswith("(1 not checked); 2 node(s)"), result.output
     assert "lock was made for partitions" not in result.stdout  # v100 and a100 were among the lock's
 
 
@@ -334,7 +417,7 @@ def test_what_a_node_says_reaches_the_terminal_escaped_and_the_json_as_it_came(s
     assert result.exit_code in (0, 1), result.output
     assert_shown(result.stdout + result.stderr, result.output)
     assert as_json.exit_code == result.exit_code, as_json.output
-    v100 = next(p for p in json.loads(as_json.stdout)["partitions"] if p["name"] == "v100")
+    (v100,) = next(p for p in json.loads(as_json.stdout)["partitions"] if p["name"] == "v100")["nodes"]
     assert any(HOSTILE in c["detail"] for c in v100["verify"]["checks"]), v100["verify"]["checks"]
     assert v100["probe"]["gpus"][0]["name"] == HOSTILE
 
@@ -354,7 +437,7 @@ def test_a_nodes_failure_message_reaches_the_terminal_escaped(setup: Setup, tmp_
     as_json = setup.invoke(*words, "--json")
     assert as_json.exit_code == 2, as_json.output
     doc = json.loads(as_json.stdout)
-    assert all(HOSTILE in p["error"]["message"] for p in doc["partitions"]), doc["partitions"]
+    assert all(HOSTILE in n["error"]["message"] for p in doc["partitions"] for n in p["nodes"]), doc["partitions"]
 
 
 def test_what_a_python_that_prints_no_facts_says_is_shown_escaped(setup: Setup, tmp_path: Path) -> None:
@@ -392,7 +475,7 @@ report = verify.verify(request, default_kb())
 status = open("/proc/self/status").read()
 print(json.dumps({
     "exit_code": report.exit_code,
-    "outcomes": [[o.partition.name, o.status, o.node, o.error] for o in report.outcomes],
+    "outcomes": [[o.partition.name, o.status, [n.node for n in o.nodes], o.error] for o in report.outcomes],
     "vmhwm_kb": int(status.split("VmHWM:")[1].split()[0]),
 }))
 """
@@ -424,4 +507,4 @@ def test_a_node_that_prints_a_flood_keeps_memory_flat_and_its_report_is_read(
     outcome = json.loads(done.stdout)
     said = f"{str(outcome)[:2000]} after {time.monotonic() - started:.1f} s; stderr: {done.stderr}"
     assert outcome["vmhwm_kb"] < 200 * 1024, said
-    assert outcome["outcomes"] == [["v100", "warn", "gpu01", None]], said
+    assert outcome["outcomes"] == [["v100", "warn", ["gpu01"], None]], said

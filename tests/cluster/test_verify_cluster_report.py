@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from envsolver.cluster import compare, step, verify_report
+from envsolver.cluster import compare, fanout, step, verify_report
 from envsolver.cluster.file import parse
 from envsolver.cluster.model import Cluster
-from envsolver.cluster.verify import Outcome, Report, status_of
+from envsolver.cluster.verify import NodeOutcome, Outcome, Report, status_of
 from envsolver.errors import split_fix
 from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.verify.checks_base import Check
@@ -54,15 +54,22 @@ def kb() -> KnowledgeBase:
     return default_kb()
 
 
-def checked(kb: KnowledgeBase, cluster: Cluster, name: str, capture: str) -> Outcome:
+def node_outcome(kb: KnowledgeBase, cluster: Cluster, name: str, capture: str, node: str | None = None) -> NodeOutcome:
     partition = cluster.partition(name)
     assert partition is not None
     reply = read(kb, captured(capture))
     cross = compare.compare(kb, compare.Scope(cluster, "cluster.yaml", PREFIX, META), partition, reply.probe)
-    argv = step.argv(step.options(partition), step.node_command(PREFIX, kb, None, False))
-    return Outcome(
-        partition, status_of((*reply.checks, *cross)), argv, reply.probe.node, reply.checks, cross, reply, None, 3.5
-    )
+    status = status_of((*reply.checks, *cross))
+    return NodeOutcome(node or str(reply.probe.node), status, reply.checks, cross, reply)
+
+
+def checked(kb: KnowledgeBase, cluster: Cluster, name: str, capture: str) -> Outcome:
+    partition = cluster.partition(name)
+    assert partition is not None
+    node = node_outcome(kb, cluster, name, capture)
+    words = ("sh", "-c", step.SCRIPT, step.NAME, *step.node_command(PREFIX, kb, None, False))
+    argv = fanout.argv(step.options(partition), (node.node,), step.WAIT_S, step.TIME_MIN, step.NAME, words)
+    return Outcome(partition, node.status, argv, (node,), seconds=3.5)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +120,7 @@ def test_the_lines_name_each_failing_node_and_every_fix(report: Report) -> None:
         "v100 on gpu01: FAIL",
         f"h100: ERROR, the step could not run: {H100_ERROR.removeprefix('partition h100: ')}",
         "gh200: not checked: the prefix is for linux-64, gh200 is linux-aarch64",
-        "3 partition(s): 0 pass, 1 warn, 1 fail, 1 could not run (1 not checked)",
+        "3 partition(s): 0 pass, 1 warn, 1 fail, 1 could not run (1 not checked); 2 node(s), failing: gpu01 (v100)",
     ]
     v100 = after[after.index("v100 on gpu01: FAIL") + 1 : after.index(headers[2])]
     assert [line.split(":")[0].strip() for line in v100 if not line.startswith("       fix")] == [
@@ -142,7 +149,9 @@ def test_the_document_holds_each_nodes_document_and_the_error(report: Report, kb
         "h100": "error",
         "gh200": "skipped",
     }
-    v100 = parts["v100"]
+    assert parts["v100"]["failing_nodes"] == ["gpu01"] and parts["tesla"]["failing_nodes"] == []
+    (v100,) = parts["v100"]["nodes"]
+    assert v100["node"] == "gpu01" and v100["status"] == "fail", v100
     assert v100["verify"] == read(kb, captured("v100-gpu01-old-driver")).document
     assert v100["probe"] == {
         "gpus": [{"name": "Tesla V100-SXM2-16GB", "driver": "450.80.02", "compute_cap": "7.0"}] * 2,
@@ -154,7 +163,26 @@ def test_the_document_holds_each_nodes_document_and_the_error(report: Report, kb
     assert parts["h100"]["error"]["fix"].startswith("Check that `srun --partition=h100")
     assert parts["gh200"]["reason"].startswith("not checked") and parts["gh200"]["error"] is None
     assert doc["error"]["kind"] == "failed" and "partition h100:" in doc["error"]["message"]
-    assert doc["error"]["fix"] == "do what each partition's line says, then run the same command again."
+    assert doc["error"]["fix"] == "do what each line says, then run the same command again."
+
+
+def test_a_partition_of_several_nodes_shows_the_worst_cell_and_names_the_failing_node(kb: KnowledgeBase) -> None:
+    """tesla reached on two nodes: one as captured (warn), one with the v100 capture's old driver (fail):
+    each cell is the worst of the two, the node row counts them, the lines and the JSON name the failing one."""
+    cluster = parse(FILE, kb, "cluster.yaml")
+    good = node_outcome(kb, cluster, "tesla", "tesla-gpu04-pass", "gpu04")
+    bad = node_outcome(kb, cluster, "tesla", "v100-gpu01-old-driver", "gpu07")
+    tesla = cluster.partitions[0]
+    outcome = Outcome(tesla, "fail", ("srun",), (good, bad))
+    report = Report(cluster, "cluster.yaml", PREFIX, "python", "linux-64", None, META, (outcome,))
+    table = verify_report.table(report)
+    assert table[1].split() == ["node", "2", "nodes"], table
+    assert "  driver_supports_torch_cuda   FAIL" in table, table
+    lines = verify_report.lines(report)
+    assert "tesla on gpu07: FAIL" in lines and "tesla on gpu04: warn" in lines, lines
+    assert lines[-1].endswith("2 node(s), failing: gpu07 (tesla)"), lines
+    doc = verify_report.document(report)
+    assert doc["partitions"][0]["failing_nodes"] == ["gpu07"], doc["partitions"][0]
 
 
 def test_exit_codes(report: Report) -> None:
@@ -183,21 +211,21 @@ def test_what_a_node_said_is_one_escaped_line_each_and_as_it_came_in_the_json(kb
         None,
         {},
         (
-            Outcome(tesla, "fail", ("srun",), HOSTILE, (check,), (), None, None, 1.0),
-            Outcome(v100, "error", ("srun",), HOSTILE, error=error, seconds=1.0),
+            Outcome(tesla, "fail", ("srun",), (NodeOutcome(HOSTILE, "fail", (check,)),), seconds=1.0),
+            Outcome(v100, "error", ("srun",), error=error, seconds=1.0),
         ),
     )
     lines = verify_report.lines(report)
     assert_shown("\n".join(lines))
     assert not any(line.startswith("  pass lock_driver") for line in lines), lines
     table = verify_report.table(report)
-    assert table[1].rindex(SHOWN) == table[0].index("v100"), table  # the node row lines up with the header
+    assert table[1].index(SHOWN) == table[0].index("tesla"), table  # the node row lines up with the header
     problem = verify_report.error_text(report)
     assert problem is not None and len(problem.splitlines()) == 3, problem
     assert_shown(problem)
     doc = json.loads(json.dumps(verify_report.document(report)))
     fail, err = doc["partitions"]
-    assert fail["node"] == HOSTILE and fail["checks"][0] == {
+    assert fail["nodes"][0]["node"] == HOSTILE and fail["nodes"][0]["checks"][0] == {
         "id": HOSTILE,
         "status": "fail",
         "detail": said,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from envsolver.cluster import compare, step, verify_report
+from envsolver.cluster import compare, fanout, step, verify_report
 from envsolver.cluster.file import parse
-from envsolver.cluster.verify import Outcome, Report, status_of
+from envsolver.cluster.verify import NodeOutcome, Outcome, Report, status_of
 from envsolver.kb import default_kb
 from tests.cluster import captures
 from tests.fuzz import strategies as fs
@@ -144,6 +144,9 @@ def test_whatever_a_node_prints_is_read_judged_and_rendered(seed_value: int | No
 
     def check(text: str) -> None:
         def run() -> None:
+            labelled = "\n".join(f"{i % 3}: {line}" for i, line in enumerate(text.split("\n")))
+            texts, _ = fanout.split(labelled)  # srun --label's lines, split back per task: never raises
+            assert set(texts) <= {0, 1, 2}, texts.keys()
             reply = step.read(text, "/shared/env", judge)
             trouble = step.trouble(reply, "/shared/env")
             assert (trouble is None) == bool(reply.checks), (trouble, reply.checks)
@@ -152,9 +155,8 @@ def test_whatever_a_node_prints_is_read_judged_and_rendered(seed_value: int | No
                 cross = compare.compare(kb, scope, partition, reply.probe)
                 assert [c.id for c in cross] == list(compare.IDS)
                 status = status_of((*reply.checks, *cross)) if trouble is None else "error"
-                outcomes.append(
-                    Outcome(partition, status, ("srun",), reply.probe.node, reply.checks, cross, reply, trouble)
-                )
+                node = NodeOutcome(reply.probe.node or "?", status, reply.checks, cross, reply, trouble)
+                outcomes.append(Outcome(partition, status, ("srun",), (node,)))
             report = Report(cluster, "cluster.yaml", "/shared/env", "python", "linux-64", "x", META, tuple(outcomes))
             for line in verify_report.lines(report):
                 line.encode("utf-8")  # printable as it is
