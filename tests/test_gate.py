@@ -199,7 +199,8 @@ def test_a_probe_that_prints_no_facts_is_exit_2(tmp_path: Path) -> None:
 
 
 def test_a_probe_that_floods_keeps_the_gate_bounded_and_finds_the_facts(tmp_path: Path) -> None:
-    """64 MB before the facts: the gate keeps the last MAX_OUTPUT bytes only (peak RSS under 100 MB)."""
+    """64 MB before the facts: the gate keeps the last MAX_OUTPUT bytes only (peak RSS under 48 MB: about 27 MB
+    measured; keeping the flood would pass 64 MB)."""
     fake = tmp_path / "probe.py"
     fake.write_text(
         "import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * 65535 + '\\n')\n"
@@ -207,10 +208,12 @@ def test_a_probe_that_floods_keeps_the_gate_bounded_and_finds_the_facts(tmp_path
     )
     wanted = json.dumps({"version": gate.DEMANDS_VERSION})
     script = (
-        "import sys, resource\nsys.argv[0] = 'gate'\n"
+        "import sys\nsys.argv[0] = 'gate'\n"
         f"sys.path.insert(0, {str(Path(gate.__file__).parent)!r})\nimport gate\n"
         "code = gate.main(sys.argv[1:])\n"
-        "print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(code)\n"
+        # VmHWM: this process image's own peak (ru_maxrss keeps the forking pytest's across exec on Linux)
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+        "print('peak_kb', hwm)\nsys.exit(code)\n"
     )
     done = subprocess.run(
         [sys.executable, "-I", "-c", script, "--probe", str(fake), "--demands", wanted, "--check", "driver"],
@@ -223,7 +226,7 @@ def test_a_probe_that_floods_keeps_the_gate_bounded_and_finds_the_facts(tmp_path
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert f"  pass driver: {NODE}: driver 550.54.15 (from None)" in done.stdout, done.stdout[-2000:]
     peak = int(done.stdout.split("peak_kb ")[1].split()[0])
-    assert peak < 100 * 1024, f"peak RSS {peak} kB"
+    assert peak < 48 * 1024, f"peak RSS {peak} kB"
 
 
 @settings(max_examples=300, deadline=None)
