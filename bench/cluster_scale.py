@@ -5,9 +5,13 @@ for each N asked, then the public CLI in whole fresh processes, timed around `su
   cluster init -> (make --cluster --offline, untimed) -> verify --cluster -p PREFIX --check ... --json
 
 The prefix is the lab's stand-in environment (tests/slurmlab.write_env: verify's real probe on every node, torch's
-facts from the lock), checked for the checks it answers, as tests/cluster/test_verify_cluster.py does.
+facts from the lock), checked for the checks it answers, as tests/cluster/test_verify_cluster.py does. Its python
+(what each node runs the probe with) is, with `--nodes-python this`, this interpreter, so every node's probe
+imports this machine's CPU torch (about 1.5 CPU-s a node, every node on these same cores); with `--nodes-python
+bare` (the default), a venv without packages, so each node's probe costs what the probe itself costs and the
+figures show how envsolver's fan-out grows rather than 32 torch imports sharing 2 cores.
 
-    python bench/cluster_scale.py [--nodes 8,16,32] [--repeat 3]
+    python bench/cluster_scale.py [--nodes 8,16,32] [--repeat 3] [--nodes-python bare|this]
 
 Prints one markdown row per N (median and range over the repeats; "its CPU" is the user + sys seconds of the
 command's own process and its children, envsolver and srun, not the steps slurmd runs for the nodes) and the
@@ -69,7 +73,7 @@ def uptime() -> str:
     return Path("/proc/loadavg").read_text().split(" ")[:3].__str__()
 
 
-def one(count: int, repeat: int, work: Path) -> dict[str, object]:
+def one(count: int, repeat: int, work: Path, nodes_python: str) -> dict[str, object]:
     nodes, partitions = scale_layout(count)
     lab = SlurmLab(work / f"lab{count}", nodes=nodes, partitions=partitions)
     started = time.perf_counter()
@@ -96,7 +100,7 @@ def one(count: int, repeat: int, work: Path) -> dict[str, object]:
             raise SystemExit(f"make --cluster failed at {count} nodes:\n{made.stderr}")
         lock = yaml.safe_load((work / f"envs{count}" / "linux-64" / "conda-lock.yml").read_text())
         prefix = work / f"env{count}"
-        write_env(prefix, "linux-64", lock["metadata"]["custom_metadata"], sys.executable)
+        write_env(prefix, "linux-64", lock["metadata"]["custom_metadata"], nodes_python)
         verifies: list[float] = []
         checked = 0
         for _ in range(repeat):
@@ -133,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="8,16,32", help="GPU node counts, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--nodes-python", choices=("bare", "this"), default="bare")
     args = parser.parse_args()
     if missing_binaries():
         raise SystemExit(f"Slurm is not installed here (missing {', '.join(missing_binaries())})")
@@ -140,9 +145,14 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, {os.cpu_count()} cores, ")
     print(f"# load before {uptime()}")
     rows = []
+    print(f"# the nodes' python: {args.nodes_python}")
     with tempfile.TemporaryDirectory(prefix="cluster-scale-") as tmp:
+        nodes_python = sys.executable
+        if args.nodes_python == "bare":  # a venv without packages: the probe finds no torch to import
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", f"{tmp}/bare"], check=True)
+            nodes_python = f"{tmp}/bare/bin/python"
         for count in counts:
-            row = one(count, args.repeat, Path(tmp))
+            row = one(count, args.repeat, Path(tmp), nodes_python)
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"# load after {uptime()}")
