@@ -219,33 +219,3 @@ def config() -> str:
     """`scontrol show config`: the cluster's configuration (ClusterName)."""
     check_conf()
     return run(("scontrol", "show", "config"), QUERY_TIMEOUT_S, "the cluster's name")
-
-
-def probe_argv(options: Sequence[str], wait_s: int = IMMEDIATE_S) -> tuple[str, ...]:
-    """srun with the partition's options (already checked against grammar.py), one task on one node, giving up
-    when no node is free within `wait_s` seconds; one SIGINT ends the step (--quit-on-interrupt)."""
-    return (
-        "srun",
-        *options,
-        "--nodes=1",
-        "--ntasks=1",
-        f"--immediate={wait_s}",
-        "--time=2",
-        "--quit-on-interrupt",
-        "--job-name=envsolver-probe",
-        "sh",
-        "-c",
-        PROBE_SCRIPT,
-    )
-
-
-def probe(options: Sequence[str], wait_s: int = IMMEDIATE_S, timeout: float = PROBE_TIMEOUT_S) -> str:
-    """Run the probe in one step on a node `options` reach; its output for parse.parse_probe.
-    Raises SlurmError when srun cannot start it (no such partition, no free node within IMMEDIATE_S, ...)."""
-    check_conf()
-    shown = " ".join(options)
-    fix = (
-        f"Check that `srun {shown} --nodes=1 hostname` runs, then run the same command again; or pass --no-probe "
-        "to draft from Slurm alone."
-    )
-    return run(probe_argv(options, wait_s), wait_s + timeout, f"the probe step ({shown})", fix)

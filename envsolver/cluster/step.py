@@ -96,24 +96,10 @@ def node_command(
     return (python_of(prefix), "-I", "-c", PROBE_SOURCE, *options)
 
 
-def argv(partition_options: Sequence[str], command: Sequence[str], wait_s: int = WAIT_S) -> tuple[str, ...]:
-    """One task on one node, giving up when no node is free within `wait_s` seconds; srun ends the step at once
-    on Ctrl-C (--quit-on-interrupt) rather than printing its status."""
-    return (
-        "srun",
-        *partition_options,
-        "--nodes=1",
-        "--ntasks=1",
-        f"--immediate={wait_s}",
-        f"--time={TIME_MIN}",
-        "--quit-on-interrupt",
-        f"--job-name={NAME}",
-        "sh",
-        "-c",
-        SCRIPT,
-        NAME,
-        *command,
-    )
+def words(command: Sequence[str]) -> tuple[str, ...]:
+    """What each task of the step runs: `sh -c SCRIPT envsolver-verify COMMAND...` (the command as argv words,
+    never read by a shell); fanout.argv puts it after srun's options."""
+    return ("sh", "-c", SCRIPT, NAME, *command)
 
 
 Judge = Callable[[Mapping[str, Any]], Sequence[Check]]  # one node's facts -> verify's checks (on the login node)

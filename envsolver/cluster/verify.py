@@ -294,8 +294,7 @@ def _run_step(
         )
     longer = max(4 * request.wait_s, 120)
     fix = f"{check}; or wait longer for busy nodes (--wait {longer}), or {leave}; then run the same command again."
-    words = ("sh", "-c", step.SCRIPT, step.NAME, *command)
-    argv = fanout.argv(options, reach.usable, request.wait_s, step.TIME_MIN, step.NAME, words)
+    argv = fanout.argv(options, reach.usable, request.wait_s, step.TIME_MIN, step.NAME, step.words(command))
     started = time.monotonic()
     try:
         text = runner(argv, request.wait_s + request.timeout_s, f"the verify step of partition {partition.name}", fix)

@@ -4,11 +4,12 @@ controller that is down, a missing configuration and a refused step each end in 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from envsolver.cluster import parse, slurm
+from envsolver.cluster import discover, fanout, parse, slurm
 from envsolver.errors import split_fix
 from tests.slurmlab import NODES, PARTITIONS, SlurmLab
 
@@ -22,13 +23,19 @@ def test_sinfo_and_scontrol_of_the_lab(lab: SlurmLab) -> None:
     assert parse.parse_config(slurm.config())["ClusterName"] == "lab"
 
 
+def probe(options: Sequence[str], nodes: Sequence[str]) -> str:
+    """cluster init's probe step (discover.run_probe's argv) on `nodes`, through slurm.run."""
+    argv = fanout.argv(options, nodes, 5, discover.TIME_MIN, discover.NAME, ("sh", "-c", slurm.PROBE_SCRIPT))
+    return slurm.run(argv, 60, f"the probe step ({' '.join(options)})", "Check the lab, then run the same test again.")
+
+
 def test_a_probe_step_on_each_kind_of_node(lab: SlurmLab) -> None:
-    probe = parse.parse_probe(slurm.probe(["--partition=h100", "--gres=gpu:h100:1"], timeout=60))
-    assert probe.complete and probe.node == "gpu03"
-    assert {g.name for g in probe.gpus} == {"NVIDIA H100 80GB HBM3"}
-    assert probe.glibc is not None and probe.machine is not None
-    cpu = parse.parse_probe(slurm.probe(["--partition=cpu"], timeout=60))
-    assert cpu.node == "cpu01" and cpu.gpus == () and cpu.smi_exit == 127
+    (found,), silent = discover.read_step(probe(["--partition=h100", "--gres=gpu:h100:1"], ["gpu03"]), ["gpu03"])
+    assert silent == () and found.complete and found.node == "gpu03", found
+    assert {g.name for g in found.gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert found.glibc is not None and found.machine is not None
+    (cpu,), _ = discover.read_step(probe(["--partition=cpu"], ["cpu01"]), ["cpu01"])
+    assert cpu.node == "cpu01" and cpu.gpus == () and cpu.smi_exit == 127, cpu
 
 
 def _fix(exc: slurm.SlurmError) -> str:
@@ -39,15 +46,15 @@ def _fix(exc: slurm.SlurmError) -> str:
 
 def test_a_refused_step_names_the_options_and_the_fix(lab: SlurmLab) -> None:
     with pytest.raises(slurm.SlurmError) as info:
-        slurm.probe(["--partition=nope"], timeout=60)
+        probe(["--partition=nope"], ["gpu01"])
     text = str(info.value)
     assert "Invalid partition name specified" in text and "--partition=nope" in text
-    assert "--no-probe" in _fix(info.value)
+    assert "Check the lab" in _fix(info.value)
 
 
 def test_a_controller_that_is_down(lab: SlurmLab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_CONF", str(lab.dead_conf()))
-    for call in (slurm.sinfo, lambda: slurm.probe(["--partition=a100"], timeout=60)):
+    for call in (slurm.sinfo, lambda: probe(["--partition=a100"], ["gpu02"])):
         with pytest.raises(slurm.SlurmError) as info:
             call()
         assert "does not answer" in str(info.value) and "connect failure" in str(info.value)
@@ -104,7 +111,9 @@ def test_captured_failures_are_told_apart(name: str, words: str) -> None:
 def test_the_probe_runs_a_constant_script_after_the_checked_options() -> None:
     """The one shell envsolver starts is the probe's `sh -c` on the node, and nothing of the user's reaches its
     script: the partition's options (checked against grammar.py) come before it, each one argv word."""
-    argv = slurm.probe_argv(["--partition=a100", "--gres=gpu:a100:1"], 5)
+    argv = fanout.argv(
+        ["--partition=a100", "--gres=gpu:a100:1"], ["gpu02"], 5, 2, "envsolver-probe", ("sh", "-c", slurm.PROBE_SCRIPT)
+    )
     assert argv[:3] == ("srun", "--partition=a100", "--gres=gpu:a100:1")
     assert argv[-3:] == ("sh", "-c", slurm.PROBE_SCRIPT)
     assert "--immediate=5" in argv

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envsolver.cluster import step
+from envsolver.cluster import fanout, step
 from envsolver.cluster.file import parse
 from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.lockfile import read as read_lock
@@ -57,11 +57,11 @@ def test_the_node_runs_the_prefixs_python_on_the_probes_source_and_nothing_else(
         "--timeout", "120.0", "--headers", headers, "--deepspeed", "--gpu-test", "--op-runner",
         str(run.PROBE.parents[1] / "hook" / "op_runner.py"),
     ), command[4:]  # fmt: skip
-    argv = step.argv(step.options(v100), command, 30)
+    argv = fanout.argv(step.options(v100), ("gpu01",), 30, step.TIME_MIN, step.NAME, step.words(command))
     assert argv == (
-        "srun", "--partition=v100", "--gres=gpu:v100:1", "--account=ml-team", "--nodes=1", "--ntasks=1",
-        "--immediate=30", "--time=10", "--quit-on-interrupt", "--job-name=envsolver-verify", "sh", "-c", step.SCRIPT,
-        "envsolver-verify", *command,
+        "srun", "--partition=v100", "--gres=gpu:v100:1", "--account=ml-team", "--nodes=1", "--ntasks-per-node=1",
+        "--nodelist=gpu01", "--label", "--immediate=30", "--time=10", "--quit-on-interrupt",
+        "--job-name=envsolver-verify", "sh", "-c", step.SCRIPT, "envsolver-verify", *command,
     )  # fmt: skip
     assert step.shown(argv)[-len(command) + 3] == f"<the source of {run.PROBE}>"
     # A partition whose file names no GPU option still gets a GPU: the step must see one.
@@ -103,7 +103,7 @@ HOSTILE = ["/tmp/a b/p", "$(touch pwned)", "`touch pwned`", "'; touch pwned; '",
 def test_hostile_values_reach_the_node_verbatim_and_run_nothing(tmp_path: Path, kb: KnowledgeBase) -> None:
     """The script after `sh -c` is run for real (here, without srun): what it runs is "$@", word for word."""
     command = ("printf", "<%s>\\n", *HOSTILE)
-    argv = step.argv(("--partition=x",), command, 30)
+    argv = fanout.argv(("--partition=x",), ("n1",), 30, step.TIME_MIN, step.NAME, step.words(command))
     script_at = argv.index("-c") + 1
     assert argv[script_at] == step.SCRIPT and argv[script_at + 2 :] == command
     done = subprocess.run(["sh", *argv[script_at - 1 :]], capture_output=True, text=True, cwd=tmp_path, timeout=60)
