@@ -16,16 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.httplab import Faults, Lab, channel_with_big, serve, write_lock
+from tests.signals import default_dispositions
 
 ENVSOLVER = Path(sys.executable).parent / "envsolver"
 WAIT_S = 60.0  # for a loaded 2-core machine
-
-
-def _default_dispositions() -> None:
-    """The child starts with SIGTERM and SIGHUP at their defaults, as from a shell, even when this runner
-    inherited one ignored (nohup, a background job): an ignored signal stays ignored across exec."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
 
 
 @contextmanager
@@ -39,7 +33,7 @@ def _installing(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Lab]]:
         argv += ["--mirror", f"{big.as_uri()}={lab.url}"]
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_dispositions
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=default_dispositions
         )
         try:
             deadline = time.monotonic() + WAIT_S

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from envsolver.cli import main
 from envsolver.cluster import running, slurm
+from tests.signals import default_dispositions
 from tests.slurmlab import SlurmLab
 
 GONE_S = 5.0  # the steps must be gone from squeue within this long after the signal
@@ -63,6 +64,7 @@ def _envsolver(args: list[str], lab: SlurmLab, cwd: Path) -> subprocess.Popen[st
         env={**os.environ, "SLURM_CONF": str(lab.conf)},
         cwd=cwd,
         start_new_session=True,
+        preexec_fn=default_dispositions,
     )
 
 

@@ -31,6 +31,7 @@ from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.kb import default_kb
 from tests.hostile import HOSTILE, assert_shown
+from tests.signals import default_dispositions
 from tests.slurmlab import A100, V100, Gpu, SlurmLab, write_env
 
 ONLY = (
@@ -384,6 +385,7 @@ def test_ctrl_c_ends_every_step_and_exits_130(setup: Setup, tmp_path: Path) -> N
         env={**os.environ, "SLURM_CONF": str(setup.lab.conf)},
         cwd=tmp_path,
         start_new_session=True,  # its own process group, as a shell gives a foreground job
+        preexec_fn=default_dispositions,
     )
     try:
         deadline = time.monotonic() + 60
