@@ -185,15 +185,26 @@ def _stopped_srun(lab: SlurmLab, environ: dict[str, str], name: str) -> running.
     return started
 
 
+def _reap(lab: SlurmLab, started: running.Started, name: str) -> None:
+    """The stopped srun killed and reaped, its job cancelled by name: whatever the test found."""
+    if started.proc.poll() is None:
+        started.proc.kill()
+        started.proc.wait(timeout=30)
+    lab.run(["scancel", f"--name={name}"])
+
+
 def test_an_srun_that_does_not_end_has_its_job_cancelled_by_id(lab: SlurmLab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(running, "END_WAIT_S", 1.0)
     started = _stopped_srun(lab, lab.env, "h3-stuck")
-    job = _squeue(lab, "--name=h3-stuck")[0].split()[0]
-    ended = running.end((started,), lab.env)
-    assert ended.cancelled == (job,), (ended, _steps(lab))
-    left, gone_s = _gone_within(lab, "h3-stuck", CANCELLED_GONE_S)
-    assert left == [], f"still listed {gone_s} s after the cancel: {left}"
-    assert started.proc.poll() is not None, "the stopped srun was not killed after its step was cancelled"
+    try:
+        job = _squeue(lab, "--name=h3-stuck")[0].split()[0]
+        ended = running.end((started,), lab.env)
+        assert ended.cancelled == (job,), (ended, _steps(lab))
+        left, gone_s = _gone_within(lab, "h3-stuck", CANCELLED_GONE_S)
+        assert left == [], f"still listed {gone_s} s after the cancel: {left}"
+        assert started.proc.poll() is not None, "the stopped srun was not killed after its step was cancelled"
+    finally:  # a failed test leaves no srun and no job behind to block the lab's later tests
+        _reap(lab, started, "h3-stuck")
 
 
 def test_inside_an_allocation_only_the_step_is_cancelled(lab: SlurmLab, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,6 +212,7 @@ def test_inside_an_allocation_only_the_step_is_cancelled(lab: SlurmLab, monkeypa
     made = lab.run(["salloc", "--partition=a100", "--gres=gpu:1", "--no-shell", "--job-name=h3-alloc"])
     assert made.returncode == 0, made.stderr
     job = _squeue(lab, "--name=h3-alloc")[0].split()[0]
+    started = None
     try:
         started = _stopped_srun(lab, {**lab.env, "SLURM_JOB_ID": job}, "h3-instep")
         ended = running.end((started,), lab.env)
@@ -211,6 +223,8 @@ def test_inside_an_allocation_only_the_step_is_cancelled(lab: SlurmLab, monkeypa
         assert not any("h3-instep" in line for line in _steps(lab)), _steps(lab)
         assert _squeue(lab, f"--jobs={job}") == [f"{job} h3-alloc RUNNING"], "the user's own job was touched"
     finally:
+        if started is not None:
+            _reap(lab, started, "h3-instep")
         lab.run(["scancel", job])
 
 
