@@ -343,6 +343,26 @@ class SlurmLab:
         return path
 
     @contextmanager
+    def holding(self, options: list[str], name: str = "envsolver-hold") -> Iterator[None]:
+        """While inside, a job of the test's own (`srun OPTIONS --job-name=NAME sleep 60`) runs and holds what
+        OPTIONS ask for (waited for: RUNNING in squeue, up to 10 s); then it is ended."""
+        hold = subprocess.Popen(
+            ["srun", *options, f"--job-name={name}", "sleep", "60"],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            for _ in range(100):
+                if name in self.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
+                    break
+                time.sleep(0.1)
+            yield
+        finally:
+            hold.terminate()
+            hold.communicate(timeout=30)
+
+    @contextmanager
     def node_gpus(self, node: str, gpus: tuple[Gpu, ...]) -> Iterator[None]:
         """While inside, the node's nvidia-smi answers with `gpus` (() : it fails as without a driver); then with
         the node's own rows again."""

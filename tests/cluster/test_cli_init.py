@@ -7,7 +7,6 @@ import json
 import re
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -182,21 +181,8 @@ def test_a_probe_that_cannot_run_is_an_error_with_ways_out_that_work(
 def test_a_probe_that_times_out_is_an_error_that_suggests_waiting(lab: SlurmLab, tmp_path: Path) -> None:
     """Both GPUs of gpu01 held by another job: the probe step waits --wait 1 s for them and gives up; the
     error names the partition and suggests a longer --wait (which works once the job ends)."""
-    hold = subprocess.Popen(
-        ["srun", "--partition=v100", "--gres=gpu:v100:2", "--nodes=1", "--job-name=envsolver-hold", "sleep", "60"],
-        env=lab.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for _ in range(100):
-            if "envsolver-hold" in lab.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
-                break
-            time.sleep(0.1)
+    with lab.holding(["--partition=v100", "--gres=gpu:v100:2", "--nodes=1"]):
         result = init(tmp_path, "--partition", "v100", "--wait", "1")
-    finally:
-        hold.terminate()
-        hold.communicate(timeout=30)
     assert result.exit_code == 2, result.output
     assert "partition v100 (v100):" in result.stderr, result.stderr
     suggestions = SUGGESTION.findall(result.stderr)

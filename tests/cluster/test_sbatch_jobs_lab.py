@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from envsolver.cli import main
-from tests.cluster.test_sbatch_lab import JOB_TIMEOUT_S, init_cluster, stand_in_env
+from tests.cluster.test_sbatch_lab import init_cluster, stand_in_env, submit
 from tests.cluster.test_sbatch_launch import needs_torch
 from tests.slurmlab import SlurmLab
 
@@ -82,18 +82,8 @@ def job_dir(lab: SlurmLab, tmp_path: Path) -> tuple[list[str], Path]:
 def submit_dirty(lab: SlurmLab, script: Path, name: str, shadow: Path) -> tuple[int, str]:
     """`sbatch --wait` (as test_sbatch_lab.submit) from a shell whose PYTHONPATH finds `shadow` and whose
     LD_LIBRARY_PATH names another directory; (the job's exit code, its output)."""
-    output = script.with_suffix(".out")
-    argv = ["sbatch", "--wait", f"--job-name={name}", f"--output={output}", str(script)]
     env = {**lab.env, "PYTHONPATH": str(shadow), "LD_LIBRARY_PATH": str(shadow), "PYTHONNOUSERSITE": ""}
-    try:
-        done = subprocess.run(
-            argv, cwd=script.parent, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        lab.run(["scancel", f"--name={name}"])
-        raise
-    text = output.read_text(errors="replace") if output.exists() else ""
-    return done.returncode, f"{text}\n[sbatch] {done.stdout}{done.stderr}"
+    return submit(lab, script, name, env)
 
 
 @needs_torch

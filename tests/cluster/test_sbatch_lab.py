@@ -16,6 +16,7 @@ import json
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +57,20 @@ def cluster_sbatch(args: list[str]) -> dict[str, Any]:
     return doc
 
 
-def submit(lab: SlurmLab, script: Path, name: str) -> tuple[int, str]:
-    """`sbatch --wait` the script from its directory; (the job's exit code, its output). A job still running at
-    the timeout is cancelled."""
+def submit(lab: SlurmLab, script: Path, name: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """`sbatch --wait` the script from its directory (with `env`, default the lab's); (the job's exit code, its
+    output). A job still running at the timeout is cancelled."""
     output = script.with_suffix(".out")
     argv = ["sbatch", "--wait", f"--job-name={name}", f"--output={output}", str(script)]
     try:
         done = subprocess.run(
-            argv, cwd=script.parent, env=lab.env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False
+            argv,
+            cwd=script.parent,
+            env=dict(env if env is not None else lab.env),
+            capture_output=True,
+            text=True,
+            timeout=JOB_TIMEOUT_S,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         lab.run(["scancel", f"--name={name}"])

@@ -265,21 +265,8 @@ def test_a_step_whose_nodes_stay_busy_is_exit_2_and_a_longer_wait_works(setup: S
     """Both GPUs of gpu01 held by another job: v100's step gives up after --wait 1 (exit 2, naming v100, the
     fix suggesting --wait 120); run again with --wait 120 once the job ends, it passes."""
     lab = setup.lab
-    hold = subprocess.Popen(
-        ["srun", "--partition=v100", "--gres=gpu:v100:2", "--nodes=1", "--job-name=envsolver-hold", "sleep", "60"],
-        env=lab.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for _ in range(100):
-            if "envsolver-hold" in lab.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
-                break
-            time.sleep(0.1)
+    with lab.holding(["--partition=v100", "--gres=gpu:v100:2", "--nodes=1"]):
         busy = setup.verify("--partition", "v100", "--wait", "1", "--json")
-    finally:
-        hold.terminate()
-        hold.communicate(timeout=30)
     assert busy.exit_code == 2, busy.output
     (v100,) = json.loads(busy.stdout)["partitions"]
     assert v100["status"] == "error" and "--wait 120" in v100["error"]["fix"], v100
