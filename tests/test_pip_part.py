@@ -87,10 +87,26 @@ def mirror(sdist: Path, release: PipRecord, tmp_path_factory: pytest.TempPathFac
         yield lab
 
 
+def host_view(root: Path) -> Path:
+    """This run's site-packages as one directory of links, less DeepSpeed (the test extra installs it for the
+    launch tests): the environment must get the lock's DeepSpeed from the PyPI part, and pip would take a
+    deepspeed it can import from here as already installed."""
+    view = root / "host-site-packages"
+    view.mkdir(parents=True, exist_ok=True)
+    for site in dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]):
+        for entry in sorted(Path(site).iterdir()):
+            link = view / entry.name
+            if entry.name.lower().startswith("deepspeed") or link.exists() or link.is_symlink():
+                continue
+            link.symlink_to(entry)
+    return view
+
+
 def python_package(channel: Path) -> Path:
-    """A `python` conda package made from this interpreter, venv style, seeing this run's site-packages."""
+    """A `python` conda package made from this interpreter, venv style, seeing this run's site-packages (less
+    DeepSpeed: host_view)."""
     real = Path(os.path.realpath(sys.executable))
-    site = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    site = [str(host_view(channel.parent))]
     files: dict[str, str | bytes] = {
         f"bin/python{PY}": real.read_bytes(),
         "pyvenv.cfg": (
