@@ -24,7 +24,7 @@ from envsolver.cluster import running, slurm
 from tests.signals import default_dispositions
 from tests.slurmlab import SlurmLab
 
-GONE_S = 5.0  # the steps must be gone from squeue within this long after the signal
+GONE_S = 5.0  # no step may still run (RUNNING, PENDING) this long after the signal
 # After a cancel by id the job passes through COMPLETING while slurmd kills the tasks of a stopped srun's step
 # (once over 5 s on this loaded 2-core machine)
 CANCELLED_GONE_S = 15.0
@@ -52,6 +52,17 @@ def _gone_within(lab: SlurmLab, name: str, seconds: float) -> tuple[list[str], f
         time.sleep(0.1)
         left = _squeue(lab, f"--name={name}")
     return left, round(time.monotonic() - started, 2)
+
+
+def _ended(lab: SlurmLab, name: str) -> tuple[list[str], list[str], float]:
+    """After a signal: (jobs named `name` still RUNNING or PENDING GONE_S s after it, jobs still listed at all
+    CANCELLED_GONE_S s after it, the seconds until squeue was empty). A job ends through COMPLETING while slurmd
+    reaps its tasks, which took over 5 s on this loaded 2-core machine: ending, not running."""
+    started = time.monotonic()
+    live, _ = _gone_within(lab, name, GONE_S)
+    still = [line for line in live if line.endswith((" RUNNING", " PENDING"))]
+    left, _ = _gone_within(lab, name, max(0.0, CANCELLED_GONE_S - (time.monotonic() - started)))
+    return still, left, round(time.monotonic() - started, 2)
 
 
 def _envsolver(args: list[str], lab: SlurmLab, cwd: Path) -> subprocess.Popen[str]:
@@ -116,8 +127,9 @@ def test_a_signal_to_verify_cluster_alone_cancels_every_step(
     running_before = _steps(lab)
     assert len(list(started.iterdir())) >= 2 and proc.poll() is None, (running_before, proc.communicate(timeout=30))
     stdout, stderr, took = _finish(proc, sig)
-    left, gone_s = _gone_within(lab, "envsolver-verify", GONE_S)
-    assert left == [], f"steps left {gone_s} s after {sig.name} (before: {running_before}); stderr: {stderr}"
+    still, left, gone_s = _ended(lab, "envsolver-verify")
+    assert still == [], f"steps running {GONE_S} s after {sig.name} (before: {running_before}); stderr: {stderr}"
+    assert left == [], f"steps listed {gone_s} s after {sig.name} (before: {running_before}); stderr: {stderr}"
     assert proc.returncode == code, (stdout, stderr)
     assert f"error: {said}" in stderr, stderr
     assert json.loads(stdout)["error"]["kind"] == "interrupted", stdout
@@ -159,8 +171,9 @@ def test_a_signal_to_cluster_init_alone_cancels_a_probe_waiting_for_a_node(
     pending = _squeue(lab, "--name=envsolver-probe")
     assert pending and "PENDING" in pending[0] and proc.poll() is None, (pending, proc.communicate(timeout=30))
     stdout, stderr, _ = _finish(proc, sig)
-    left, gone_s = _gone_within(lab, "envsolver-probe", GONE_S)
-    assert left == [], f"probe jobs left {gone_s} s after {sig.name}: {left}; stderr: {stderr}"
+    still, left, gone_s = _ended(lab, "envsolver-probe")
+    assert still == [], f"probe jobs waiting or running {GONE_S} s after {sig.name}: {still}; stderr: {stderr}"
+    assert left == [], f"probe jobs listed {gone_s} s after {sig.name}: {left}; stderr: {stderr}"
     assert proc.returncode == code, (stdout, stderr)
     assert f"error: {said}" in stderr and json.loads(stdout)["error"]["kind"] == "interrupted", (stdout, stderr)
     assert not (tmp_path / "c.yaml").exists(), stderr
