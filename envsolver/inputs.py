@@ -65,6 +65,7 @@ def build_target(
             "node. Example: envsolver make --gpu a100."
         )
     detected: dict[str, str] = {}
+    driver_origin = "--driver" if "driver" in given else "the profile's driver:"
     if any(n.strip().lower() == "auto" for n in gpu_names):
         facts = cast(HostFacts, detect(environ or {}) if detect else HostFacts((), None))
         if not facts.gpus:
@@ -79,8 +80,9 @@ def build_target(
         if facts.driver is not None and "driver" not in given:
             values["driver"] = facts.driver.value
             detected[f"driver {facts.driver.value}"] = facts.driver.origin
+            driver_origin = facts.driver.origin
     gpus = tuple(dict.fromkeys(lookup(kb, n) for n in gpu_names))
-    parsed = _versions(values, kb)
+    parsed = _versions(values, kb, driver_origin)
     target = Target(
         gpus=gpus,
         driver=parsed.driver,
@@ -107,7 +109,7 @@ class _Versions:
     warnings: tuple[str, ...]
 
 
-def _versions(values: Mapping[str, Any], kb: KnowledgeBase) -> _Versions:
+def _versions(values: Mapping[str, Any], kb: KnowledgeBase, driver_origin: str = "--driver") -> _Versions:
     """The version options by versions.py's one rule; MAJOR alone for --cuda and --python is narrowed against the
     releases the knowledge base's torch builds are made for. Raises BadInputError."""
     found: list[str] = []
@@ -119,7 +121,11 @@ def _versions(values: Mapping[str, Any], kb: KnowledgeBase) -> _Versions:
 
     cudas = tuple(sorted({b.cuda for b in kb.torch_builds}))
     pythons = tuple(sorted({p for b in kb.torch_builds for p in b.python}))
-    driver = keep(versions.driver_given(str(values["driver"]))) if "driver" in values else None
+    driver = (
+        keep(versions.driver_given(str(values["driver"]), kb.known_drivers(), driver_origin))
+        if "driver" in values
+        else None
+    )
     python = (
         None
         if "python" not in values

@@ -185,18 +185,64 @@ def wish(
     )
 
 
-def driver_given(text: str) -> tuple[DriverVersion, str | None]:
-    """(--driver's value, a warning or None): a branch alone (535) is its oldest release, with a warning."""
+def driver_given(
+    text: str, known: tuple[DriverVersion, ...] = (), origin: str = "--driver"
+) -> tuple[DriverVersion, str | None]:
+    """(a driver value given by the user, a warning or None), `origin` naming where it came from (--driver, a
+    profile's driver:, ENVSOLVER_DRIVER, a cluster file). The one grammar of a user's driver: the version
+    nvidia-smi prints, MAJOR[.MINOR[.PATCH]] with a 3-digit branch (every NVIDIA Linux driver since R100; every
+    driver the knowledge base records, 450.51.05 to 610.43.02, has one). A branch alone (535) is its oldest
+    release, with a warning. `known`: the drivers the knowledge base records (cuda.yaml: toolkit and
+    minor-version-compatibility minimums, each with its NVIDIA source): a branch older than the oldest is refused
+    (no toolkit the knowledge base knows runs on it, and it is most likely a typo such as 300.1); a branch newer
+    than the newest may be a driver released since, so it is planned as given, with a warning.
+    Raises BadInputError with the fix (`--driver 550` where the digits of `5.50` read as a known branch)."""
     form = "the version nvidia-smi prints, such as '535.104.05' (a branch alone, 535, means its oldest release)"
     parts = components(text, "driver version", "535.104.05", "--driver", form)
     value = driver(text)
+    branch_text = value.text.split(".")[0]
+    oldest, newest = (min(known), max(known)) if known else (None, None)
+    shape = len(branch_text) == 3 and not branch_text.startswith("0")
+    if not shape or (oldest is not None and value.branch < oldest.branch):
+        digits = "".join(value.text.split("."))
+        guess = digits if _known_branch(digits, oldest, newest) else None
+        hint = (
+            f"Did you mean {guess}? Pass --driver {guess}"
+            if guess
+            else "Pass --driver 535.104.05, or the version nvidia-smi prints on the oldest node"
+        )
+        if not shape:
+            raise BadInputError(
+                f"{origin} {value.text!r} is not an NVIDIA driver version: its branch {branch_text!r} is not 3 "
+                f"digits, as every NVIDIA Linux driver's is. Expected {form}. {hint}."
+            )
+        raise BadInputError(
+            f"{origin} {value.text!r}: branch {value.branch} is older than every driver the knowledge base records "
+            f"(the oldest is {oldest}, the minimum of the oldest CUDA toolkit it knows), so no toolkit envsolver "
+            f"knows runs on it and nothing can be planned (a typo, or nodes that need a newer driver). {hint}."
+        )
+    if newest is not None and value.branch > newest.branch:
+        return value, (
+            f"{origin} {value.text}: branch {value.branch} is newer than every driver the knowledge base records "
+            f"(the newest is {newest}); planned as given, as a driver at or above every minimum the knowledge base "
+            "knows. If it is a typo, pass the version nvidia-smi prints."
+        )
     if len(parts) > 1:
         return value, None
     return value, (
-        f"--driver {parts[0]} names a driver branch, not a release: planned for the oldest {parts[0]} driver "
+        f"{origin} {parts[0]} names a driver branch, not a release: planned for the oldest {parts[0]} driver "
         f"({parts[0]}.0.0 or newer), the safe floor for every node on that branch. Pass the version nvidia-smi "
         f"prints on the oldest node (e.g. --driver {parts[0]}.104.05) to plan for it exactly."
     )
+
+
+def _known_branch(digits: str, oldest: DriverVersion | None, newest: DriverVersion | None) -> bool:
+    """Whether `digits` (a value's digits run together: '5.50' -> '550') is a 3-digit branch within the known
+    range (with no range given, any 3-digit branch)."""
+    if len(digits) != 3 or digits.startswith("0"):
+        return False
+    branch = int(digits)
+    return (oldest is None or branch >= oldest.branch) and (newest is None or branch <= newest.branch)
 
 
 def glibc_given(text: str) -> tuple[MajorMinor, str | None]:

@@ -490,7 +490,8 @@ CONFLICTS = [
         1,
         ["driver 470.82.01 supports CUDA <= 11.4", "upgrade the driver to 525.60.13", "`--source pytorch` gives"],
     ),
-    ("t4-driver-418", dict(gpus=("t4",), driver="418.67"), 1, ["needs CUDA >= 11.0", "450.51.05"]),
+    # A branch older than every driver the KB records (450.51.05, CUDA 11.0's minimum) is refused as input.
+    ("t4-driver-418", dict(gpus=("t4",), driver="418.67"), 2, ["older than every driver", "450.51.05"]),
     (
         "h100-driver-520",
         dict(gpus=("h100",), driver="520.61.05"),

@@ -5,6 +5,7 @@ meaning (--cuda 13, --python 3, --driver 535) with a warning that names what was
 from __future__ import annotations
 
 import json
+import pathlib
 import shlex
 
 import pytest
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from envsolver import versions
 from envsolver.cli import main
+from envsolver.detect import detect
 from envsolver.errors import BadInputError
 from envsolver.inputs import Options, build_target
 from envsolver.kb import KnowledgeBase, default_kb
@@ -76,6 +78,13 @@ def test_full_values_warn_nothing(kb: KnowledgeBase) -> None:
         (["--python", "3.11.2.1"], "malformed Python version"),
         (["--driver", "535.1.2.3"], "malformed driver version"),
         (["--glibc", "two"], "malformed glibc version"),
+        # Issue 22: values that cannot be an NVIDIA driver; the fix names the branch the digits spell when known.
+        (["--driver", "5.50"], "--driver '5.50' is not an NVIDIA driver version: its branch '5' is not 3 digits"),
+        (["--driver", "55.0"], "Did you mean 550? Pass --driver 550."),
+        (["--driver", "5.5.0"], "Did you mean 550? Pass --driver 550."),
+        (["--driver", "0535.104.05"], "its branch '0535' is not 3 digits"),
+        (["--driver", "300.1"], "branch 300 is older than every driver the knowledge base records (the oldest is "),
+        (["--driver", "300.1"], "Pass --driver 535.104.05, or the version nvidia-smi prints"),
     ],
 )
 def test_refusals_name_a_fix_that_works(args: list[str], fragment: str) -> None:
@@ -98,6 +107,8 @@ def test_refusals_name_a_fix_that_works(args: list[str], fragment: str) -> None:
         (["--cuda", "13"], "--cuda 13 names a major version only"),
         (["--python", "3"], "--python 3 covers every Python"),
         (["--driver", "580"], "--driver 580 names a driver branch"),
+        # Issue 22: a branch beyond the newest the KB records may be a driver released since: planned, with a note.
+        (["--driver", "999.1"], "--driver 999.1: branch 999 is newer than every driver the knowledge base records"),
     ],
 )
 def test_warnings_reach_stderr_and_json(args: list[str], warning: str) -> None:
@@ -151,3 +162,36 @@ def test_wish_of_a_major_plans_its_newest_and_lists_them() -> None:
         "--cuda 12 names a major version only: planned for 12.6, the newest CUDA 12.x the knowledge base knows "
         "(12.4, 12.6). Pass --cuda 12.6 to say so.",
     )
+
+
+def test_the_5_50_fix_names_550_and_plans_for_it() -> None:
+    """Issue 22: `--driver 5.50` (a typo for 550) was planned as a real driver; now it is refused, and the fix it
+    names, run, plans for branch 550."""
+    first = CliRunner().invoke(main, ["explain", "--gpu", "a100", "--driver", "5.50"], env=ENV)
+    assert first.exit_code == 2, first.output
+    assert "Did you mean 550? Pass --driver 550." in first.stderr, first.stderr
+    again = CliRunner().invoke(main, ["explain", "--gpu", "a100", "--driver", "550", "--json"], env=ENV)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["driver"] == "550", again.stdout
+
+
+@pytest.mark.parametrize("bad", ["5.50", "300.1", "42"])
+def test_a_profile_and_envsolver_driver_go_through_the_same_grammar(
+    kb: KnowledgeBase, tmp_path: pathlib.Path, bad: str
+) -> None:
+    """Issue 22: a profile's `driver:` and ENVSOLVER_DRIVER (read by --gpu auto) are refused as --driver is, each
+    message naming where the value came from; --driver on the command line, as the fix says, overrides both."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"gpus: [a100]\ndriver: '{bad}'\n")
+    with pytest.raises(BadInputError) as info:
+        build_target(Options(profile=str(profile)), kb)
+    assert f"the profile's driver: {bad!r}" in str(info.value) and "Pass --driver " in str(info.value), info.value
+    assert build_target(Options(profile=str(profile), driver="550.54.14"), kb).target.driver == versions.driver(
+        "550.54.14"
+    )
+    environ = {"ENVSOLVER_GPUS": "a100", "ENVSOLVER_DRIVER": bad}
+    with pytest.raises(BadInputError) as info:
+        build_target(Options(gpus=("auto",)), kb, detect=detect, environ=environ)
+    assert f"ENVSOLVER_DRIVER {bad!r}" in str(info.value), info.value
+    fixed = build_target(Options(gpus=("auto",), driver="550.54.14"), kb, detect=detect, environ=environ)
+    assert fixed.target.driver == versions.driver("550.54.14")

@@ -93,7 +93,17 @@ def _quoted(convert: Callable[[str], T], example: str) -> Callable[[Any], T]:
     return check
 
 
-_driver = _quoted(versions.driver, "535.104.05")
+def _driver(value: Any) -> versions.DriverVersion:
+    """versions.driver_given's grammar (a 3-digit branch). The knowledge base's range is not applied here: a
+    node's probed driver older than it is real and is refused per partition when planning."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a quoted string such as '535.104.05', not {type(value).__name__}")
+    try:
+        return versions.driver_given(value, origin="driver")[0]
+    except BadInputError:
+        raise ValueError("expected the form '535.104.05' that nvidia-smi prints, with a 3-digit branch") from None
+
+
 _glibc = _quoted(lambda text: versions.parse_major_minor(text, "glibc version", "2.28", "--glibc"), "2.28")
 
 

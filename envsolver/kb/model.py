@@ -274,6 +274,12 @@ class KnowledgeBase:
     def toolkit(self, version: MajorMinor) -> Toolkit | None:
         return next((t for t in self.toolkits if t.version == version), None)
 
+    def known_drivers(self) -> tuple[DriverVersion, ...]:
+        """Every driver version the knowledge base records (cuda.yaml's full-support and minor-version
+        compatibility minimums), oldest first: the range a user's driver is checked against."""
+        found = {t.driver for t in self.toolkits if t.driver is not None} | {m.mvc_driver for m in self.cuda_majors}
+        return tuple(sorted(found))
+
     def cuda_major(self, major: int) -> CudaMajor | None:
         return next((m for m in self.cuda_majors if m.major == major), None)
 

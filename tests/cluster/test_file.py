@@ -96,6 +96,8 @@ BAD: list[tuple[str, Any, list[str]]] = [
     ("gpus-string", _edit((P, 1, "gpus"), "a100"), ["partition 'a100'", "'gpus'", "a list"]),
     ("driver-unquoted", _edit((P, 1, "driver"), 550.54), ["partition 'a100'", "'driver'", "quoted"]),
     ("driver-bad", _edit((P, 1, "driver"), "five"), ["partition 'a100'", "'driver'", "'five'"]),
+    # Issue 22: the one driver grammar: a 3-digit branch (5.50 is a typo for 550, not a driver).
+    ("driver-typo", _edit((P, 1, "driver"), "5.50"), ["partition 'a100'", "'driver'", "'5.50'", "3-digit branch"]),
     ("driver-missing", _edit((P, 1, "driver"), None, delete=True), ["partition 'a100'", "'driver'", "null"]),
     ("glibc-bad", _edit((P, 1, "glibc"), "2"), ["partition 'a100'", "'glibc'", "'2'"]),
     ("glibc-float", _edit((P, 1, "glibc"), 2.28), ["partition 'a100'", "'glibc'", "quoted"]),

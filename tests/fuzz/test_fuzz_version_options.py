@@ -32,8 +32,14 @@ def _rule(text: str) -> None:
             raise AssertionError(f"{text!r}: refused by components, accepted by an option") from None
         return
     assert 1 <= len(parts) <= 3
-    value, warning = versions.driver_given(text)
-    assert (warning is None) == (len(parts) > 1) and value.parts == parts
+    branch = text.strip().split(".")[0]
+    try:
+        value, warning = versions.driver_given(text)
+    except BadInputError as error:
+        assert len(branch) != 3 or branch.startswith("0"), f"{text!r}: a 3-digit branch refused: {error}"
+    else:
+        assert len(branch) == 3 and not branch.startswith("0"), f"{text!r}: branch {branch!r} accepted"
+        assert (warning is None) == (len(parts) > 1) and value.parts == parts
     try:
         wished, said = versions.wish(text, "CUDA", "12.4", "--cuda", KNOWN)
     except BadInputError:
