@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -11,6 +12,7 @@ from envsolver import safeyaml
 from envsolver.errors import BadInputError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from importlib.abc import Traversable
 
 # A profile is a handful of lines; these bounds are far above any real one.
@@ -85,12 +87,14 @@ def load(name_or_path: str) -> Profile:
         doc = safeyaml.load(text, LIMITS)
     except safeyaml.SafeYamlError as exc:
         raise BadInputError(f"profile {name_or_path!r}: {exc}. Fix the file.") from None
-    checked = values(name_or_path, doc)
+    checked = values(name_or_path, doc, safeyaml.top_level_scalars(text, LIMITS))
     return Profile(name, doc.get("description") or "", checked)
 
 
-def values(where: str, doc: Any) -> dict[str, Any]:
-    """The target values of a profile document, every key and type checked. Raises BadInputError."""
+def values(where: str, doc: Any, written: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The target values of a profile document, every key and type checked; `written`: each plain scalar's
+    text as in the file (safeyaml.top_level_scalars), so that the fix for an unquoted `python: 3.10` quotes
+    '3.10', not the float 3.1 YAML reads. Raises BadInputError."""
     if not isinstance(doc, dict):
         raise BadInputError(f"profile {where!r} must be a mapping of target keys. Fix the file.")
     unknown = sorted((k for k in doc if k not in KEYS), key=repr)
@@ -102,13 +106,30 @@ def values(where: str, doc: Any) -> dict[str, Any]:
     for key in STRINGS:
         value = doc.get(key)
         if value is not None and not isinstance(value, str):
-            example = _EXAMPLES.get(key, "'...'")
+            example = _quoted_as_written((written or {}).get(key)) or _EXAMPLES.get(key, "'...'")
             raise BadInputError(
-                f"profile {where!r}: {key!r} must be a quoted string, not {value!r}; write {key}: {example}. "
-                "Fix the file."
+                f"profile {where!r}: {key!r} must be a quoted string, not {_as_read(value, written, key)}; write "
+                f"{key}: {example}. Fix the file."
             )
     if doc.get("deepspeed") is not None and not isinstance(doc["deepspeed"], bool):
         raise BadInputError(
             f"profile {where!r}: 'deepspeed' must be true or false, not {doc['deepspeed']!r}. Fix the file."
         )
     return {k: v for k, v in doc.items() if k != "description" and v is not None}
+
+
+_VERSION_LIKE = re.compile(r"[0-9][0-9.]{0,30}")
+
+
+def _quoted_as_written(text: str | None) -> str | None:
+    """`'3.10'` for a value written `3.10` (digits and dots only, so that it is safe to quote back), else None."""
+    return f"'{text}'" if text is not None and _VERSION_LIKE.fullmatch(text) else None
+
+
+def _as_read(value: object, written: Mapping[str, str] | None, key: str) -> str:
+    """`3.10 (which YAML reads as the number 3.1)` where the file's text differs from the value read, else the
+    value's repr."""
+    text = (written or {}).get(key)
+    if text is not None and _VERSION_LIKE.fullmatch(text) and text != repr(value):
+        return f"{text} (which YAML reads as the number {value!r})"
+    return repr(value)

@@ -58,6 +58,28 @@ def load(text: str, limits: Limits = Limits()) -> Any:
         raise SafeYamlError(f"not valid YAML: {exc}") from None
 
 
+def top_level_scalars(text: str, limits: Limits = Limits()) -> dict[str, str]:
+    """The source text of each plain scalar value of a top-level mapping, by key (`python: 3.10` -> '3.10',
+    which `load` gives as the float 3.1), so that a message can quote what the user wrote. Empty for a
+    document that is not such a mapping. Raises SafeYamlError."""
+    if len(text) > limits.chars:
+        raise SafeYamlError(f"larger than {limits.chars} characters")
+    try:
+        _check_events(text, limits)
+        node = yaml.compose(text, Loader=_LOADER)
+    except yaml.YAMLError as exc:
+        raise SafeYamlError(f"not valid YAML: {_one_line(exc)}") from None
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {
+        str(key.value): str(value.value)
+        for key, value in node.value
+        if isinstance(key, yaml.ScalarNode)
+        and isinstance(value, yaml.ScalarNode)
+        and not value.style  # plain: None, or "" from libyaml
+    }
+
+
 def _one_line(exc: yaml.YAMLError) -> str:
     return " ".join(str(exc).split())
 

@@ -77,8 +77,21 @@ def torch_specifier(text: str) -> SpecifierSet:
         raise _bad_torch(text) from None
 
 
+# The release a malformed value still names: `2.4.*`, `2.4.x`, `=2.4` -> 2.4 (conda's and pip's spellings of "any
+# 2.4"), which --torch 2.4 means (==2.4.*).
+_NAMED_RELEASE = re.compile(rf"\s*=?\s*({_NUMBER}(?:\.{_NUMBER}){{0,2}})(?:\.[*xX])?\s*")
+
+
 def _bad_torch(text: str) -> BadInputError:
+    named = _NAMED_RELEASE.fullmatch(text)
+    fix = (
+        f"Pass --torch {named.group(1)} (any {named.group(1)}.x release)"
+        if named and named.group(1).count(".") < 2
+        else f"Pass --torch {named.group(1)}"
+        if named
+        else "Pass --torch 2.5"
+    )
     return BadInputError(
         f"malformed torch version {text!r}: expected a version such as '2.5' or '2.3.1', or a range "
-        "such as '>=2.4,<2.6'. Pass --torch 2.5."
+        f"such as '>=2.4,<2.6'. {fix}."
     )

@@ -480,8 +480,9 @@ SPLITS = [
         "Fix the file.",
     ),
     (
-        "profile 'site.yaml': 'python' must be a quoted string, not 3.1; write python: '3.11'. Fix the file.",
-        "write python: '3.11'. Fix the file.",
+        "profile 'site.yaml': 'python' must be a quoted string, not 3.10 (which YAML reads as the number 3.1); "
+        "write python: '3.10'. Fix the file.",
+        "write python: '3.10'. Fix the file.",
     ),
     (
         "refusing to install into '/e': linking these archives would not be safe, so nothing was linked:\n  - w: "

@@ -3,8 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from envsolver import profile
+from envsolver.cli import main
 from envsolver.errors import BadInputError
 from envsolver.kb import KnowledgeBase
 from tests.conftest import plan_for
@@ -72,6 +74,30 @@ def test_bad_profile_files(tmp_path: Path, content: str, phrase: str) -> None:
         profile.load(str(path))
     assert phrase in str(info.value)
     assert str(info.value).endswith("Fix the file.")
+
+
+@pytest.mark.parametrize(
+    ("line", "written", "read"),
+    [("python: 3.10", "3.10", "3.1"), ("torch: 2.10", "2.10", "2.1"), ("glibc: 2.28", "2.28", None)],
+)
+def test_an_unquoted_version_is_quoted_back_as_written(
+    tmp_path: Path, line: str, written: str, read: str | None
+) -> None:
+    """Issue 22: `python: 3.10` (YAML's float 3.1) was answered "write python: '3.11'"; the fix quotes the text as
+    written, and the file with the fix applied loads and plans (exit 0)."""
+    path = tmp_path / "p.yaml"
+    path.write_text(f"gpus: [a100]\ndriver: '580.65.06'\n{line}\n")
+    with pytest.raises(BadInputError) as info:
+        profile.load(str(path))
+    key = line.split(":")[0]
+    message = str(info.value)
+    fix = f"write {key}: '{written}'. Fix the file."
+    assert message.endswith(fix), message
+    if read is not None:
+        assert f"not {written} (which YAML reads as the number {read})" in message, message
+    path.write_text(path.read_text().replace(line, fix.removeprefix("write ").removesuffix(". Fix the file.")))
+    result = CliRunner().invoke(main, ["explain", "--profile", str(path)], env={"ENVSOLVER_DRIVER": None})
+    assert result.exit_code == 0, (path.read_text(), result.output)
 
 
 def test_unreadable_profile(tmp_path: Path) -> None:

@@ -509,7 +509,7 @@ CONFLICTS = [
     ("unknown-gpu", dict(gpus=("a1000",)), 2, ["unknown GPU 'a1000'", "'a100'", "envsolver gpus"]),
     ("bad-driver", dict(gpus=("a100",), driver="abc"), 2, ["malformed driver version 'abc'", "--driver"]),
     ("bad-python", dict(gpus=("a100",), python="three"), 2, ["malformed Python version", "--python 3.11"]),
-    ("bad-torch", dict(gpus=("a100",), torch="2.x"), 2, ["malformed torch version", "--torch 2.5"]),
+    ("bad-torch", dict(gpus=("a100",), torch="2.x"), 2, ["malformed torch version", "Pass --torch 2 (any 2.x"]),
     ("bad-cuda", dict(gpus=("a100",), cuda="12.x"), 2, ["malformed CUDA version '12.x'", "--cuda 12.4"]),
     ("no-gpu", dict(), 2, ["no target GPU", "--gpu"]),
 ]

@@ -85,6 +85,12 @@ def test_full_values_warn_nothing(kb: KnowledgeBase) -> None:
         (["--driver", "0535.104.05"], "its branch '0535' is not 3 digits"),
         (["--driver", "300.1"], "branch 300 is older than every driver the knowledge base records (the oldest is "),
         (["--driver", "300.1"], "Pass --driver 535.104.05, or the version nvidia-smi prints"),
+        # Issue 22: a malformed torch value's fix names the release it still spells, not 2.5.
+        (["--torch", "2.4.*"], "malformed torch version '2.4.*'"),
+        (["--torch", "2.4.*"], "Pass --torch 2.4 (any 2.4.x release)."),
+        (["--torch", "2.4.x"], "Pass --torch 2.4 (any 2.4.x release)."),
+        (["--torch", "=2.4"], "Pass --torch 2.4 (any 2.4.x release)."),
+        (["--torch", "2.3.1.*"], "Pass --torch 2.3.1."),
     ],
 )
 def test_refusals_name_a_fix_that_works(args: list[str], fragment: str) -> None:

@@ -53,10 +53,23 @@ def test_torch_specifier(text: str, inside: str, outside: str) -> None:
     assert spec.contains(inside) and not spec.contains(outside)
 
 
-@pytest.mark.parametrize("bad", ["2.x", "latest", ">=two"])
-def test_bad_torch(bad: str) -> None:
-    with pytest.raises(BadInputError, match=r"--torch 2\.5"):
+@pytest.mark.parametrize(
+    ("bad", "fix"),
+    [
+        ("latest", "Pass --torch 2.5."),
+        (">=two", "Pass --torch 2.5."),
+        # Issue 22: a value that still names a release is answered with that release, not the example.
+        ("2.x", "Pass --torch 2 (any 2.x release)."),
+        ("2.4.*", "Pass --torch 2.4 (any 2.4.x release)."),
+        (" = 2.4 ", "Pass --torch 2.4 (any 2.4.x release)."),
+    ],
+)
+def test_bad_torch(bad: str, fix: str) -> None:
+    with pytest.raises(BadInputError) as info:
         torch_specifier(bad)
+    assert str(info.value).endswith(fix), info.value
+    named = fix.removeprefix("Pass --torch ").split(" ")[0].rstrip(".")
+    assert torch_specifier(named) is not None  # the value the fix names parses
 
 
 @pytest.mark.parametrize(
