@@ -36,6 +36,9 @@ class Options:
     driver_compat: str | None = None
     glibc: str | None = None
     deepspeed_from: str | None = None
+    # The driver is a fact a cluster file holds for its nodes: its shape is checked (versions.driver_given), not
+    # the knowledge base's range; the cluster planner says per partition what an old driver means.
+    driver_from_cluster_file: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ def build_target(
     values: dict[str, Any] = {}
     if options.profile:
         values.update(load_profile(options.profile).values)
-    given = {k: v for k, v in vars(options).items() if v not in (None, ()) and k not in ("profile", "gpus")}
+    skip = ("profile", "gpus", "driver_from_cluster_file")
+    given = {k: v for k, v in vars(options).items() if v not in (None, ()) and k not in skip}
     values.update(given)
     gpu_names: list[str] = list(options.gpus) or list(values.get("gpus", []))
     if not gpu_names:
@@ -82,7 +86,8 @@ def build_target(
             detected[f"driver {facts.driver.value}"] = facts.driver.origin
             driver_origin = facts.driver.origin
     gpus = tuple(dict.fromkeys(lookup(kb, n) for n in gpu_names))
-    parsed = _versions(values, kb, driver_origin)
+    known = () if options.driver_from_cluster_file else kb.known_drivers()
+    parsed = _versions(values, kb, driver_origin, known)
     target = Target(
         gpus=gpus,
         driver=parsed.driver,
@@ -109,7 +114,12 @@ class _Versions:
     warnings: tuple[str, ...]
 
 
-def _versions(values: Mapping[str, Any], kb: KnowledgeBase, driver_origin: str = "--driver") -> _Versions:
+def _versions(
+    values: Mapping[str, Any],
+    kb: KnowledgeBase,
+    driver_origin: str = "--driver",
+    known_drivers: tuple[versions.DriverVersion, ...] = (),
+) -> _Versions:
     """The version options by versions.py's one rule; MAJOR alone for --cuda and --python is narrowed against the
     releases the knowledge base's torch builds are made for. Raises BadInputError."""
     found: list[str] = []
@@ -122,9 +132,7 @@ def _versions(values: Mapping[str, Any], kb: KnowledgeBase, driver_origin: str =
     cudas = tuple(sorted({b.cuda for b in kb.torch_builds}))
     pythons = tuple(sorted({p for b in kb.torch_builds for p in b.python}))
     driver = (
-        keep(versions.driver_given(str(values["driver"]), kb.known_drivers(), driver_origin))
-        if "driver" in values
-        else None
+        keep(versions.driver_given(str(values["driver"]), known_drivers, driver_origin)) if "driver" in values else None
     )
     python = (
         None

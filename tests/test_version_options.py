@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from envsolver import versions
 from envsolver.cli import main
+from envsolver.cluster import file as cluster_file
+from envsolver.cluster import planning
 from envsolver.detect import detect
 from envsolver.errors import BadInputError
 from envsolver.inputs import Options, build_target
@@ -201,3 +203,18 @@ def test_a_profile_and_envsolver_driver_go_through_the_same_grammar(
     assert f"ENVSOLVER_DRIVER {bad!r}" in str(info.value), info.value
     fixed = build_target(Options(gpus=("auto",), driver="550.54.14"), kb, detect=detect, environ=environ)
     assert fixed.target.driver == versions.driver("550.54.14")
+
+
+def test_a_cluster_files_old_driver_reaches_the_planner(kb: KnowledgeBase) -> None:
+    """A cluster file's driver is a node's real value: the shape is checked when the file is read, but a branch
+    older than the knowledge base's drivers (418) goes on to the cluster planner, which refuses that partition
+    with --skip-partition as the fix, not with `--driver` (which `make --cluster` does not take from the user)."""
+    doc = (
+        "format: 1\ncluster: lab\npartitions:\n"
+        "  - {name: old, gpus: [v100], driver: '418.67', platform: linux-64, glibc: '2.28'}\n"
+    )
+    partitions = cluster_file.parse(doc, kb, "cluster.yaml").partitions
+    target = planning.target_for(kb, partitions, "linux-64", Options())
+    assert target.driver == versions.driver("418.67"), target
+    with pytest.raises(BadInputError, match="branch 418 is older than every driver"):
+        build_target(Options(gpus=("v100",), driver="418.67"), kb)

@@ -94,8 +94,9 @@ def _quoted(convert: Callable[[str], T], example: str) -> Callable[[Any], T]:
 
 
 def _driver(value: Any) -> versions.DriverVersion:
-    """versions.driver_given's grammar (a 3-digit branch). The knowledge base's range is not applied here: a
-    node's probed driver older than it is real and is refused per partition when planning."""
+    """versions.driver_given's grammar (a 3-digit branch). The knowledge base's range is not applied: a node's
+    driver older than every driver it records is real, and the cluster planner refuses it per partition with
+    --skip-partition as the fix (cluster/planning.py)."""
     if not isinstance(value, str):
         raise ValueError(f"expected a quoted string such as '535.104.05', not {type(value).__name__}")
     try:

@@ -96,6 +96,7 @@ def target_for(kb: KnowledgeBase, partitions: Sequence[Partition], platform: Pla
         gpus=gpus,
         profile=None,
         driver=str(min(known_drivers)) if known_drivers else None,
+        driver_from_cluster_file=True,
         platform=platform,
         glibc=str(min(known_glibcs)) if known_glibcs else str(DEFAULT_GLIBC),
     )
