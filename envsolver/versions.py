@@ -196,7 +196,7 @@ def driver_given(
     minor-version-compatibility minimums, each with its NVIDIA source): a branch older than the oldest is refused
     (no toolkit the knowledge base knows runs on it, and it is most likely a typo such as 300.1); a branch newer
     than the newest may be a driver released since, so it is planned as given, with a warning.
-    Raises BadInputError with the fix (`--driver 550` where the digits of `5.50` read as a known branch)."""
+    Raises BadInputError with the fix (`--driver 550` where the digits of `5.50` spell a known branch)."""
     form = "the version nvidia-smi prints, such as '535.104.05' (a branch alone, 535, means its oldest release)"
     parts = components(text, "driver version", "535.104.05", "--driver", form)
     value = driver(text)
@@ -207,7 +207,7 @@ def driver_given(
         digits = "".join(value.text.split("."))
         guess = digits if _known_branch(digits, oldest, newest) else None
         hint = (
-            f"Did you mean {guess}? Pass --driver {guess}"
+            f"Pass --driver {guess} (if branch {guess} was meant), or the version nvidia-smi prints"
             if guess
             else "Pass --driver 535.104.05, or the version nvidia-smi prints on the oldest node"
         )

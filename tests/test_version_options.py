@@ -82,8 +82,8 @@ def test_full_values_warn_nothing(kb: KnowledgeBase) -> None:
         (["--glibc", "two"], "malformed glibc version"),
         # Issue 22: values that cannot be an NVIDIA driver; the fix names the branch the digits spell when known.
         (["--driver", "5.50"], "--driver '5.50' is not an NVIDIA driver version: its branch '5' is not 3 digits"),
-        (["--driver", "55.0"], "Did you mean 550? Pass --driver 550."),
-        (["--driver", "5.5.0"], "Did you mean 550? Pass --driver 550."),
+        (["--driver", "55.0"], "Pass --driver 550 (if branch 550 was meant)"),
+        (["--driver", "5.5.0"], "Pass --driver 550 (if branch 550 was meant)"),
         (["--driver", "0535.104.05"], "its branch '0535' is not 3 digits"),
         (["--driver", "300.1"], "branch 300 is older than every driver the knowledge base records (the oldest is "),
         (["--driver", "300.1"], "Pass --driver 535.104.05, or the version nvidia-smi prints"),
@@ -177,7 +177,11 @@ def test_the_5_50_fix_names_550_and_plans_for_it() -> None:
     names, run, plans for branch 550."""
     first = CliRunner().invoke(main, ["explain", "--gpu", "a100", "--driver", "5.50"], env=ENV)
     assert first.exit_code == 2, first.output
-    assert "Did you mean 550? Pass --driver 550." in first.stderr, first.stderr
+    assert "Pass --driver 550 (if branch 550 was meant)" in first.stderr, first.stderr
+    doc = CliRunner().invoke(main, ["explain", "--gpu", "a100", "--driver", "5.50", "--json"], env=ENV)
+    assert doc.exit_code == 2, doc.output
+    fix = json.loads(doc.stdout)["error"]["fix"]
+    assert fix is not None and fix.startswith("Pass --driver 550 "), doc.stdout
     again = CliRunner().invoke(main, ["explain", "--gpu", "a100", "--driver", "550", "--json"], env=ENV)
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["driver"] == "550", again.stdout
