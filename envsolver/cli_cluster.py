@@ -131,11 +131,11 @@ def init_command(
 
 EPILOG_SBATCH = """\b
 Examples:
-  envsolver cluster sbatch -c cluster.yaml --partition a100 -p /shared/envs/train --nodes 2 \\
+  envsolver cluster sbatch --cluster cluster.yaml --partition a100 -p /shared/envs/train --nodes 2 \\
       --time 04:00:00 --out train.sh -- python train.py --lr 3e-4
   sbatch train.sh
-  envsolver cluster sbatch -c cluster.yaml --partition h100 -p /shared/envs/train python train.py   # prints it
-  envsolver cluster sbatch -c cluster.yaml --partition a100 -p /shared/envs/train --launch per-gpu \\
+  envsolver cluster sbatch --cluster cluster.yaml --partition h100 -p /shared/envs/train python train.py   # prints it
+  envsolver cluster sbatch --cluster cluster.yaml --partition a100 -p /shared/envs/train --launch per-gpu \\
       --qos high --mem-per-gpu 80G --exclusive --output 'logs/%x-%j.out' --signal B:USR1@300 --requeue \\
       --sbatch-line --mail-type=END --out train.sh -- python train.py
   envsolver cluster sbatch ... --launch deepspeed -- train.py --deepspeed_config ds.json
@@ -161,8 +161,7 @@ partition, no environment at PREFIX, a value outside its grammar) or Slurm could
 
 @cluster.command(name="sbatch", cls=_Command, epilog=EPILOG_SBATCH, context_settings={"allow_interspersed_args": False})
 @click.option(
-    "-c",
-    "--cluster",
+    "--cluster",  # no -c: -c is --channel, as in conda and `make` (one meaning per short flag)
     "cluster_path",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
