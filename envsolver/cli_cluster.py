@@ -31,6 +31,15 @@ _JSON_META = "envsolver.json"
 
 
 class _Command(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:  # `sbatch -c FILE`, as before -c became --channel's alone
+            if exc.option_name != "-c" or not any("--cluster" in p.opts for p in self.params):
+                raise
+            message = "No such option '-c': pass the cluster file as --cluster FILE (-c is --channel, as in `make`)."
+            raise click.NoSuchOption("-c", message, ctx=ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         ctx.meta[_JSON_META] = bool(ctx.params.get("as_json"))
         return super().invoke(ctx)

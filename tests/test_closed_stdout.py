@@ -30,6 +30,8 @@ def _run(args: list[str], *, read_first_line: bool) -> tuple[int, str]:
     """Run envsolver with stdout on a pipe whose read end is closed at once (`| true`) or after one line
     (`| head -1`); its exit status and stderr."""
     read_end, write_end = os.pipe()
+    if not read_first_line:
+        os.close(read_end)  # closed before the child starts: its first write always finds no reader
     proc = subprocess.Popen(
         [sys.executable, "-m", "envsolver", *args],
         stdout=write_end,
@@ -38,8 +40,8 @@ def _run(args: list[str], *, read_first_line: bool) -> tuple[int, str]:
         env=_env(),
     )
     os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        if read_first_line:
+    if read_first_line:
+        with os.fdopen(read_end, "rb") as reader:
             reader.readline()
     _, err = proc.communicate(timeout=120)
     return proc.returncode, err.decode(errors="replace")
@@ -59,3 +61,16 @@ def test_head_dash_1_never_reports_the_pipe(args: list[str]) -> None:
         code, err = _run(args, read_first_line=True)
         assert err == "", f"run {attempt} of envsolver {' '.join(args)} | head -1 printed on stderr:\n{err}"
         assert code in (0, 1), f"run {attempt} of envsolver {' '.join(args)} | head -1 exited {code}; stderr:\n{err}"
+
+
+def test_only_a_closed_stdout_counts_as_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken pipe to a child process (the rattler worker's stdin) stays an error: the quiet end needs stdout's
+    own reader gone."""
+    from envsolver import cli_base
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as writer:
+        monkeypatch.setattr(sys, "stdout", writer)
+        assert not cli_base._stdout_closed(), "stdout counted as closed while its reader is open"
+        os.close(read_end)
+        assert cli_base._stdout_closed(), "stdout not counted as closed after its reader closed"

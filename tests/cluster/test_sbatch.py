@@ -710,3 +710,15 @@ def test_without_compgen_the_best_known_variables_are_still_unset(cluster: Any, 
     step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
     leaked = {key: step[key] for key in DIRTY if step.get(key) == DIRTY[key]}
     assert leaked == {}, leaked
+
+
+def test_dash_c_is_not_the_cluster_file_and_the_message_names_the_option_that_works(
+    files_here: tuple[Path, Path],
+) -> None:
+    path, prefix = files_here
+    rest = [str(path), "--partition", "h100", "-p", str(prefix), "--gpus-per-node", "8", "--", "python", "t.py"]
+    refused = invoke(["-c", *rest])
+    assert refused.exit_code == 2, refused.output
+    assert "pass the cluster file as --cluster FILE" in refused.stderr, refused.output
+    done = invoke(["--cluster", *rest])  # the fix, as the message words it
+    assert done.exit_code == 0 and done.stdout.startswith("#!/bin/bash\n"), done.output
