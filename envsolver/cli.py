@@ -290,8 +290,9 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     "--channel",
     "channels",
     multiple=True,
-    metavar="URL",
-    help="Lock against this channel instead of the live ones (repeatable): a site mirror or a file:// channel.",
+    metavar="NAME|URL",
+    help="Lock against this channel instead of the live ones (repeatable): a name as conda takes it "
+    "(conda-forge, nvidia: https://conda.anaconda.org/NAME), a site mirror's URL or a file:// channel.",
 )
 @click.option("--no-lock", is_flag=True, help="Write environment.yml only; do not solve.")
 @click.option(
@@ -346,6 +347,11 @@ def make(
 
     if offline and channels:
         raise BadInputError("--offline and --channel exclude each other. Pass one of them.")
+    if channels:
+        from envsolver import channels as channel_values
+
+        for value in channels:
+            channel_values.check(value)
     if name is not None:
         names.validate(name)
     if cluster_file is not None:

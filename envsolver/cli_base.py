@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from envsolver.render import Plain
 
 INTERNAL = "internal error"
+STDOUT_CLOSED_EXIT = 1  # the reader closed stdout before the command finished (`| head -1`): quiet, as click does
 _JSON = "envsolver.json"  # ctx.meta: whether the command runs with --json (parent and child contexts share meta)
 _ARGV = "envsolver.argv"
 _LEVEL = "envsolver.verbosity"  # ctx.meta: -1 with -q, 1 with -v, else 0
@@ -93,6 +94,33 @@ def _spelled_out(exc: click.exceptions.UsageError) -> click.exceptions.UsageErro
     message = exc.format_message()
     shown = printable(message, newlines=True)
     return exc if shown == message else click.exceptions.UsageError(shown, exc.ctx)
+
+
+def _stdout_closed() -> bool:
+    """Whether nothing reads stdout any more (`envsolver gpus | head -1` after head exits): the pipe's write end
+    polls as an error once its read end is closed. A broken pipe to a child process (the rattler worker) is not
+    this: it stays an error."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout (a test runner's buffer)
+        return False
+
+
+def _end_quietly(ctx: click.Context) -> NoReturn:
+    """End as `ls | head` ends once head has exited: nothing printed (there is no one to read it), exit 1 as click
+    ends its own help on a closed pipe. stdout points at /dev/null from here on, so the interpreter's last flush
+    does not report the same pipe again."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+    ctx.exit(STDOUT_CLOSED_EXIT)
 
 
 def _discard_spare_worker() -> None:
@@ -192,7 +220,8 @@ class Command(click.Command):
 class Group(click.Group):
     """Maps every outcome to a message on stderr and exit 0, 1, 2 or 130, in one place: EnvsolverError to its
     message and exit code; an OSError that no command turned into an error to exit 2 naming the file; Ctrl-C to
-    exit 130 (SIGTERM to 143 and SIGHUP to 129 where a command turns them into errors.Terminated); anything else
+    exit 130 (SIGTERM to 143 and SIGHUP to 129 where a command turns them into errors.Terminated); a closed stdout
+    (`| head -1`) to exit 1 with nothing printed, as click ends its own help there; anything else
     (a bug) to exit 2 with an `internal error` line instead of a traceback (ENVSOLVER_DEBUG=1 shows the
     traceback instead, for a bug report). With --json, each of these and click's
     usage errors also print `{"ok": false, "exit_code", "error": {"kind", "message", "fix"}}` on stdout. Every
@@ -245,7 +274,14 @@ class Group(click.Group):
 
     def _invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                result = super().invoke(ctx)
+                sys.stdout.flush()  # what is still buffered fails here, where a closed pipe is told apart
+                return result
+            except BrokenPipeError:
+                if _stdout_closed():
+                    _end_quietly(ctx)
+                raise
         except click.exceptions.UsageError as exc:
             shown = _spelled_out(exc)
             if not _wants_json(ctx):

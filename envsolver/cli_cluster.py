@@ -31,6 +31,15 @@ _JSON_META = "envsolver.json"
 
 
 class _Command(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:  # `sbatch -c FILE`, as before -c became --channel's alone
+            if exc.option_name != "-c" or not any("--cluster" in p.opts for p in self.params):
+                raise
+            message = "No such option '-c': pass the cluster file as --cluster FILE (-c is --channel, as in `make`)."
+            raise click.NoSuchOption("-c", message, ctx=ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         ctx.meta[_JSON_META] = bool(ctx.params.get("as_json"))
         return super().invoke(ctx)
@@ -131,11 +140,11 @@ def init_command(
 
 EPILOG_SBATCH = """\b
 Examples:
-  envsolver cluster sbatch -c cluster.yaml --partition a100 -p /shared/envs/train --nodes 2 \\
+  envsolver cluster sbatch --cluster cluster.yaml --partition a100 -p /shared/envs/train --nodes 2 \\
       --time 04:00:00 --out train.sh -- python train.py --lr 3e-4
   sbatch train.sh
-  envsolver cluster sbatch -c cluster.yaml --partition h100 -p /shared/envs/train python train.py   # prints it
-  envsolver cluster sbatch -c cluster.yaml --partition a100 -p /shared/envs/train --launch per-gpu \\
+  envsolver cluster sbatch --cluster cluster.yaml --partition h100 -p /shared/envs/train python train.py   # prints it
+  envsolver cluster sbatch --cluster cluster.yaml --partition a100 -p /shared/envs/train --launch per-gpu \\
       --qos high --mem-per-gpu 80G --exclusive --output 'logs/%x-%j.out' --signal B:USR1@300 --requeue \\
       --sbatch-line --mail-type=END --out train.sh -- python train.py
   envsolver cluster sbatch ... --launch deepspeed -- train.py --deepspeed_config ds.json
@@ -161,8 +170,7 @@ partition, no environment at PREFIX, a value outside its grammar) or Slurm could
 
 @cluster.command(name="sbatch", cls=_Command, epilog=EPILOG_SBATCH, context_settings={"allow_interspersed_args": False})
 @click.option(
-    "-c",
-    "--cluster",
+    "--cluster",  # no -c: -c is --channel, as in conda and `make` (one meaning per short flag)
     "cluster_path",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),

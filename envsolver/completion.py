@@ -62,7 +62,7 @@ def partition_names(path: Path) -> list[str]:
 
 
 def complete_partition(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """Partitions of the cluster file on the line so far (make's --cluster, sbatch's -c/--cluster)."""
+    """Partitions of the cluster file on the line so far (make's --cluster, sbatch's --cluster)."""
     given = ctx.params.get("cluster_file") or ctx.params.get("cluster_path")
     if not given:
         return []

@@ -6,6 +6,7 @@ Exit codes (documented in the README):
   2    bad input: unknown GPU, malformed version, unreadable profile, invalid knowledge base; or the command
        could not run
   130  interrupted (Ctrl-C)
+  1    also, with nothing printed, when the reader closed stdout first (`| head -1`: cli_base.STDOUT_CLOSED_EXIT)
   143  terminated by SIGTERM, 129 by SIGHUP (install: envsolver.interrupts), cleaned up as after Ctrl-C
 
 Kinds: with --json every failure is `{"ok": false, "exit_code": N, "error": {"kind", "message", "fix"}}`, and

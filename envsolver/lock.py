@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from envsolver import lockcheck, snapshot, unsolved
-from envsolver.errors import BadInputError, ConflictError, EnvsolverError, Kind
+from envsolver import channels, lockcheck, snapshot, unsolved
+from envsolver.errors import ConflictError, EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
 from envsolver.pypi.record import PipRecord
@@ -30,7 +30,7 @@ from envsolver.target import Target
 
 Mode = Literal["live", "offline", "custom"]
 Progress = Callable[[str], None]
-LIVE_BASE = "https://conda.anaconda.org"  # the public name of a channel in written files
+LIVE_BASE = channels.ALIAS  # the public name of a channel in written files: conda's channel_alias
 LIVE_LOCATION = LIVE_BASE  # where live repodata is fetched from (tests point it at a closed port)
 MAX_SNAPSHOT_RETRIES = 8
 UNSOLVED = "the snapshot cannot lock it: "
@@ -97,20 +97,18 @@ def _channel_fix(urls: Sequence[str]) -> str:
     )
 
 
-def _custom(urls: Sequence[str]) -> list[ChannelSource]:
-    """The --channel URLs as sources: fetched as given (credentials included), named in files by their public
-    form. Raises BadInputError (exit 2) for anything but an http(s) or file:// URL without a query."""
-    from envsolver.http import check_url  # http.client and urllib.request: only --channel needs them
-
+def _custom(values: Sequence[str]) -> list[ChannelSource]:
+    """The --channel values as sources: a channel name (envsolver.channels) as conda maps it, onto
+    https://conda.anaconda.org/NAME (fetched from LIVE_LOCATION, as the live channels are); a URL fetched as given
+    (credentials included), named in files by its public form. Raises BadInputError (exit 2) for a value that is
+    neither a channel name nor an http(s) or file:// URL without a query."""
     out = []
-    for url in urls:
-        if "://" not in url:
-            raise BadInputError(
-                f"--channel {redact_text(url)!r} is not a URL. Pass a full URL such as "
-                "https://mirror.example.org/conda-forge or file:///srv/channels/conda-forge."
-            )
-        check_url(url, "--channel", "https://mirror.example.org/conda-forge or file:///srv/channels/conda-forge")
-        out.append(ChannelSource(redact(url).rstrip("/"), url.rstrip("/")))
+    for value in values:
+        channels.check(value)
+        if channels.is_name(value):
+            out.append(ChannelSource(f"{LIVE_BASE}/{value}", f"{LIVE_LOCATION}/{value}"))
+        else:
+            out.append(ChannelSource(redact(value).rstrip("/"), value.rstrip("/")))
     return out
 
 

@@ -64,7 +64,7 @@ def test_check_ids_complete() -> None:
 def test_partitions_of_the_cluster_file_on_the_line_complete() -> None:
     values, _ = complete(f"envsolver make --cluster {CLUSTER} --partition ")
     assert values == ["v100", "a100", "h100", "gh200"]
-    values, _ = complete(f"envsolver cluster sbatch -c {CLUSTER} --partition g")
+    values, _ = complete(f"envsolver cluster sbatch --cluster {CLUSTER} --partition g")
     assert values == ["gh200"]
     assert complete("envsolver make --partition ")[0] == []  # no cluster file yet: nothing to offer
 

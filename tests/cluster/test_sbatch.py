@@ -353,7 +353,7 @@ def invoke(args: list[str], env: dict[str, str] | None = None, check: bool = Fal
 
 def test_cli_prints_the_script_and_json(files_here: tuple[Path, Path]) -> None:
     path, prefix = files_here
-    args = ["-c", str(path), "--partition", "h100", "-p", str(prefix), "--gpus-per-node", "8", "--nodes", "2"]
+    args = ["--cluster", str(path), "--partition", "h100", "-p", str(prefix), "--gpus-per-node", "8", "--nodes", "2"]
     result = invoke([*args, "python", "train.py", "--lr", "3e-4"])  # the command without --: after the options
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("#!/bin/bash\n")
@@ -370,7 +370,7 @@ def test_cli_prints_the_script_and_json(files_here: tuple[Path, Path]) -> None:
 def test_cli_writes_the_file_and_keeps_hand_edits(files_here: tuple[Path, Path], tmp_path: Path) -> None:
     path, prefix = files_here
     out = tmp_path / "train.sh"
-    args = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "2", "--out", str(out)]
+    args = ["--cluster", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "2", "--out", str(out)]
     result = invoke([*args, "--", "python", "train.py"])
     assert result.exit_code == 0, result.output
     assert f"submit it with: sbatch {out}" in result.stdout
@@ -392,12 +392,12 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any
 
 def test_cli_refusals_end_with_the_fix(files_here: tuple[Path, Path], tmp_path: Path) -> None:
     path, prefix = files_here
-    base = ["-c", str(path), "-p", str(prefix), "--gpus-per-node", "1"]
+    base = ["--cluster", str(path), "-p", str(prefix), "--gpus-per-node", "1"]
     unknown = refused([*base, "--partition", "a10", "--", "python", "t.py"])
     assert "no partition 'a10'" in unknown["message"] and "v100, a100, h100, gh200" in unknown["fix"]
     empty = tmp_path / "empty"
     empty.mkdir()
-    missing = refused(["-c", str(path), "-p", str(empty), "--partition", "v100", "--", "python", "t.py"])
+    missing = refused(["--cluster", str(path), "-p", str(empty), "--partition", "v100", "--", "python", "t.py"])
     assert "no bin/python" in missing["message"] and "envsolver install" in missing["fix"]
     both = refused([*base, "--partition", "v100", "--no-verify", "--check", "driver", "--", "python", "t.py"])
     assert "--no-verify" in both["message"]
@@ -412,9 +412,13 @@ def test_cli_refuses_an_environment_of_another_platform(files_here: tuple[Path, 
 
     path, prefix = files_here
     prefixmeta.save(prefix, "linux-64", {"envsolver_cluster_partitions": "v100;a100;h100"})
-    error = refused(["-c", str(path), "-p", str(prefix), "--partition", "gh200", "--gpus-per-node", "1", "--", "x"])
+    error = refused(
+        ["--cluster", str(path), "-p", str(prefix), "--partition", "gh200", "--gpus-per-node", "1", "--", "x"]
+    )
     assert "installed for linux-64" in error["message"] and "linux-aarch64/conda-lock.yml" in error["fix"]
-    ok = invoke(["-c", str(path), "-p", str(prefix), "--partition", "h100", "--gpus-per-node", "1", "--json", "x"])
+    ok = invoke(
+        ["--cluster", str(path), "-p", str(prefix), "--partition", "h100", "--gpus-per-node", "1", "--json", "x"]
+    )
     assert ok.exit_code == 0, ok.output
     assert not [n for n in json.loads(ok.stdout)["notes"] if "lock was made" in n], ok.output
 
@@ -423,7 +427,7 @@ def test_cli_without_slurm_asks_for_gpus_per_node(files_here: tuple[Path, Path],
     """No --gpus-per-node: sinfo is asked; where Slurm cannot answer, the fix names the option."""
     path, prefix = files_here
     env = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}
-    error = refused(["-c", str(path), "-p", str(prefix), "--partition", "v100", "--", "python", "t.py"], env)
+    error = refused(["--cluster", str(path), "-p", str(prefix), "--partition", "v100", "--", "python", "t.py"], env)
     assert "SLURM_CONF" in error["message"] and "--gpus-per-node N" in error["fix"]
 
 
@@ -562,7 +566,7 @@ def test_the_clean_start_keeps_the_submit_shells_python_out(cluster: Any, tmp_pa
 
 def test_cli_takes_the_jobs_options(files_here: tuple[Path, Path]) -> None:
     path, prefix = files_here
-    args = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "2", "--json"]
+    args = ["--cluster", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "2", "--json"]
     args += ["--launch", "per-gpu", "--cpus-per-gpu", "4", "--qos", "high", "--mem", "0", "--exclusive"]
     args += ["--output", "logs/%x-%j.out", "--error", "logs/%x-%j.err", "--exclude", "gpu[01-02]"]
     args += ["--signal", "B:USR1@300", "--requeue", "--array", "0-3%2", "--constraint", "ib"]
@@ -597,7 +601,7 @@ def test_cli_takes_the_jobs_options(files_here: tuple[Path, Path]) -> None:
 
 def test_cli_refuses_a_bad_site_line_and_bad_values(files_here: tuple[Path, Path]) -> None:
     path, prefix = files_here
-    base = ["-c", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "1"]
+    base = ["--cluster", str(path), "--partition", "v100", "-p", str(prefix), "--gpus-per-node", "1"]
     bad = refused([*base, "--sbatch-line", "--export=ALL", "--", "python", "t.py"])
     assert "clean environment" in bad["message"] + bad["fix"], bad
     mem = refused([*base, "--mem", "1G", "--mem-per-gpu", "1G", "--", "python", "t.py"])
@@ -611,7 +615,7 @@ def test_cli_says_how_to_write_without_slurm(files_here: tuple[Path, Path], tmp_
     and that fix works."""
     path, prefix = files_here
     env = {"SLURM_CONF": str(tmp_path / "no-such-slurm.conf")}
-    args = ["-c", str(path), "-p", str(prefix), "--partition", "v100", "--gpus-per-node", "1", "--json"]
+    args = ["--cluster", str(path), "-p", str(prefix), "--partition", "v100", "--gpus-per-node", "1", "--json"]
     result = invoke([*args, "--", "python", "t.py"], env, check=True)
     assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
@@ -706,3 +710,15 @@ def test_without_compgen_the_best_known_variables_are_still_unset(cluster: Any, 
     step = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
     leaked = {key: step[key] for key in DIRTY if step.get(key) == DIRTY[key]}
     assert leaked == {}, leaked
+
+
+def test_dash_c_is_not_the_cluster_file_and_the_message_names_the_option_that_works(
+    files_here: tuple[Path, Path],
+) -> None:
+    path, prefix = files_here
+    rest = [str(path), "--partition", "h100", "-p", str(prefix), "--gpus-per-node", "8", "--", "python", "t.py"]
+    refused = invoke(["-c", *rest])
+    assert refused.exit_code == 2, refused.output
+    assert "pass the cluster file as --cluster FILE" in refused.stderr, refused.output
+    done = invoke(["--cluster", *rest])  # the fix, as the message words it
+    assert done.exit_code == 0 and done.stdout.startswith("#!/bin/bash\n"), done.output

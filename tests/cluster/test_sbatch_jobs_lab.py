@@ -76,7 +76,7 @@ def job_dir(lab: SlurmLab, tmp_path: Path) -> tuple[list[str], Path]:
     (tmp_path / "train.py").write_text(TRAIN)
     (tmp_path / "elsewhere").mkdir()  # not named `shadow`: the script's directory would find it as a package
     (tmp_path / "elsewhere" / "shadow.py").write_text("SHADOWED = True\n")
-    return ["-c", str(cluster), "--partition", "mixed", "-p", str(prefix)], tmp_path / "elsewhere"
+    return ["--cluster", str(cluster), "--partition", "mixed", "-p", str(prefix)], tmp_path / "elsewhere"
 
 
 def submit_dirty(lab: SlurmLab, script: Path, name: str, shadow: Path) -> tuple[int, str]:

@@ -89,7 +89,7 @@ def test_the_job_verifies_every_node_then_meets_at_the_first_host(lab: SlurmLab,
     prefix = stand_in_env(tmp_path)
     (tmp_path / "train.py").write_text(TRAIN)
     script = tmp_path / "job.sh"
-    args = ["-c", str(cluster), "--partition", "mixed", "-p", str(prefix), "--nodes", "2", "--time", "5"]
+    args = ["--cluster", str(cluster), "--partition", "mixed", "-p", str(prefix), "--nodes", "2", "--time", "5"]
     args += ["--check", "torch_import", "--out", str(script), "--", "python", "train.py", "--lr", "3e-4; touch CANARY"]
     doc = cluster_sbatch(args)
     assert doc["gpus_per_node"] == 2 and doc["gpus_per_node_from"].startswith("sinfo GRES gpu:a100:2(S:0) on gpu02")
@@ -117,7 +117,18 @@ def test_a_node_that_fails_verify_ends_the_job_before_the_command(lab: SlurmLab,
     prefix = stand_in_env(tmp_path)
     ran = tmp_path / "command-ran"
     script = tmp_path / "job.sh"
-    args = ["-c", str(cluster), "--partition", "mixed", "-p", str(prefix), "--nodes", "2", "--gpus-per-node", "1"]
+    args = [
+        "--cluster",
+        str(cluster),
+        "--partition",
+        "mixed",
+        "-p",
+        str(prefix),
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+    ]
     args += ["--time", "5", "--out", str(script), "--", "touch", str(ran)]
     cluster_sbatch(args)
     code, output = submit(lab, script, "envsolver-sbatch-fail")
@@ -139,7 +150,18 @@ def test_a_node_whose_driver_is_below_the_locks_floor_ends_the_job_named(lab: Sl
     prefixmeta.save(prefix, kept.platform, kept.custom)
     ran = tmp_path / "command-ran"
     script = tmp_path / "job.sh"
-    args = ["-c", str(cluster), "--partition", "mixed", "-p", str(prefix), "--nodes", "2", "--gpus-per-node", "1"]
+    args = [
+        "--cluster",
+        str(cluster),
+        "--partition",
+        "mixed",
+        "-p",
+        str(prefix),
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+    ]
     args += ["--check", "driver", "--check", "host_vs_lock", "--check", "shm"]
     doc = cluster_sbatch([*args, "--time", "5", "--out", str(script), "--", "touch", str(ran)])
     verify_line = next(line for line in doc["script"].splitlines() if line.startswith("if ! srun"))

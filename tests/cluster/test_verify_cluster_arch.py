@@ -172,7 +172,7 @@ def test_the_jobs_verify_step_on_the_aarch64_node_never_runs_the_login_interpret
     log = arm.root / "sbatch-wrapper.log"
     wrapper = wrapper_venv(arm.root / "sbatch-venv", log)
     script, ran = arm.root / "gh200.sh", arm.root / "gh200-ran"
-    argv = [str(wrapper), "-m", "envsolver", "cluster", "sbatch", "-c", str(arm.file), "--partition", "gh200"]
+    argv = [str(wrapper), "-m", "envsolver", "cluster", "sbatch", "--cluster", str(arm.file), "--partition", "gh200"]
     argv += ["-p", str(arm.prefix), "--nodes", "1", "--time", "5", "--check", "driver", "--check", "host_vs_lock"]
     env = {**os.environ, "SLURM_CONF": str(arm.lab.conf)}
     written = subprocess.run(

@@ -297,7 +297,7 @@ def test_cluster_sbatch_options(seed_value: int | None, count: int, tmp_path: Pa
     (tmp_path / "env" / "bin").mkdir(parents=True)
     (tmp_path / "env" / "bin" / "python").write_text("#!/bin/sh\n")
     env = {"SLURM_CONF": str(tmp_path / "missing.conf")}
-    base = ["cluster", "sbatch", "-c", str(tmp_path / "cluster.yaml"), "-p", str(tmp_path / "env")]
+    base = ["cluster", "sbatch", "--cluster", str(tmp_path / "cluster.yaml"), "-p", str(tmp_path / "env")]
     base += ["--gpus-per-node", "2", "--no-slurm-check"]  # a later --gpus-per-node, or none valid, changes it
 
     def check(args: tuple[list[str], list[str]]) -> None:
