@@ -493,7 +493,7 @@ FLOOR_META = {
     "envsolver_virtual_linux-64_glibc": "2.28",
 }
 REMAKE = "remake the lock for this host: envsolver make --gpu auto"
-MEETS = "this host meets the lock's driver, glibc and GPU assumptions"
+MEETS = "this host meets the lock's assumptions for its driver "  # then the driver's version, glibc's, the GPUs
 
 
 @pytest.mark.parametrize(
@@ -523,14 +523,22 @@ MEETS = "this host meets the lock's driver, glibc and GPU assumptions"
             "fail",
             "NVIDIA H200 (CC 9.0) is not a target of the lock (8.0, 8.6)",
         ),
-        (same, {**FLOOR_META, "envsolver_compute_capabilities": ""}, "pass", MEETS),
+        (
+            same,
+            {**FLOOR_META, "envsolver_compute_capabilities": ""},
+            "pass",
+            MEETS + "580.159.04, glibc 2.39; not checked: the GPUs (the lock records no compute capabilities)",
+        ),
     ],
 )
 def test_host_vs_lock_says_exactly_what_falls_short(
     kb: KnowledgeBase, change: Any, meta: dict[str, str], status: str, detail: str
 ) -> None:
     check = result(kb, "host_vs_lock", change(healthy()), lock_meta=meta)
-    assert (check.status, check.detail) == (status, detail)
+    if status == "pass":  # what it compared, by name: the driver first, its version
+        assert check.status == "pass" and check.detail.startswith(detail) and "glibc" in check.detail, check
+    else:
+        assert (check.status, check.detail) == (status, detail)
     assert check.fix == ("" if status == "pass" else REMAKE)
 
 
@@ -866,8 +874,22 @@ def test_host_vs_lock_reads_the_virtual_cuda_among_the_locks_other_keys(kb: Know
         "fail",
         "the lock was solved for __cuda=12.9; driver 550.54.14 fully supports CUDA <= 12.4",
     )
+
+
+def test_host_vs_lock_claims_only_what_it_compared(kb: KnowledgeBase) -> None:
+    """Issue 22: on a host with no driver and no GPU it passed with "this host meets the lock's driver, glibc and
+    GPU assumptions" while only glibc was compared. It says what it compared and what not; nothing: skip."""
     no_driver = edit("driver", {"source": None, "version": None, "cuda": None, "gpus": []})(healthy())
-    assert result(kb, "host_vs_lock", no_driver, lock_meta=REAL_META).status == "pass"  # the driver check says it
+    check = result(kb, "host_vs_lock", no_driver, lock_meta=REAL_META)
+    assert check.status == "pass" and "driver, glibc and GPU" not in check.detail, check
+    assert check.detail == (
+        "this host meets the lock's assumptions for its glibc 2.39; not checked: the driver (none found), "
+        "the GPUs (none visible)"
+    ), check.detail
+    nothing = edit("glibc", None)(no_driver)
+    check = result(kb, "host_vs_lock", nothing, lock_meta=REAL_META)
+    assert check.status == "skip" and check.detail.startswith("nothing to compare with the lock: "), check
+    assert "the driver (none found)" in check.detail and "glibc (its version is unknown)" in check.detail, check
 
 
 def _installed(names: list[str]) -> list[dict[str, str]]:
