@@ -588,9 +588,16 @@ def verify_command(
         click.echo(json.dumps(verify_render.as_json(chosen.python, chosen.prefix, checks), indent=2))
     else:
         out = render.console()
-        render.text(out, f"verify {python or prefix or 'the active environment'}")
         chosen, _, checks = verify_run.verify(
-            kb, prefix, python, lock_path, gpu_test, only, os.environ, on_check=lambda c: verify_render.line(out, c)
+            kb,
+            prefix,
+            python,
+            lock_path,
+            gpu_test,
+            only,
+            os.environ,
+            on_check=lambda c: verify_render.line(out, c),
+            on_target=lambda t: render.text(out, f"verify {t.python} ({t.chosen_by})"),
         )
         render.text(out, verify_render.summary(checks))
     if any(c.status == "fail" for c in checks):

@@ -132,7 +132,7 @@ def test_verify_report_on_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     result = invoke(["verify", "--python", str(python), "--check", "shm", "--check", "nvcc"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0] == f"verify {python}" and lines[-1] == "2 pass, 0 warn, 0 fail, 0 skip"
+    assert lines[0] == f"verify {python} (given by --python)" and lines[-1] == "2 pass, 0 warn, 0 fail, 0 skip"
     assert result.stderr == ""
 
 

@@ -4,6 +4,7 @@ machine, in tests/data/verify), the probe against this interpreter, lock drift o
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import subprocess
@@ -395,9 +396,52 @@ def test_host_checks_arrive_before_torch_has_imported(kb: KnowledgeBase, tmp_pat
 
     _, _, results = verify_run.verify(kb, None, script, None, False, (), {"PATH": "/usr/bin:/bin"}, on_check=record)
     early = [i for i, after in seen if not after]
-    assert early == list(checks.HOST_ONLY)
-    assert [c.id for c in results] == list(checks.IDS)
-    assert {i for i, after in seen if after} == set(checks.IDS) - set(checks.HOST_ONLY)
+    leading = list(itertools.takewhile(lambda i: i in checks.HOST_ONLY, checks.IDS))
+    assert early == leading == ["driver", "gpus"], seen  # in --help's order: the host checks before torch_import
+    assert [i for i, _ in seen] == [c.id for c in results] == list(checks.IDS), seen
+
+
+NO_DEEPSPEED = {"error": "ModuleNotFoundError: No module named 'deepspeed'"}
+CPU_NO_DEEPSPEED = {**facts("cpu-venv-facts"), "deepspeed": NO_DEEPSPEED}
+
+
+def _streaming_python(tmp_path: Path, full: dict[str, Any]) -> Path:
+    host = {k: v for k, v in full.items() if k not in checks.LATE_FACTS}
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\necho '{json.dumps({'partial': host})}'\necho '{json.dumps(full)}'\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_the_text_the_summary_and_the_json_say_the_same(tmp_path: Path) -> None:
+    """Issue 22: on a CPU-torch venv without DeepSpeed, the text printed `warn torch_cuda_arch_list` (judged on
+    the probe's first line, before DeepSpeed's facts) while the summary and --json counted the final `skip`; the
+    text's order was not --help's; --json's fix was "" where the README says null."""
+    script = _streaming_python(tmp_path, CPU_NO_DEEPSPEED)
+    for only in ((), ("--check", "torch_cuda_arch_list")):
+        text = CliRunner().invoke(main, ["verify", "--python", str(script), *only])
+        doc = CliRunner().invoke(main, ["verify", "--python", str(script), *only, "--json"])
+        listed = json.loads(doc.output)["checks"]
+        lines = [line for line in text.output.splitlines()[1:-1] if not line.startswith("     fix: ")]
+        said = [(line.split()[1].rstrip(":"), line.split()[0].lower()) for line in lines]
+        assert said == [(c["id"], c["status"]) for c in listed], text.output
+        assert [i for i, _ in said] == [i for i in checks.IDS if not only or i in only], text.output
+        counts = {s: sum(1 for c in listed if c["status"] == s) for s in ("pass", "warn", "fail", "skip")}
+        assert text.output.splitlines()[-1] == ", ".join(f"{n} {s}" for s, n in counts.items()), text.output
+        assert all(c["fix"] is None for c in listed if c["status"] in ("pass", "skip")), listed
+    assert said == [("torch_cuda_arch_list", "skip")] and "\nwarn " not in text.output, text.output
+
+
+def test_verify_names_the_interpreter_it_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22: with no env active it said "verify the active environment" while it ran python3 from PATH."""
+    monkeypatch.setattr(verify_run, "probe", lambda *a, **k: healthy())
+    env = {"CONDA_PREFIX": None, "PATH": str(Path(sys.executable).parent)}
+    done = CliRunner().invoke(main, ["verify", "--check", "shm"], env=env)
+    first = done.output.splitlines()[0]
+    assert first.startswith(f"verify {Path(sys.executable).parent}/python") and "on PATH" in first, done.output
+    assert "active environment" not in done.output, done.output
+    given = CliRunner().invoke(main, ["verify", "--python", sys.executable, "--check", "shm"])
+    assert given.output.splitlines()[0] == f"verify {sys.executable} (given by --python)", given.output
 
 
 def test_a_crashing_probe_is_exit_2(tmp_path: Path) -> None:
@@ -493,7 +537,7 @@ FLOOR_META = {
     "envsolver_virtual_linux-64_glibc": "2.28",
 }
 REMAKE = "remake the lock for this host: envsolver make --gpu auto"
-MEETS = "this host meets the lock's driver, glibc and GPU assumptions"
+MEETS = "this host meets the lock's assumptions for its driver "  # then the driver's version, glibc's, the GPUs
 
 
 @pytest.mark.parametrize(
@@ -523,14 +567,22 @@ MEETS = "this host meets the lock's driver, glibc and GPU assumptions"
             "fail",
             "NVIDIA H200 (CC 9.0) is not a target of the lock (8.0, 8.6)",
         ),
-        (same, {**FLOOR_META, "envsolver_compute_capabilities": ""}, "pass", MEETS),
+        (
+            same,
+            {**FLOOR_META, "envsolver_compute_capabilities": ""},
+            "pass",
+            MEETS + "580.159.04, glibc 2.39; not checked: the GPUs (the lock records no compute capabilities)",
+        ),
     ],
 )
 def test_host_vs_lock_says_exactly_what_falls_short(
     kb: KnowledgeBase, change: Any, meta: dict[str, str], status: str, detail: str
 ) -> None:
     check = result(kb, "host_vs_lock", change(healthy()), lock_meta=meta)
-    assert (check.status, check.detail) == (status, detail)
+    if status == "pass":  # what it compared, by name: the driver first, its version
+        assert check.status == "pass" and check.detail.startswith(detail) and "glibc" in check.detail, check
+    else:
+        assert (check.status, check.detail) == (status, detail)
     assert check.fix == ("" if status == "pass" else REMAKE)
 
 
@@ -866,8 +918,22 @@ def test_host_vs_lock_reads_the_virtual_cuda_among_the_locks_other_keys(kb: Know
         "fail",
         "the lock was solved for __cuda=12.9; driver 550.54.14 fully supports CUDA <= 12.4",
     )
+
+
+def test_host_vs_lock_claims_only_what_it_compared(kb: KnowledgeBase) -> None:
+    """Issue 22: on a host with no driver and no GPU it passed with "this host meets the lock's driver, glibc and
+    GPU assumptions" while only glibc was compared. It says what it compared and what not; nothing: skip."""
     no_driver = edit("driver", {"source": None, "version": None, "cuda": None, "gpus": []})(healthy())
-    assert result(kb, "host_vs_lock", no_driver, lock_meta=REAL_META).status == "pass"  # the driver check says it
+    check = result(kb, "host_vs_lock", no_driver, lock_meta=REAL_META)
+    assert check.status == "pass" and "driver, glibc and GPU" not in check.detail, check
+    assert check.detail == (
+        "this host meets the lock's assumptions for its glibc 2.39; not checked: the driver (none found), "
+        "the GPUs (none visible)"
+    ), check.detail
+    nothing = edit("glibc", None)(no_driver)
+    check = result(kb, "host_vs_lock", nothing, lock_meta=REAL_META)
+    assert check.status == "skip" and check.detail.startswith("nothing to compare with the lock: "), check
+    assert "the driver (none found)" in check.detail and "glibc (its version is unknown)" in check.detail, check
 
 
 def _installed(names: list[str]) -> list[dict[str, str]]:

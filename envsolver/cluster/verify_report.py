@@ -77,8 +77,8 @@ def table(report: Report) -> list[str]:
 
 def _check_lines(check: Check) -> list[str]:
     lines = [f"  {CELL[check.status]} {printable(check.id)}: {printable(check.detail)}"]
-    if check.fix:
-        lines.append(f"       fix: {printable(check.fix)}")
+    if check.shown_fix is not None:
+        lines.append(f"       fix: {printable(check.shown_fix)}")
     return lines
 
 
@@ -169,8 +169,8 @@ def _error_text(report: Report, shown: Callable[[str], str]) -> str | None:
     )
 
 
-def _check_doc(check: Check, where: str) -> dict[str, str]:
-    return {"id": check.id, "status": check.status, "detail": check.detail, "fix": check.fix, "on": where}
+def _check_doc(check: Check, where: str) -> dict[str, str | None]:
+    return {"id": check.id, "status": check.status, "detail": check.detail, "fix": check.shown_fix, "on": where}
 
 
 def _probe_doc(reply: step.Reply | None) -> dict[str, Any] | None:

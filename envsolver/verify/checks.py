@@ -8,6 +8,7 @@ over the same probe's facts.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from envsolver.verify.checks_base import Check, Context
 from envsolver.verify.checks_deepspeed import check_deepspeed_ops, check_op_libraries
@@ -36,7 +37,7 @@ from envsolver.verify.checks_torch import (
     check_torch_import,
 )
 
-__all__ = ["BUILD", "CHECKS", "HOST_ONLY", "IDS", "Check", "Context", "run"]
+__all__ = ["BUILD", "CHECKS", "HOST_ONLY", "IDS", "LATE_FACTS", "Check", "Context", "run"]
 
 # id, function, prerequisites (ids that must pass or warn)
 CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
@@ -65,20 +66,22 @@ CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
     ("shm", check_shm, ()),
 )
 IDS = tuple(c[0] for c in CHECKS)
-# Checks that read only host facts (no torch, no DeepSpeed): they can run before torch has imported.
+# Checks that read only host facts (no torch, no DeepSpeed): they can run before torch has imported. run() hands
+# them the facts without LATE_FACTS, so what they say on the probe's first line is what they say on its last.
+# (Not among them: torch_cuda_arch_list, which reads DeepSpeed's version when the list is unset; nvcc and
+# prefix_toolkit, whose fixes pin torch's CUDA.)
 HOST_ONLY = (
     "driver",
     "gpus",
-    "prefix_toolkit",
-    "nvcc",
     "headers",
     "host_compiler",
-    "torch_cuda_arch_list",
     "pip_conda_mix",
     "lock_drift",
     "host_vs_lock",
     "shm",
 )
+# What the probe learns after its first (--stream) line: torch's and DeepSpeed's facts, the GPU test.
+LATE_FACTS = ("torch", "deepspeed", "gpu_test")
 
 # The checks an op build depends on: the hook's pre-flight, before any compiler runs.
 BUILD = (
@@ -98,13 +101,14 @@ def run(ctx: Context, only: tuple[str, ...] | None = None) -> list[Check]:
     """Every check in order, or only the named ones (an empty tuple names none); a failed or skipped
     prerequisite skips its dependents."""
     results: dict[str, Check] = {}
+    host = replace(ctx, facts={k: v for k, v in ctx.facts.items() if k not in LATE_FACTS})
     for check_id, function, needs in CHECKS:
         blocked = [n for n in needs if n in results and results[n].status in ("fail", "skip")]
         if blocked:
             results[check_id] = Check(check_id, "skip", f"skipped: {', '.join(blocked)} did not pass")
             continue
         try:
-            results[check_id] = function(ctx)
+            results[check_id] = function(host if check_id in HOST_ONLY else ctx)
         except Exception as exc:  # a check must never take verify down; say what broke instead
             results[check_id] = Check(
                 check_id,

@@ -14,14 +14,23 @@ from envsolver.versions import DriverVersion
 from envsolver.versions import driver as parse_driver
 
 Status = Literal["pass", "fail", "warn", "skip"]
+# Every status, in the order the summary counts them.
+STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "skip")
 
 
 @dataclass(frozen=True)
 class Check:
+    """One check's result: the one model the text line, the summary's count and the JSON all render."""
+
     id: str
     status: Status
     detail: str
     fix: str = ""
+
+    @property
+    def shown_fix(self) -> str | None:
+        """The fix a report shows: a fail's or a warn's (what to do about it), else none (JSON null)."""
+        return self.fix if self.fix and self.status in ("fail", "warn") else None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import demands
 from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, remake_fix
-from envsolver.versions import leading_major_minor
+from envsolver.versions import DriverVersion, leading_major_minor
 
 
 def check_lock_drift(ctx: Context) -> Check:
@@ -48,9 +48,10 @@ def check_host_vs_lock(ctx: Context) -> Check:
     if not meta:
         return Check("host_vs_lock", "skip", "no lock metadata")
     kept = demands.promise(meta)  # what the lock promises: the one reading of its metadata (the job's gate's too)
-    problems, unknown = [], []
+    problems, unknown, looked = [], [], []
     version = driver_version(ctx)
     if version is not None and kept.solved_cuda is not None:
+        looked.append(f"driver {version}")
         wanted = kept.solved_cuda
         have = driver_rules.newest_full_cuda(ctx.kb, version)
         wanted_toolkit = ctx.kb.toolkit(wanted)
@@ -67,9 +68,14 @@ def check_host_vs_lock(ctx: Context) -> Check:
                 f"the lock was solved for __cuda={wanted}; driver {version} fully supports CUDA <= {have.version}"
             )
     host_glibc = leading_major_minor(ctx.facts.get("glibc"))
-    if host_glibc and kept.glibc and host_glibc < kept.glibc:
-        problems.append(f"host glibc {host_glibc} is older than the lock's {kept.glibc}")
-    for g in (ctx.facts.get("driver") or {}).get("gpus") or []:
+    if host_glibc and kept.glibc:
+        looked.append(f"glibc {host_glibc}")
+        if host_glibc < kept.glibc:
+            problems.append(f"host glibc {host_glibc} is older than the lock's {kept.glibc}")
+    gpus = (ctx.facts.get("driver") or {}).get("gpus") or []
+    if gpus and kept.ccs:
+        looked.append(f"{len(gpus)} GPU(s)")
+    for g in gpus:
         if kept.ccs and g.get("compute_capability") not in kept.ccs:
             problems.append(
                 f"{g['name']} (CC {g.get('compute_capability')}) is not a target of the lock ({', '.join(kept.ccs)})"
@@ -81,4 +87,26 @@ def check_host_vs_lock(ctx: Context) -> Check:
             "; ".join(problems + unknown),
             remake_fix(ctx),
         )
-    return Check("host_vs_lock", "pass", "this host meets the lock's driver, glibc and GPU assumptions")
+    if not looked:
+        return Check("host_vs_lock", "skip", "nothing to compare with the lock: " + _unseen(ctx, kept, version))
+    unseen = _unseen(ctx, kept, version)
+    said = f"this host meets the lock's assumptions for its {', '.join(looked)}"
+    return Check("host_vs_lock", "pass", said + (f"; not checked: {unseen}" if unseen else ""))
+
+
+def _unseen(ctx: Context, kept: demands.Promise, version: DriverVersion | None) -> str:
+    """What host_vs_lock could not compare, and why."""
+    out = []
+    if version is None:
+        out.append("the driver (none found)")
+    elif kept.solved_cuda is None:
+        out.append("the driver (the lock records no __cuda)")
+    if not leading_major_minor(ctx.facts.get("glibc")):
+        out.append("glibc (its version is unknown)")
+    elif not kept.glibc:
+        out.append("glibc (the lock records none)")
+    if not (ctx.facts.get("driver") or {}).get("gpus"):
+        out.append("the GPUs (none visible)")
+    elif not kept.ccs:
+        out.append("the GPUs (the lock records no compute capabilities)")
+    return ", ".join(out)

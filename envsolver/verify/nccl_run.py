@@ -38,6 +38,7 @@ from envsolver.cluster import grammar, running, slurm, slurm_launch
 from envsolver.cluster.model import SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.verify import nccl
+from envsolver.verify import render as verify_render
 from envsolver.verify.checks_base import Check
 from envsolver.verify.run import VerifyError
 
@@ -256,7 +257,7 @@ def report_json(run: Run, python: Path, prefix: Path | None) -> dict[str, Any]:
         "command": run.command,
         "seconds": round(run.seconds, 1),
         **nccl.summary(run.collected),
-        "checks": [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in run.checks],
+        "checks": [verify_render.check_json(c) for c in run.checks],
     }
 
 

@@ -15,7 +15,7 @@ from envsolver import lockfile, prefixmeta
 from envsolver.errors import EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.pypi.record import PipRecord
-from envsolver.verify.checks import HOST_ONLY, Check, Context, run
+from envsolver.verify.checks import HOST_ONLY, IDS, Check, Context, run
 
 PROBE = Path(__file__).with_name("probe.py")
 TIMEOUT_S = 120.0  # the probe's limit for each of its children (torch's import, DeepSpeed's, the GPU test)
@@ -49,6 +49,7 @@ class ToolkitQuery:
 class Target:
     python: Path
     prefix: Path | None
+    chosen_by: str = ""  # why this interpreter: the option or the environment that named it
 
 
 def target(prefix: Path | None, python: Path | None, environ: Mapping[str, str]) -> Target:
@@ -56,19 +57,20 @@ def target(prefix: Path | None, python: Path | None, environ: Mapping[str, str])
     if python is not None:
         if not python.exists():
             raise VerifyError(f"no python at {str(python)!r}. Pass --python with an existing interpreter.")
-        return Target(python, prefix)
+        return Target(python, prefix, "given by --python")
     if prefix is not None:
         candidate = prefix / "bin" / "python"
         if not candidate.exists():
             raise VerifyError(f"{str(prefix)!r} has no bin/python. Pass an environment prefix (-p) or --python PATH.")
-        return Target(candidate, prefix)
+        return Target(candidate, prefix, "bin/python of -p")
     if environ.get("CONDA_PREFIX"):
         active = Path(environ["CONDA_PREFIX"])
-        return Target(active / "bin" / "python", active)
-    found = shutil.which("python3") or shutil.which("python")
-    if not found:
-        raise VerifyError("no python to verify. Pass -p PREFIX or --python PATH.")
-    return Target(Path(found), None)
+        return Target(active / "bin" / "python", active, "the active conda environment, $CONDA_PREFIX")
+    for name in ("python3", "python"):
+        found = shutil.which(name)
+        if found:
+            return Target(Path(found), None, f"{name} on PATH: no -p, --python or active conda environment")
+    raise VerifyError("no python to verify. Pass -p PREFIX or --python PATH.")
 
 
 def probe_options(
@@ -204,31 +206,41 @@ def verify(
     environ: Mapping[str, str],
     timeout: float = TIMEOUT_S,
     on_check: Callable[[Check], None] | None = None,
+    on_target: Callable[[Target], None] | None = None,
 ) -> tuple[Target, dict[str, Any], list[Check]]:
-    """Probe and check. `on_check` sees each check as soon as it is known: the host-only ones while torch is
-    still importing in the probe's child, the rest at the end. Returns the checks in their stable order."""
+    """Probe and check. `on_check` sees each check once, in the stable order, as soon as it and every check
+    before it are known: the leading host-only ones while torch is still importing in the probe's child, the
+    rest at the end. `on_target` sees the interpreter chosen, before the probe runs. Returns the checks
+    `on_check` saw, in that order."""
     chosen = target(prefix, python, environ)
+    if on_target is not None:
+        on_target(chosen)
     read = lockfile.read(lock, None) if lock is not None else None
     wanted = headers_of(kb)
-    early: set[str] = set()
+    selected = tuple(i for i in IDS if not only or i in only)
+    known: dict[str, Check] = {}
+    shown: list[Check] = []
+
+    def show_ready() -> None:
+        for check_id in selected[len(shown) :]:
+            if check_id not in known:
+                return
+            shown.append(known[check_id])
+            if on_check is not None:
+                on_check(known[check_id])
 
     def host_checks(partial: dict[str, Any]) -> None:
-        ids = tuple(i for i in HOST_ONLY if not only or i in only)
-        if not ids:
-            return
-        for check in run(context(partial, kb, _prefix_of(chosen, partial), read, gpu_test), ids):
-            early.add(check.id)
-            if on_check is not None:
-                on_check(check)
+        ids = tuple(i for i in HOST_ONLY if i in selected)
+        if ids:
+            known.update((c.id, c) for c in run(context(partial, kb, _prefix_of(chosen, partial), read, gpu_test), ids))
+            show_ready()
 
     facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks, dists=dists_of(read))
-    chosen = Target(chosen.python, _prefix_of(chosen, facts))
-    checks = checks_of(facts, kb, chosen.prefix, read, gpu_test, only)
-    if on_check is not None:
-        for check in checks:
-            if check.id not in early:
-                on_check(check)
-    return chosen, facts, checks
+    chosen = Target(chosen.python, _prefix_of(chosen, facts), chosen.chosen_by)
+    for check in checks_of(facts, kb, chosen.prefix, read, gpu_test, only):
+        known.setdefault(check.id, check)  # a check already shown stays what it said
+    show_ready()
+    return chosen, facts, shown
 
 
 def _prefix_of(chosen: Target, facts: Mapping[str, Any]) -> Path | None:
