@@ -263,6 +263,9 @@ def test_each_documented_exit_code_happens_and_no_other(
     out = str(tmp_path / "out")
     target = ["--gpu", "a100", "--driver", "580.65.06"]
     conflict = ["--gpu", "rtx5090", "--driver", "550.54.14"]
+    broken = tmp_path / "python"  # a python the hook's probe cannot run
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
 
     def checks(status: str) -> Any:
         chosen = SimpleNamespace(python=Path(sys.executable), prefix=prefix)
@@ -292,7 +295,8 @@ def test_each_documented_exit_code_happens_and_no_other(
         ],
         "hook": [
             (["hook", "-p", str(prefix), "--print-env"], None),
-            (["hook", "-p", str(prefix)], None),
+            (["hook", "-p", str(prefix)], None),  # refused: the test channel's env holds no python
+            (["hook", "-p", str(prefix), "--python", str(broken)], None),  # the pre-flight fails
             (["hook", "-p", str(prefix), "--ops", "nope"], None),
             (["hook", "-p", str(prefix)], (cli_env.hook_run, "hook", _interrupt)),
         ],
