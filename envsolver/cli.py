@@ -488,24 +488,30 @@ def _make_cluster(
 
 
 @main.command()
+@click.argument("words", nargs=-1, metavar="[WORD]...")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of GPUs.")
 @verbosity
-def gpus(as_json: bool) -> None:
-    """List the GPUs envsolver knows, with compute capability, memory, bf16 and fp8 support.
+def gpus(words: tuple[str, ...], as_json: bool) -> None:
+    """List the GPUs envsolver knows, with compute capability, memory, bf16 and fp8 support. With WORDs, only
+    the GPUs one of whose names (key, name, aliases) holds every word, case, spaces and punctuation ignored.
 
     \b
     Examples:
       envsolver gpus
+      envsolver gpus 4090          # rtx4090, rtx4090-d, rtx4090-laptop
       envsolver gpus --json | jq '.[] | select(.compute_capability == "9.0") | .name'
+
+    Exit codes: 0 listed; 2 no GPU matches the words (the closest keys are named).
     """
     from envsolver import render
+    from envsolver.kb.gpus import search
 
-    kb = default_kb()
+    found = search(default_kb(), words)
     if as_json:
-        click.echo(json.dumps(render.gpu_rows(kb.gpus), indent=2))
+        click.echo(json.dumps(render.gpu_rows(found), indent=2))
         return
     # rich lays the table out on a terminal; a pipe or a file gets plain aligned columns (and no rich import)
-    render.gpu_table(render.console() if render.is_terminal(sys.stdout) else sys.stdout, kb.gpus)
+    render.gpu_table(render.console() if render.is_terminal(sys.stdout) else sys.stdout, found)
 
 
 if __name__ == "__main__":  # pragma: no cover
