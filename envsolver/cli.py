@@ -322,7 +322,7 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     "--dry-run",
     is_flag=True,
     help="Solve, then print each file that would be written (created, overwritten, unchanged, removed, or refused "
-    "for a hand edit) and write nothing.",
+    "for a hand edit) and write nothing; exit 2, as the real run, when a file would be refused.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written, and the plan, as JSON.")
 @verbosity
@@ -431,24 +431,32 @@ def _dry_run(
 ) -> None:
     """make --dry-run: what writing would do, file by file; nothing is written."""
     from envsolver import dryrun, render
+    from envsolver.cli_base import error
+    from envsolver.errors import failure, split_fix
 
     actions = dryrun.preview(out_dir, texts, force)
+    refused = dryrun.refusal(actions)
     if as_json:
         doc = render.made_json({}, plan, lock_result)
         del doc["files"]
+        # A dry run the real run would refuse fails as it does (exit 2), its document also saying what it saw.
+        failed = failure(2, "bad_input", *split_fix(refused)) if refused else {"ok": True}
         doc = {
-            "ok": True,
+            **failed,
             "dry_run": True,
             "would_write": dryrun.would_write(actions),
             "files": {str(path): action for path, action in actions.items()},
-            **doc,
+            **{key: value for key, value in doc.items() if key != "ok"},
         }
         click.echo(json.dumps(doc, indent=2))
-        return
-    out = render.out()
-    for line in dryrun.lines(actions):
-        render.text(out, line)
-    render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
+    else:
+        out = render.out()
+        for line in dryrun.lines(actions):
+            render.text(out, line)
+        render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
+    if refused:
+        error(refused)
+        sys.exit(2)
 
 
 def _make_cluster(
