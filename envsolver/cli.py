@@ -323,7 +323,7 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     "--dry-run",
     is_flag=True,
     help="Solve, then print each file that would be written (created, overwritten, unchanged, removed, or refused "
-    "for a hand edit) and write nothing.",
+    "for a hand edit) and write nothing; exit 2, as the real run, when a file would be refused.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written, and the plan, as JSON.")
 @verbosity
@@ -437,24 +437,32 @@ def _dry_run(
 ) -> None:
     """make --dry-run: what writing would do, file by file; nothing is written."""
     from envsolver import dryrun, render
+    from envsolver.cli_base import error
+    from envsolver.errors import failure, split_fix
 
     actions = dryrun.preview(out_dir, texts, force)
+    refused = dryrun.refusal(actions)
     if as_json:
         doc = render.made_json({}, plan, lock_result)
         del doc["files"]
+        # A dry run the real run would refuse fails as it does (exit 2), its document also saying what it saw.
+        failed = failure(2, "bad_input", *split_fix(refused)) if refused else {"ok": True}
         doc = {
-            "ok": True,
+            **failed,
             "dry_run": True,
             "would_write": dryrun.would_write(actions),
             "files": {str(path): action for path, action in actions.items()},
-            **doc,
+            **{key: value for key, value in doc.items() if key != "ok"},
         }
         click.echo(json.dumps(doc, indent=2))
-        return
-    out = render.out()
-    for line in dryrun.lines(actions):
-        render.text(out, line)
-    render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
+    else:
+        out = render.out()
+        for line in dryrun.lines(actions):
+            render.text(out, line)
+        render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
+    if refused:
+        error(refused)
+        sys.exit(2)
 
 
 def _make_cluster(
@@ -494,24 +502,30 @@ def _make_cluster(
 
 
 @main.command()
+@click.argument("words", nargs=-1, metavar="[WORD]...")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of GPUs.")
 @verbosity
-def gpus(as_json: bool) -> None:
-    """List the GPUs envsolver knows, with compute capability, memory, bf16 and fp8 support.
+def gpus(words: tuple[str, ...], as_json: bool) -> None:
+    """List the GPUs envsolver knows, with compute capability, memory, bf16 and fp8 support. With WORDs, only
+    the GPUs one of whose names (key, name, aliases) holds every word, case, spaces and punctuation ignored.
 
     \b
     Examples:
       envsolver gpus
+      envsolver gpus 4090          # rtx4090, rtx4090-d, rtx4090-laptop
       envsolver gpus --json | jq '.[] | select(.compute_capability == "9.0") | .name'
+
+    Exit codes: 0 listed; 2 no GPU matches the words (the closest keys are named).
     """
     from envsolver import render
+    from envsolver.kb.gpus import search
 
-    kb = default_kb()
+    found = search(default_kb(), words)
     if as_json:
-        click.echo(json.dumps(render.gpu_rows(kb.gpus), indent=2))
+        click.echo(json.dumps(render.gpu_rows(found), indent=2))
         return
     # rich lays the table out on a terminal; a pipe or a file gets plain aligned columns (and no rich import)
-    render.gpu_table(render.console() if render.is_terminal(sys.stdout) else sys.stdout, kb.gpus)
+    render.gpu_table(render.console() if render.is_terminal(sys.stdout) else sys.stdout, found)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -419,6 +419,7 @@ def hook_command(
             progress(status),
             op_cache=op_cache,
             op_cache_trust=op_cache_trust,
+            need_python=True,
         )
     if as_json:
         click.echo(json.dumps(hook_render.as_json(report), indent=2))

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from envsolver.writers import files
+from envsolver.writers import files, fileset
 from envsolver.writers.fileset import MEMBER
 
 ACTIONS = ("create", "overwrite", "unchanged", "remove", "refused")
@@ -52,13 +52,16 @@ def would_write(actions: Mapping[Path, str]) -> bool:
 
 
 def lines(actions: Mapping[Path, str]) -> list[str]:
-    """The text `make --dry-run` prints: one line per file (action, path), then what a real run would do."""
+    """The text `make --dry-run` prints: one line per file (action, path), then, when a real run would write
+    them, how to write them (when it would refuse, `refusal` is the error)."""
     out = [f"{action:<9}  {path}" for path, action in actions.items()]
     if would_write(actions):
         out.append("dry run: nothing was written. Run the same command without --dry-run to write these files.")
-    else:
-        out.append(
-            "dry run: nothing was written, and a real run would write nothing either: a 'refused' file was edited "
-            "by hand (or not written by envsolver). Move your changes elsewhere, or add --force."
-        )
     return out
+
+
+def refusal(actions: Mapping[Path, str]) -> str | None:
+    """The error a dry run ends with (exit 2, as the real run's) when the real run would refuse; None when it
+    would write."""
+    refused = [str(path) for path, action in actions.items() if action == "refused"]
+    return f"dry run: a real run would refuse: {fileset.edited_refusal(refused)}" if refused else None

@@ -194,12 +194,59 @@ def gpu_table(out: Console | IO[str], gpus: tuple[Gpu, ...]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="GPUs in the knowledge base", show_lines=False)
-    for column in GPU_COLUMNS:
-        table.add_column(column)
+    console = cast("Console", out)
+    widths = gpu_widths(cells, console.width)
+    if widths is None:  # too narrow for a box even around key and CC: the plain lines, for the terminal to fold
+        console.file.write(plain_table(GPU_COLUMNS, cells))
+        return
+    title = "GPUs in the knowledge base"
+    left_out = [c for c in GPU_COLUMNS if c not in widths]
+    if left_out:
+        title += f" ({', '.join(left_out)} left out to fit {console.width} columns: `envsolver gpus --json` has all)"
+    table = Table(title=title, show_lines=False)
+    shown = [i for i, c in enumerate(GPU_COLUMNS) if c in widths]
+    for i in shown:
+        # Every column is as wide as its widest cell, but name and aliases, which wrap (folding a long word, never
+        # cutting it with an ellipsis): no cell a user types is ever cut.
+        table.add_column(GPU_COLUMNS[i], width=widths[GPU_COLUMNS[i]], overflow="fold")
     for row in cells:
-        table.add_row(*(escape(c) for c in row))
-    cast("Console", out).print(table)
+        table.add_row(*(escape(row[i]) for i in shown))
+    console.print(table)
+
+
+# The columns left out, in this order, when the terminal is too narrow for every column at its width; key and CC
+# always stay. The narrowest widths name and aliases wrap to.
+GPU_DROP_ORDER = ("aliases", "platform", "architecture", "memory (GB)", "fp8", "bf16", "name")
+WRAPPED_MIN = {"name": 10, "aliases": 12}
+
+
+def gpu_widths(cells: list[tuple[str, ...]], width: int) -> dict[str, int] | None:
+    """The GPU table's columns on a terminal `width` wide, each with its width (a box table spends 3 characters
+    a column and 1 more on borders and padding). A column that does not wrap is as wide as its widest cell (and
+    its header's longest word); name and aliases share what is left, and columns are left out (GPU_DROP_ORDER)
+    until that is at least WRAPPED_MIN. None when even key and CC do not fit."""
+    natural = {
+        column: max([len(row[i]) for row in cells] + [max(len(w) for w in column.split())])
+        for i, column in enumerate(GPU_COLUMNS)
+    }
+    kept = list(GPU_COLUMNS)
+    dropping = list(GPU_DROP_ORDER)
+
+    def needed() -> int:
+        return 3 * len(kept) + 1 + sum(WRAPPED_MIN.get(c, natural[c]) for c in kept)
+
+    while needed() > width and dropping:
+        kept.remove(dropping.pop(0))
+    if needed() > width:
+        return None
+    widths = {c: natural[c] for c in kept if c not in WRAPPED_MIN}
+    room = width - 3 * len(kept) - 1 - sum(widths.values())
+    wrapped = [c for c in kept if c in WRAPPED_MIN]
+    for n, column in enumerate(wrapped):
+        rest = sum(WRAPPED_MIN[c] for c in wrapped[n + 1 :])  # kept for the wrapped columns after this one
+        widths[column] = max(WRAPPED_MIN[column], min(natural[column], room - rest))
+        room -= widths[column]
+    return {c: widths[c] for c in kept}
 
 
 def plain_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:

@@ -149,11 +149,19 @@ def test_dry_run_matches_what_a_real_run_then_does(tmp_path: Path) -> None:
     assert "overwrite" in other["files"].values()
     (out / "environment.yml").write_text("name: mine\n")  # a hand edit
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    refused = json.loads(_dry(out, "--json").stdout)
+    refused_json = _dry(out, "--json")
+    refused = json.loads(refused_json.stdout)
     assert refused["would_write"] is False and refused["files"][str(out / "environment.yml")] == "refused"
-    assert "--force" in _dry(out).stdout
+    # Issue 22: the dry run exited 0 where the real run refuses; it fails as the real run does (exit 2, the same
+    # reason and fix), text and JSON alike.
+    assert refused_json.exit_code == 2 and refused["ok"] is False and refused["exit_code"] == 2, refused_json.output
+    assert "edited by hand" in refused["error"]["message"] and "--force" in refused["error"]["fix"], refused
+    text = _dry(out)
+    assert text.exit_code == 2 and f"refused    {out / 'environment.yml'}" in text.stdout, text.output
     real = invoke(["make", "--gpu", "a100", "--offline", "-o", str(out)])
     assert real.exit_code == 2 and "edited by hand" in real.stderr, real.output  # the real run agrees
+    reason = next(line for line in real.stderr.splitlines() if line.startswith("error: "))[len("error: ") :]
+    assert f"error: dry run: a real run would refuse: {reason}" in text.stderr.splitlines(), (text.stderr, reason)
     forced = json.loads(_dry(out, "--json", "--force").stdout)
     assert forced["would_write"] is True and forced["files"][str(out / "environment.yml")] == "overwrite"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -263,6 +271,9 @@ def test_each_documented_exit_code_happens_and_no_other(
     out = str(tmp_path / "out")
     target = ["--gpu", "a100", "--driver", "580.65.06"]
     conflict = ["--gpu", "rtx5090", "--driver", "550.54.14"]
+    broken = tmp_path / "python"  # a python the hook's probe cannot run
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
 
     def checks(status: str) -> Any:
         chosen = SimpleNamespace(python=Path(sys.executable), prefix=prefix)
@@ -292,7 +303,8 @@ def test_each_documented_exit_code_happens_and_no_other(
         ],
         "hook": [
             (["hook", "-p", str(prefix), "--print-env"], None),
-            (["hook", "-p", str(prefix)], None),
+            (["hook", "-p", str(prefix)], None),  # refused: the test channel's env holds no python
+            (["hook", "-p", str(prefix), "--python", str(broken)], None),  # the pre-flight fails
             (["hook", "-p", str(prefix), "--ops", "nope"], None),
             (["hook", "-p", str(prefix)], (cli_env.hook_run, "hook", _interrupt)),
         ],

@@ -265,9 +265,13 @@ def test_hook_stops_before_compiling_when_preflight_fails(kb: KnowledgeBase, tmp
 
 
 def test_a_python_that_cannot_run_the_probe_fails_torch_import(tmp_path: Path) -> None:
-    """No python in the prefix: torch_import says why, the other build checks skip, the hook fails (exit 1)."""
+    """A python in the prefix that cannot run the probe: torch_import says why, the other build checks skip, the
+    hook fails (exit 1)."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("#!/bin/sh\necho broken >&2\nexit 3\n")
+    (tmp_path / "bin" / "python").chmod(0o755)
     findings = preflight(tmp_path)
-    assert findings["torch_import"].status == "fail" and "could not run" in findings["torch_import"].detail
+    assert findings["torch_import"].status == "fail" and "probe crashed" in findings["torch_import"].detail
     assert "envsolver install conda-lock.yml" in findings["torch_import"].fix
     assert {f.status for i, f in findings.items() if i != "torch_import"} == {"skip"}
 
@@ -570,3 +574,35 @@ def test_a_failed_build_names_the_compiler_line_and_leaves_nothing(tmp_path: Pat
     assert not results[0].ok
     assert results[0].error is not None and "fatal error: cusparse.h" in results[0].error
     assert not (ext / "fused_adam").exists()
+
+
+def _files_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def test_cli_hook_refuses_what_it_knows_is_bad_before_writing(tmp_path: Path) -> None:
+    """--jobs 0, an arch-suffixed --arch-list (DeepSpeed's builder cannot parse it) and a prefix without python are
+    refused with exit 2 before any file is written; the arch list the refusal suggests is then taken."""
+    import re
+
+    from click.testing import CliRunner
+
+    from envsolver.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_python = CliRunner().invoke(main, ["hook", "-p", str(empty), "--arch-list", "9.0", "--no-build"])
+    assert no_python.exit_code == 2 and "no python at" in no_python.output, no_python.output
+    assert "envsolver install conda-lock.yml -p PREFIX" in no_python.output, no_python.output
+    assert _files_under(empty) == [], f"the refused hook wrote {_files_under(empty)}"
+    prefix = fake_prefix(tmp_path)
+    before = _files_under(prefix)
+    jobs = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--arch-list", "9.0", "--jobs", "0"])
+    assert jobs.exit_code == 2 and "--jobs 0" in jobs.output and "--jobs 1" in jobs.output, jobs.output
+    suffixed = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--arch-list", "8.0;9.0a", "--no-build"])
+    assert suffixed.exit_code == 2 and "cannot parse arch suffixes (9.0a" in suffixed.output, suffixed.output
+    assert _files_under(prefix) == before, "a refused hook wrote files"
+    fix = re.search(r"Pass plain major.minor entries: --arch-list '([^']+)'", suffixed.output)
+    assert fix is not None and fix.group(1) == "8.0;9.0+PTX", suffixed.output
+    taken = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--arch-list", fix.group(1), "--no-build"])
+    assert taken.exit_code == 0 and "TORCH_CUDA_ARCH_LIST=8.0;9.0+PTX" in taken.output, taken.output

@@ -215,6 +215,11 @@ def test_hook_no_build_on_an_installed_env_writes_working_activation(channel: Pa
     prefix = tmp_path / "env"
     env = {"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
     assert CliRunner().invoke(main, ["install", str(lock), "-p", str(prefix), "--no-hook"], env=env).exit_code == 0
+    # The test channel's packages hold no python; the hook refuses a prefix without one, so a stand-in (one the
+    # probe cannot run: the pre-flight fails, the activation is written) takes its place.
+    (prefix / "bin").mkdir(exist_ok=True)
+    (prefix / "bin" / "python").write_text("#!/bin/sh\nexit 3\n")
+    (prefix / "bin" / "python").chmod(0o755)
     result = CliRunner().invoke(main, ["hook", "-p", str(prefix), "--no-build", "--json"], env=env)
     doc = json.loads(result.output)
     assert doc["torch_cuda_arch_list"] == "8.0;9.0+PTX"  # from the lock metadata install kept

@@ -95,6 +95,9 @@ def test_install_with_a_failing_hook_is_ok_false_and_exit_1(tmp_path: Path) -> N
 
 
 def test_hook_report_and_print_env(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("#!/bin/sh\nexit 3\n")  # a python the probe cannot run: a FAIL
+    (tmp_path / "bin" / "python").chmod(0o755)
     result, doc = run_json(["hook", "-p", str(tmp_path), "--arch-list", "8.0", "--no-build", "--json"])
     assert result.exit_code == 1 and doc["ok"] is False and doc["torch_cuda_arch_list"].startswith("8.0"), result.output
     result, doc = run_json(["hook", "-p", str(tmp_path), "--arch-list", "9.0+PTX", "--print-env", "--json"])

@@ -115,7 +115,9 @@ def test_install_line_is_whole_and_literal(tmp_path: Path) -> None:
 
 def test_hook_report_lines_are_literal(tmp_path: Path) -> None:
     prefix = tmp_path / LONG / "env[bold]"
-    prefix.mkdir(parents=True)
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python").write_text("#!/bin/sh\nexit 3\n")  # a python the probe cannot run: a FAIL line
+    (prefix / "bin" / "python").chmod(0o755)
     result = invoke(["hook", "-p", str(prefix), "--arch-list", "8.0", "--no-build"])
     assert result.exit_code == 1, result.output
     activate = prefix / "etc" / "conda" / "activate.d" / "envsolver.sh"

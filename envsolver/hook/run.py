@@ -75,6 +75,7 @@ def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None, k
                 f"--arch-list {given!r} is malformed ({exc}). Pass compute capabilities separated by ';', "
                 "e.g. --arch-list '8.0;9.0+PTX'."
             ) from None
+        _refuse_suffixes(arch, kb)
     elif custom.get(prefixmeta.ARCH_KEY):
         arch = canonical(custom[prefixmeta.ARCH_KEY])
     else:
@@ -83,6 +84,33 @@ def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None, k
             "--lock was given. Pass --lock conda-lock.yml or --arch-list '8.0;9.0+PTX'."
         )
     return Where(arch, platform, kb.targets_include[platform].value)
+
+
+def require_python(prefix: Path, python: Path | None) -> None:
+    """`envsolver hook` on a prefix without python is refused before anything is written: activation scripts in
+    a directory that is not an installed environment set up nothing. (install runs the hook on the prefix it has
+    just installed: a lock without python fails the hook's torch_import check there.)"""
+    py = python or prefix / "bin" / "python"
+    if not py.is_file():
+        raise BadInputError(
+            f"no python at {str(py)!r}: the hook sets up an installed environment. Install it first "
+            "(envsolver install conda-lock.yml -p PREFIX), or pass --python with the env's interpreter."
+        )
+
+
+def _refuse_suffixes(arch: str, kb: KnowledgeBase) -> None:
+    """An --arch-list with an arch-specific or family entry (9.0a, 10.0f) is refused: DeepSpeed's op builder reads
+    each entry as major.minor integers and stops on the suffix (the KB's deepspeed arch_suffixes row)."""
+    archs = parse_arch_list(arch)
+    suffixed = [str(a) for a in archs if a.suffix]
+    if not suffixed:
+        return
+    plain = ";".join(str(c) for c in sorted({a.cc for a in archs})) + "+PTX"
+    raise BadInputError(
+        f"--arch-list {arch!r}: DeepSpeed's op builder cannot parse arch suffixes ({', '.join(suffixed)}; seen with "
+        f"DeepSpeed {kb.deepspeed_arch_suffixes.value}: ValueError: invalid literal for int() with base 10). "
+        f"Pass plain major.minor entries: --arch-list '{plain}'."
+    )
 
 
 def probe(
@@ -139,10 +167,14 @@ def hook(
     runner: Runner | None = None,
     op_cache: Path | None = None,
     op_cache_trust: frozenset[int] = frozenset(),
+    need_python: bool = False,
 ) -> HookReport:
     """Set up PREFIX's activation and ops. `runner` answers every subprocess (tests); by default probes and proofs
     run with procrun's probe time limit and builds with its build limit. `op_cache_trust`: the uids whose op cache
-    entries are used besides root, this user and the cache's owner."""
+    entries are used besides root, this user and the cache's owner. `need_python` (`envsolver hook`): a prefix
+    without the python is refused before anything is written (require_python)."""
+    if jobs < 1:
+        raise BadInputError(f"--jobs {jobs}: at least one compile job is needed. Pass --jobs 1 or more.")
     if not prefix.is_dir():
         raise BadInputError(
             f"prefix {str(prefix)!r} does not exist. Create it first (envsolver install "
@@ -150,6 +182,8 @@ def hook(
         )
     where = arch_list_and_platform(prefix, lock, arch, kb)
     requested, target = where.arch_list, where.target
+    if need_python:
+        require_python(prefix, python)
     py = python or prefix / "bin" / "python"
     builds = runner or run_build
     runner = runner or run

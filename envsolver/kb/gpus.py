@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from envsolver.errors import UnknownGpuError
+from envsolver.errors import BadInputError, UnknownGpuError
 from envsolver.kb.model import Gpu, KnowledgeBase
 
 _VENDOR = frozenset({"nvidia", "geforce", "tesla"})
@@ -154,3 +154,41 @@ def closest(kb: KnowledgeBase, name: str, n: int = 3) -> list[str]:
         spelled = (kb.gpus[i].key, *kb.gpus[i].aliases)
         shown.append(max(spelled, key=lambda s: difflib.SequenceMatcher(None, exact, normalize(s)).ratio()))
     return shown
+
+
+_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def _plain(text: str) -> str:
+    return _ALNUM.sub("", text.lower())
+
+
+def search(kb: KnowledgeBase, words: tuple[str, ...]) -> tuple[Gpu, ...]:
+    """`envsolver gpus WORD...`: the rows one of whose names (key, name, aliases, nvidia-smi names) holds every
+    word, case, spaces and punctuation ignored ("4090" finds rtx4090, rtx4090d and the laptop; "rtx 4090" the
+    same). No words: every row. Raises BadInputError when no row matches, with the closest keys as the fix."""
+    wanted = [w for w in (_plain(word) for word in words) if w]
+    if not wanted:
+        if any(words):
+            raise BadInputError(
+                f"{' '.join(words)!r} holds no letter or digit to look for. Pass part of a GPU name, "
+                "e.g. envsolver gpus 4090."
+            )
+        return kb.gpus
+    found = tuple(gpu for gpu in kb.gpus if any(all(w in _plain(name) for w in wanted) for name in gpu.all_names))
+    if found:
+        return found
+    text = " ".join(words)
+    keys = list(dict.fromkeys(_key_of(kb, spelled) for spelled in closest(kb, text)))
+    hint = ", ".join(keys) if keys else "none"
+    fix = (
+        f"Run `envsolver gpus {keys[0]}`, or `envsolver gpus` for the whole table."
+        if keys
+        else ("Run `envsolver gpus` for the whole table.")
+    )
+    raise BadInputError(f"no GPU in the knowledge base matches {text!r}. Closest keys: {hint}. {fix}")
+
+
+def _key_of(kb: KnowledgeBase, spelled: str) -> str:
+    """The key of the row `closest` showed by its key or an alias."""
+    return next((g.key for g in kb.gpus if spelled in (g.key, *g.aliases)), spelled)

@@ -22,7 +22,7 @@ import shlex
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from envsolver import dirlock
@@ -229,13 +229,18 @@ def _changes(out_dir: Path, stamped: Mapping[str, str], force: bool, command: st
         if files.edited_by_hand(current):
             edited.append(str(path))
     if edited and not force:
-        them = "it" if len(edited) == 1 else "them"
-        raise BadInputError(
-            f"{', '.join(repr(e) for e in edited)} {'was' if len(edited) == 1 else 'were'} edited by hand (or not "
-            f"written by envsolver); nothing was written. Move your changes elsewhere, or pass --force to "
-            f"overwrite {them}."
-        )
+        raise BadInputError(edited_refusal(edited))
     return [n for n in stamped if n in changed], stale
+
+
+def edited_refusal(edited: Sequence[str]) -> str:
+    """Why a set with files edited by hand is not written, and the fix (a real run and `make --dry-run` alike)."""
+    them = "it" if len(edited) == 1 else "them"
+    return (
+        f"{', '.join(repr(e) for e in edited)} {'was' if len(edited) == 1 else 'were'} edited by hand (or not "
+        f"written by envsolver); nothing was written. Move your changes elsewhere, or pass --force to "
+        f"overwrite {them}."
+    )
 
 
 def _write(out_dir: Path, stamped: Mapping[str, str], stale: tuple[str, ...], command: str) -> None:
