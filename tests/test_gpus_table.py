@@ -62,27 +62,10 @@ def test_gpus_json_is_the_rows_of_the_kb() -> None:
 
 
 def test_on_a_terminal_gpus_is_laid_out_by_rich() -> None:
-    leader, follower = pty.openpty()
-    env = {**os.environ, "COLUMNS": "400", "LINES": "50", "TERM": "xterm"}
-    env.pop("NO_COLOR", None)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "envsolver", "gpus"], stdout=follower, stderr=subprocess.PIPE, env=env
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert child.wait(timeout=120) == 0
-    out = b"".join(chunks).decode("utf-8", "replace")
-    assert "GPUs in the knowledge base" in out and "┃" in out
-    assert all(g.key in out for g in default_kb().gpus)
+    code, out, err = on_a_terminal(400)
+    assert code == 0, err
+    assert "GPUs in the knowledge base" in out and "┃" in out, out[:2000]
+    assert all(g.key in out for g in default_kb().gpus), out[:2000]
 
 
 def on_a_terminal(columns: int, *args: str) -> tuple[int, str, str]:

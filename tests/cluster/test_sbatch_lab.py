@@ -57,6 +57,22 @@ def cluster_sbatch(args: list[str]) -> dict[str, Any]:
     return doc
 
 
+def two_nodes_one_gpu(cluster: Path, prefix: Path) -> list[str]:
+    """cluster sbatch's words for a job on both nodes of `mixed`, one GPU each."""
+    return [
+        "--cluster",
+        str(cluster),
+        "--partition",
+        "mixed",
+        "-p",
+        str(prefix),
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+    ]
+
+
 def submit(lab: SlurmLab, script: Path, name: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
     """`sbatch --wait` the script from its directory (with `env`, default the lab's); (the job's exit code, its
     output). A job still running at the timeout is cancelled."""
@@ -117,18 +133,7 @@ def test_a_node_that_fails_verify_ends_the_job_before_the_command(lab: SlurmLab,
     prefix = stand_in_env(tmp_path)
     ran = tmp_path / "command-ran"
     script = tmp_path / "job.sh"
-    args = [
-        "--cluster",
-        str(cluster),
-        "--partition",
-        "mixed",
-        "-p",
-        str(prefix),
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "1",
-    ]
+    args = two_nodes_one_gpu(cluster, prefix)
     args += ["--time", "5", "--out", str(script), "--", "touch", str(ran)]
     cluster_sbatch(args)
     code, output = submit(lab, script, "envsolver-sbatch-fail")
@@ -150,18 +155,7 @@ def test_a_node_whose_driver_is_below_the_locks_floor_ends_the_job_named(lab: Sl
     prefixmeta.save(prefix, kept.platform, kept.custom)
     ran = tmp_path / "command-ran"
     script = tmp_path / "job.sh"
-    args = [
-        "--cluster",
-        str(cluster),
-        "--partition",
-        "mixed",
-        "-p",
-        str(prefix),
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "1",
-    ]
+    args = two_nodes_one_gpu(cluster, prefix)
     args += ["--check", "driver", "--check", "host_vs_lock", "--check", "shm"]
     doc = cluster_sbatch([*args, "--time", "5", "--out", str(script), "--", "touch", str(ran)])
     verify_line = next(line for line in doc["script"].splitlines() if line.startswith("if ! srun"))

@@ -30,20 +30,11 @@ from envsolver.cli import main
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.kb import default_kb
+from tests.cluster.captures import ONLY  # the checks the lab's stand-in python answers
 from tests.hostile import HOSTILE, assert_shown
 from tests.signals import default_dispositions
 from tests.slurmlab import A100, V100, Gpu, SlurmLab, write_env
 
-ONLY = (
-    "driver",
-    "gpus",
-    "torch_import",
-    "torch_cuda_build",
-    "driver_supports_torch_cuda",
-    "cuda_available",
-    "arch_coverage",
-    "host_vs_lock",
-)
 CHECKS = [word for check_id in ONLY for word in ("--check", check_id)]
 PARTITIONS = ["a100", "h100", "mixed", "pair", "tesla", "v100"]  # cluster init writes them by name
 # The table's node row: the node, or how many (mixed reaches gpu02 and gpu03, pair gpu05 and gpu06)
