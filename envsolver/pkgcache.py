@@ -75,7 +75,8 @@ def _keep(staged: Path, cached: Path) -> None:
     to write it is not an error)."""
     with contextlib.suppress(OSError):
         cached.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{cached.name}.", suffix=".part", dir=cached.parent)
+        # The writer in the name (this host, this pid): a copy a killed install left is swept by the next one.
+        fd, tmp = tempfile.mkstemp(prefix=f".{cached.name}.{_owner()}-", suffix=".part", dir=cached.parent)
         try:
             with staged.open("rb") as src, os.fdopen(fd, "wb") as out:
                 shutil.copyfileobj(src, out, CHUNK)
@@ -147,19 +148,39 @@ def stage_file(
     return target
 
 
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
+
+
+def _owner() -> str:
+    """HOST-pidPID: who writes a staging directory or a partial cache copy."""
+    return f"{_host()}-pid{os.getpid()}"
+
+
+def _stale(name: str, host: str) -> bool:
+    """Whether `name` (`...HOST-pidPID-...`) was written by a process of this host that is gone."""
+    owner, _, rest = name.rpartition("-pid")
+    pid = rest.split("-", 1)[0]
+    return (owner == host or owner.endswith(f".{host}")) and pid.isdigit() and not _alive(int(pid))
+
+
 def staging_dir(cache: Path) -> Path:
     """A new private directory for one install's archives and extractions. Stale ones, left by installs on this
-    host whose process is gone, are removed first; a cache shared by several hosts (a home directory on NFS)
-    keeps the others' (their names start with their host name)."""
+    host whose process is gone, are removed first, and so are the partial copies such installs left in the cache
+    (cache/verified/.NAME.HOST-pidPID-XXXX.part: _keep); a cache shared by several hosts (a home directory on NFS)
+    keeps the others' (their names carry their host name)."""
     root = cache / "staging"
     root.mkdir(parents=True, exist_ok=True)
-    host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
+    host = _host()
     for old in root.iterdir():
-        owner, _, rest = old.name.rpartition("-pid")
-        pid = rest.split("-", 1)[0]
-        if owner == host and pid.isdigit() and not _alive(int(pid)):
+        if _stale(old.name, host):
             shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{host}-pid{os.getpid()}-", dir=root))
+    verified = cache / "verified"
+    if verified.is_dir():
+        for part in verified.glob(".*.part"):
+            if _stale(part.name.removesuffix(".part"), host):
+                part.unlink(missing_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{_owner()}-", dir=root))
 
 
 def _alive(pid: int) -> bool:

@@ -92,3 +92,25 @@ def test_after_sigkill_the_next_install_cleans_up_and_completes(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     assert _leftovers(tmp_path / "cache") == [], done.stderr
     assert (tmp_path / "env" / "share" / "big.txt").exists(), done.stderr
+
+
+def test_the_next_install_sweeps_the_partial_cache_copies_of_dead_installs(tmp_path: Path) -> None:
+    """A SIGKILL inside pkgcache._keep leaves cache/verified/.NAME.HOST-pidPID-XXXX.part: the next install's
+    staging_dir removes those of this host's dead processes, and keeps a live writer's and another host's."""
+    from envsolver import pkgcache
+
+    verified = tmp_path / "verified"
+    verified.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    owner = pkgcache._owner()
+    host = owner.rpartition("-pid")[0]
+    names = {
+        "dead": f".a-1.0-h0_0.tar.bz2.{host}-pid{dead.stdout.strip()}-x1y2.part",
+        "live": f".b-1.0-h0_0.tar.bz2.{owner}-q3r4.part",
+        "other host": f".c-1.0-h0_0.tar.bz2.elsewhere-pid{dead.stdout.strip()}-s5t6.part",
+    }
+    for name in names.values():
+        (verified / name).write_bytes(b"partial")
+    pkgcache.staging_dir(tmp_path)
+    kept = sorted(p.name for p in verified.iterdir())
+    assert kept == sorted([names["live"], names["other host"]]), kept
