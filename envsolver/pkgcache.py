@@ -161,7 +161,7 @@ def _stale(name: str, host: str) -> bool:
     """Whether `name` (`...HOST-pidPID-...`) was written by a process of this host that is gone."""
     owner, _, rest = name.rpartition("-pid")
     pid = rest.split("-", 1)[0]
-    return (owner == host or owner.endswith(f".{host}")) and pid.isdigit() and not _alive(int(pid))
+    return (owner == host or owner.endswith(f".{host}")) and pid.isascii() and pid.isdigit() and not _alive(int(pid))
 
 
 def staging_dir(cache: Path) -> Path:

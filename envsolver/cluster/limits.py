@@ -120,7 +120,7 @@ def parse_nodes(text: str) -> tuple[Node, ...]:
                 name=name,
                 state=state.group(1),
                 flags=state.group(2),
-                cpus=int(cpus) if cpus.isdigit() and len(cpus) <= 6 else None,
+                cpus=_count(cpus, 6),
                 features=tuple(f for f in features.split(",") if f and f != parse.NULL),
                 gpus=tuple(g for g in parse.parse_gres(gres) if g.name == "gpu" and g.count > 0),
             ),
@@ -144,9 +144,9 @@ def parse_partition(text: str, name: str, nodes: Sequence[Node]) -> PartitionFac
         state=values.get("State"),
         max_time_s=seconds(max_time) if max_time else None,
         max_time=max_time if max_time and seconds(max_time) is not None else None,
-        max_nodes=int(nodes_text) if nodes_text.isdigit() and len(nodes_text) <= 9 else None,
+        max_nodes=_count(nodes_text, 9),
         nodes=tuple(nodes),
-        max_cpus_per_node=int(cpus_text) if cpus_text.isdigit() and len(cpus_text) <= 9 else None,
+        max_cpus_per_node=_count(cpus_text, 9),
     )
 
 
@@ -331,3 +331,9 @@ def judge(facts: PartitionFacts, request: Request) -> Verdict:
         )
     per_gpu = [c // max(1, n.gpu_count(None)) for n in usable if (c := _cpus(n, facts))]
     return Verdict(tuple(refusals), tuple(warnings), max(1, min(per_gpu)) if per_gpu else None)
+
+
+def _count(text: str, digits: int) -> int | None:
+    """A count Slurm printed: ASCII digits only (str.isdigit() alone takes '²', which int() refuses), at most
+    `digits` of them; None otherwise."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= digits else None

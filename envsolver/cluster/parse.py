@@ -301,7 +301,7 @@ def parse_probe(text: str) -> Probe:
     return Probe(
         node=(node.strip() or None) if node else None,
         gpus=parse_smi_rows(smi_text),
-        smi_exit=int(status) if status and status.isdigit() and len(status) <= 3 else None,
+        smi_exit=int(status) if status and status.isascii() and status.isdigit() and len(status) <= 3 else None,
         smi_text=smi_text,
         glibc=parse_ldd_version(ldd_text),
         ldd_text=ldd_text,

@@ -106,12 +106,12 @@ def task_argv(
 def port_for(job: str, port: int | None) -> int:
     if port is not None:
         return port
-    return PORT_BASE + (int(job) if job.isdigit() else 0) % PORT_SPREAD
+    return PORT_BASE + (int(job) if job.isascii() and job.isdigit() else 0) % PORT_SPREAD
 
 
 def _number(environ: Mapping[str, str], name: str) -> int:
     text = environ.get(name, "")
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # str.isdigit() alone takes '²', which int() refuses
         raise LaunchError(f"{name}={text!r} is not a number; run this under srun, which sets it.")
     return int(text)
 

@@ -51,7 +51,8 @@ def audit(kb: KnowledgeBase, data: RepoData) -> Report:
 
 def _natural(text: str) -> tuple[tuple[int, str], ...]:
     """A sort key that puts builds[6] before builds[10] and 2.9 before 2.10."""
-    return tuple((int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"([0-9]+)", text) if part)
+    parts = [part for part in re.split(r"([0-9]+)", text) if part]
+    return tuple((int(part), "") if part.isascii() and part.isdigit() else (-1, part) for part in parts)
 
 
 def _newest_cuda(kb: KnowledgeBase, data: RepoData, found: Collector) -> None:

@@ -120,7 +120,7 @@ def processes(python: Path, requested: int | None, options: Options, environ: Ma
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise VerifyError(f"could not count the GPUs with {python}: {exc}. Pass --gpus N.") from None
     lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines or not lines[-1].strip().isdigit():
+    if done.returncode != 0 or not lines or not (lines[-1].strip().isascii() and lines[-1].strip().isdigit()):
         tail = (done.stderr or done.stdout).strip()[-300:]
         raise VerifyError(
             f"could not count the GPUs with {python} (exit {done.returncode}): {tail}. Check that the env's torch "
@@ -212,7 +212,7 @@ def _read_outputs(out_dir: Path, streams: _Streams) -> tuple[str | None, dict[in
     ranks = {}
     for path in out_dir.glob("rank-*.json"):
         number = path.stem.split("-", 1)[1]
-        if number.isdigit():
+        if number.isascii() and number.isdigit():
             ranks[int(number)] = path.read_text(errors="replace")
     return document, ranks
 
@@ -432,14 +432,14 @@ LAUNCH_WORDS = slurm_launch.PROG + ":"  # the launcher's line on stderr: the ste
 def allocation(environ: Mapping[str, str]) -> str | None:
     """The job id when envsolver runs inside a Slurm allocation (salloc, a batch job), else None."""
     job = environ.get("SLURM_JOB_ID", "")
-    return job if job.isdigit() else None
+    return job if job.isascii() and job.isdigit() else None
 
 
 def allocation_nodes(environ: Mapping[str, str]) -> int | None:
     """How many nodes the allocation has (SLURM_JOB_NUM_NODES, else SLURM_NNODES), None when unknown."""
     for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
         text = environ.get(name, "")
-        if text.isdigit() and int(text) > 0:
+        if text.isascii() and text.isdigit() and int(text) > 0:
             return int(text)
     return None
 
@@ -507,7 +507,7 @@ def _reports(out_dir: Path, stdout: str) -> tuple[str | None, dict[int, str]]:
     ranks: dict[int, str] = {}
     for path in sorted(out_dir.glob("rank-*.json"))[:MAX_RANK_FILES]:
         number = path.stem.split("-", 1)[1]
-        text = _read_bounded(path, MAX_REPORT_BYTES) if number.isdigit() else None
+        text = _read_bounded(path, MAX_REPORT_BYTES) if number.isascii() and number.isdigit() else None
         if text is not None:
             ranks[int(number)] = text
     return document, ranks

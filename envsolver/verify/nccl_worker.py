@@ -74,7 +74,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.fault_rank, args.fault = -1, ""
     if args.inject_fault:
         rank_text, _, kind = args.inject_fault.partition(":")
-        if not rank_text.isdigit() or kind not in FAULTS:
+        if not (rank_text.isascii() and rank_text.isdigit()) or kind not in FAULTS:
             parser.error("--inject-fault takes RANK:KIND, KIND one of " + ", ".join(FAULTS))
         args.fault_rank, args.fault = int(rank_text), kind
     return args

@@ -396,3 +396,12 @@ def test_per_task_dry_run_prints_the_ranks_variables(tmp_path: Path) -> None:
     assert [s["environ"]["RANK"] for s in shown] == ["2", "3"] and shown[0]["argv"] == ["python", "t.py"]
     assert {s["environ"]["MASTER_ADDR"] for s in shown} == {"127.0.0.1"}
     assert f"rank 3 of 4 (local 1 of 2), rendezvous at 127.0.0.1:{port} (gpu-a07" in results[1][2]
+
+
+def test_non_ascii_digits_in_slurms_variables_are_refused_not_a_traceback() -> None:
+    """str.isdigit() takes '²' and '٣', which int() refuses: the launcher reads ASCII digits only (the fuzz run's
+    fresh seed found SLURM_STEP_NUM_NODES='²' raising ValueError)."""
+    for text in ("²", "٣", "1²"):
+        with pytest.raises(slurm_launch.LaunchError, match="is not a number"):
+            slurm_launch._number({"SLURM_STEP_NUM_NODES": text}, "SLURM_STEP_NUM_NODES")
+        assert slurm_launch.port_for(text, None) == slurm_launch.PORT_BASE
