@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -358,7 +357,6 @@ def sbatch_command(
         cluster=cluster.name,
         partition=partition,
         prefix=where,
-        envsolver=sys.executable,
         command=command,
         nodes=nodes,
         gpus_per_node=gpus_per_node,

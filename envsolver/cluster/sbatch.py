@@ -85,14 +85,13 @@ VERIFY_STEP_TIME = 15  # minutes: the verify step's limit (verify's probe gives 
 
 @dataclass(frozen=True)
 class Job:
-    """One job for one partition. `envsolver` is the login node's interpreter that runs `-m envsolver` (on the
-    shared filesystem); `checks` narrows the verify step to these check ids (empty: every check); `cpus_per_task`
-    wins over `cpus_per_gpu` (None and None: Slurm's default, one CPU per task)."""
+    """One job for one partition. `checks` narrows the verify step to these check ids (empty: every check);
+    `cpus_per_task` wins over `cpus_per_gpu` (None and None: Slurm's default, one CPU per task). Nothing of the
+    login node's interpreter is in it: the nodes run the environment's python (verify_argv, launch_argv)."""
 
     cluster: str
     partition: Partition
     prefix: str
-    envsolver: str
     command: tuple[str, ...]
     nodes: int
     gpus_per_node: int
@@ -118,11 +117,10 @@ def _refuse(what: str, value: object, problem: str, fix: str) -> BadInputError:
 
 def validate(job: Job) -> None:
     """Every value against its grammar. Raises BadInputError naming the value and its fix."""
-    for what, path in (("--prefix", job.prefix), ("the envsolver interpreter", job.envsolver)):
-        try:
-            nccl_run.absolute_path(path)
-        except ValueError as exc:
-            raise _refuse(what, path, str(exc), "Pass an absolute path on the shared filesystem.") from None
+    try:
+        nccl_run.absolute_path(job.prefix)
+    except ValueError as exc:
+        raise _refuse("--prefix", job.prefix, str(exc), "Pass an absolute path on the shared filesystem.") from None
     try:
         nccl_run.absolute_path(job.launcher)
     except ValueError as exc:

@@ -100,7 +100,6 @@ def jobs(draw: st.DrawFn) -> sbatch.Job:
         cluster="hpc",
         partition=draw(partitions()),
         prefix=draw(paths),
-        envsolver=draw(mostly(st.just("/shared/venv/bin/python"), paths)),
         command=tuple(draw(st.lists(words, min_size=draw(mostly(st.just(1), st.just(0))), max_size=6))),
         nodes=draw(mostly(st.integers(1, 4), st.integers(-2, 5000))),
         gpus_per_node=draw(mostly(st.integers(1, 8), st.integers(-2, 100))),
