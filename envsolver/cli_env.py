@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -642,11 +643,18 @@ def _verify_nccl(
     count = nccl_run.processes(chosen.python, gpus, options, env)
     with diagnostics().status(f"NCCL check: {count} ranks", spinner="dots") as status:
         run = nccl_run.run_local(chosen.python, chosen.prefix, count, options, os.environ, progress(status))
-    if as_json:
-        click.echo(json.dumps(nccl_run.report_json(run, chosen.python, chosen.prefix), indent=2))
+    doc = nccl_run.report_json(run, chosen.python, chosen.prefix) if as_json else None
+    _print_nccl(run, doc, f"verify --nccl {chosen.prefix or chosen.python}: {count} ranks, {options.backend}")
+
+
+def _print_nccl(run: nccl_run.Run, doc: dict[str, Any] | None, title: str) -> None:
+    """The NCCL check's result: `doc` as JSON (with --json), else the title and a line per check; exit 1 unless it
+    passed. One printer for the run on this node and the run across nodes."""
+    if doc is not None:
+        click.echo(json.dumps(doc, indent=2))
     else:
         out = render.console()
-        render.text(out, f"verify --nccl {chosen.prefix or chosen.python}: {count} ranks, {options.backend}")
+        render.text(out, title)
         for check in run.checks:
             verify_render.line(out, check)
         render.text(out, verify_render.summary(run.checks))
@@ -720,18 +728,12 @@ def _verify_nccl_slurm(
         where = f"{job.nodes} node(s)" + (f" of job {os.environ.get('SLURM_JOB_ID')}" if inside else "")
         with interrupts.like_ctrl_c(), diagnostics().status(f"NCCL check: {ranks} ranks on {where}", spinner="dots"):
             run = nccl_run.run_slurm(job, inside, chosen.prefix, os.environ, rerun)
+    doc = None
     if as_json:
         doc = nccl_run.report_json(run, chosen.python, chosen.prefix)
         doc["slurm"] = nccl_run.slurm_json(run, job, inside, os.environ)
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        out = render.console()
-        render.text(out, f"verify --nccl {chosen.prefix or chosen.python}: {ranks} ranks on {where}, {options.backend}")
-        for check in run.checks:
-            verify_render.line(out, check)
-        render.text(out, verify_render.summary(run.checks))
-    if not verify_nccl.passed(run.checks):
-        sys.exit(1)
+    title = f"verify --nccl {chosen.prefix or chosen.python}: {ranks} ranks on {where}, {options.backend}"
+    _print_nccl(run, doc, title)
 
 
 def _verify_cluster(request: cluster_verify.Request, prefix: Path | None, python: Path | None, as_json: bool) -> None:
