@@ -32,7 +32,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -544,6 +544,27 @@ class SlurmLab:
                 return
             time.sleep(0.2)
         raise LabError(f"no {what} after {START_TIMEOUT_S:.0f} s:\n{self.logs_tail()}")
+
+
+@contextmanager
+def running(
+    make_dir: Callable[[], Path],
+    nodes: tuple[Node, ...] = NODES,
+    partitions: Mapping[str, tuple[str, ...]] | None = None,
+) -> Iterator[SlurmLab]:
+    """A lab started in a directory `make_dir` gives, stopped at the end. A start that fails is tried once more, in
+    a fresh directory on fresh ports (a port can be taken between choosing it and binding it)."""
+    layout = dict(partitions if partitions is not None else PARTITIONS)
+    lab = SlurmLab(make_dir(), nodes=nodes, partitions=layout)
+    try:
+        lab.start()
+    except LabError:
+        lab = SlurmLab(make_dir(), nodes=nodes, partitions=layout)
+        lab.start()
+    try:
+        yield lab
+    finally:
+        lab.stop()
 
 
 def main() -> None:  # pragma: no cover - a tool for people

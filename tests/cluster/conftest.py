@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.slurmlab import LabError, SlurmLab, missing_binaries
+from tests.slurmlab import SlurmLab, missing_binaries, running
 
 
 @pytest.fixture(scope="session")
@@ -17,16 +17,8 @@ def slurm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
             f"Slurm is not installed here (missing {', '.join(missing)}); as root, scripts/install_system_deps.sh "
             "installs it"
         )
-    lab = SlurmLab(tmp_path_factory.mktemp("slurmlab"))
-    try:
-        lab.start()
-    except LabError:  # a port taken between choosing it and binding it: once more, on fresh ports
-        lab = SlurmLab(tmp_path_factory.mktemp("slurmlab"))
-        lab.start()
-    try:
+    with running(lambda: tmp_path_factory.mktemp("slurmlab")) as lab:
         yield lab
-    finally:
-        lab.stop()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.slurmlab import A100, Gpu, LabError, SlurmLab, missing_binaries, scale_layout, write_env
+from tests.slurmlab import A100, Gpu, SlurmLab, missing_binaries, running, scale_layout, write_env
 
 pytestmark = [
     pytest.mark.scale,
@@ -31,16 +31,8 @@ LIMIT_S = 60.0  # "in seconds": a loaded 2-core machine shared with other agents
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
     nodes, partitions = scale_layout(NODES)
-    lab = SlurmLab(tmp_path_factory.mktemp("bigslurm"), nodes=nodes, partitions=partitions)
-    try:
-        lab.start()
-    except LabError:  # a port taken between choosing it and binding it: once more, on fresh ports
-        lab = SlurmLab(tmp_path_factory.mktemp("bigslurm"), nodes=nodes, partitions=partitions)
-        lab.start()
-    try:
+    with running(lambda: tmp_path_factory.mktemp("bigslurm"), nodes, partitions) as lab:
         yield lab
-    finally:
-        lab.stop()
 
 
 def run(lab: SlurmLab, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:

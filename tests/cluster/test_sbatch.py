@@ -182,6 +182,16 @@ def test_the_directives_keep_the_partitions_account_and_constraint(cluster: Any)
     ]
 
 
+def env_recording_srun(tmp_path: Path) -> tuple[Path, Path]:
+    """(a directory to put first on PATH, the file its `srun` writes): an srun that records the environment the
+    job's step would get, and runs nothing."""
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    return bin_dir, seen
+
+
 HOSTILE = [
     ("time", "10; touch CANARY"),
     ("time", "1-"),
@@ -541,10 +551,7 @@ def test_the_clean_start_keeps_the_submit_shells_python_out(cluster: Any, tmp_pa
     gets: none of the submit shell's Python, loader, conda, toolkit or rendezvous variables; PYTHONNOUSERSITE=1;
     the user's own variables and Slurm's stay; `module purge` ran where a `module` function exists."""
     prefix = tmp_path / "env"
-    bin_dir, seen, purged = tmp_path / "bin", tmp_path / "seen", tmp_path / "purged"
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
-    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    (bin_dir, seen), purged = env_recording_srun(tmp_path), tmp_path / "purged"
     path = tmp_path / "job.sh"
     path.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(prefix), verify=False)))
     env = {**os.environ, **DIRTY, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7", "KEEP_ME": "1"}
@@ -631,10 +638,7 @@ def test_module_purge_with_real_lmod_unloads_the_submit_shells_modules(cluster: 
     LOADEDMODULES never reach the step."""
     (tmp_path / "mods" / "site").mkdir(parents=True)
     (tmp_path / "mods" / "site" / "1.0.lua").write_text('setenv("SITE_MODULE_VAR", "loaded")\n')
-    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
-    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    bin_dir, seen = env_recording_srun(tmp_path)
     job = tmp_path / "job.sh"
     job.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(tmp_path / "env"), verify=False)))
     submit_shell = (
@@ -695,10 +699,7 @@ def test_without_a_signal_the_steps_status_is_the_jobs(cluster: Any, tmp_path: P
 def test_without_compgen_the_best_known_variables_are_still_unset(cluster: Any, tmp_path: Path) -> None:
     """A bash without programmable completion has no `compgen` (here a function that fails stands for it): the
     pattern loop finds nothing, and the names unset one by one still keep PYTHONPATH and the others out."""
-    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text(f"#!/bin/sh\nenv > {shlex.quote(str(seen))}\n")
-    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    bin_dir, seen = env_recording_srun(tmp_path)
     path = tmp_path / "job.sh"
     path.write_text(sbatch.render(job_for(cluster.partition("v100"), prefix=str(tmp_path / "env"), verify=False)))
     env = {**os.environ, **DIRTY, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}

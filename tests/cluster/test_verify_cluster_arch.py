@@ -27,7 +27,7 @@ from envsolver.cli import main
 from envsolver.cluster import file as cluster_file
 from envsolver.kb import default_kb
 from envsolver.verify.run import PROBE
-from tests.slurmlab import GH200, V100, LabError, Node, SlurmLab, missing_binaries, write_env
+from tests.slurmlab import GH200, V100, Node, SlurmLab, missing_binaries, running, write_env
 
 NODES = (
     Node("gh01", (("gh200", 1),), (GH200,), machine="aarch64"),
@@ -59,13 +59,7 @@ def arm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arm]:
     missing = missing_binaries()
     if missing:
         pytest.skip(f"Slurm is not installed here (missing {', '.join(missing)}); scripts/install_system_deps.sh")
-    lab = SlurmLab(tmp_path_factory.mktemp("armlab"), nodes=NODES, partitions=PARTITIONS)
-    try:
-        lab.start()
-    except LabError:  # a port taken between choosing it and binding it: once more, on fresh ports
-        lab = SlurmLab(tmp_path_factory.mktemp("armlab"), nodes=NODES, partitions=PARTITIONS)
-        lab.start()
-    try:
+    with running(lambda: tmp_path_factory.mktemp("armlab"), NODES, PARTITIONS) as lab:
         root = tmp_path_factory.mktemp("arm")
         base = os.path.realpath(sys.executable)
         made = Arm(lab, root, base)
@@ -79,8 +73,6 @@ def arm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arm]:
         lock = yaml.safe_load((root / "envs" / "linux-aarch64" / "conda-lock.yml").read_text())
         write_env(made.prefix, "linux-aarch64", lock["metadata"]["custom_metadata"], base)
         yield made
-    finally:
-        lab.stop()
 
 
 def wrapper_venv(root: Path, log: Path) -> Path:
