@@ -21,6 +21,7 @@ from envsolver import channels, lockcheck, snapshot, unsolved
 from envsolver.errors import ConflictError, EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
+from envsolver.printable import one_line
 from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact, redact_text
 from envsolver.resolve import choose, refusal, resolve, ways_out
@@ -218,7 +219,7 @@ def _lock_conda(
     except ChannelsUnreachable as exc:
         if mode == "custom":
             raise ChannelsUnreachable(f"{redact_text(str(exc))}. {_channel_fix(channel_urls)}") from None
-        return _fall_back(target, kb, plan, _one_line(str(exc)), cache, progress)
+        return _fall_back(target, kb, plan, one_line(str(exc)), cache, progress)
     except Incoherent as exc:
         raise _incoherent(target, kb, plan, str(exc), sources_for, cache) from None
     except SolveFailed as exc:
@@ -303,11 +304,6 @@ def _incoherent(
         f"the solution the channels give for {ways_out.describe(plan)} is not coherent, so nothing was written: "
         f"{why}. {ways_out.sentence(ways, 'these channels')}"
     )
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: Path, progress: Progress) -> LockResult:

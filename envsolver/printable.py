@@ -37,3 +37,23 @@ def printable(text: str, *, newlines: bool = False) -> str:
     """`text` with every control character spelled out (`\\x1b`); a newline stays one with `newlines=True`
     (a message of several lines), else it is spelled `\\n` too (a line, a table cell, a name). Never raises."""
     return (_UNSAFE if newlines else _UNSAFE_LINES).sub(_spelled, text)
+
+
+# rattler's errors (and reqwest's under them) chain their causes on lines of their own:
+#   error sending request for url (https://conda.anaconda.org/conda-forge/noarch/repodata_shards.msgpack.zst)
+#   Caused by: client error (Connect)
+#   Caused by: dns error
+_CAUSED_BY = re.compile(r"\s*\n\s*Caused by:\s*")
+ONE_LINE_LIMIT = 1000
+
+
+def one_line(text: str, limit: int = ONE_LINE_LIMIT) -> str:
+    """An error's text from outside, with each of its causes, as one printable line for a warning: the causes
+    joined by ': ', each run of whitespace made one space, control characters spelled out (printable()); past
+    `limit` characters it is cut after the last whole word that fits, and ends with '…'. Never raises."""
+    line = printable(" ".join(_CAUSED_BY.sub(": ", text).split()))
+    if len(line) <= limit:
+        return line
+    kept = line[: limit - 1]
+    space = kept.rfind(" ")
+    return (kept[: space + 1] if space > limit // 2 else kept) + "…"

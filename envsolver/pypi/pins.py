@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 from envsolver.errors import ConflictError, EnvsolverError
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan
+from envsolver.printable import one_line
 from envsolver.pypi import index
 from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact
@@ -135,8 +136,7 @@ def _pages(
     try:
         live = {name: index.fetch(name, url, environ) for name in names}
     except index.IndexUnreadable as exc:
-        why = " ".join(str(exc).split())
-        why = why if len(why) <= 160 else why[:159] + "…"
+        why = one_line(str(exc))
         pages, where, date = _bundled_pages(names)
         warning = (
             f"the Python package index could not be read ({why}); the PyPI part was locked from the bundled "
