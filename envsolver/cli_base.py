@@ -10,12 +10,14 @@ cluster. Nothing here imports a command module by name, so there is no circle.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -51,10 +53,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 QUIET_HELP = (
     "Print no progress and no notices on stderr; warnings and errors still print, and --json output is the same."
 )
-VERBOSE_HELP = (
-    "Print more on stderr: each step as it starts, with the seconds since the start (and what `make` solves: "
-    "specs, channels, virtual packages). --json output is the same."
-)
+VERBOSE_HELP = "Print on stderr, once the command is done, the seconds it took. --json output is the same."
+# A help's examples and what follows them (a paragraph that starts "\b\nExamples:") are shown after the options.
+_EXAMPLES = re.compile(r"\n\n(?=\x08\nExamples:)")
+
+
+def verbose_help(steps: str) -> str:
+    """-v's help for a command that prints its steps: STEPS says which, in the command's own words."""
+    return (
+        f"Print more on stderr: {steps}, each on a line of its own with the seconds since the start, and the "
+        "seconds the command took. --json output is the same."
+    )
 
 
 def _wants_json(ctx: click.Context) -> bool:
@@ -87,13 +96,45 @@ def _cleaned_up() -> None:
         click.echo(f"note: {printable(note)}", err=True)
 
 
-def _spelled_out(exc: click.exceptions.UsageError) -> click.exceptions.UsageError:
-    """click's own message quotes words of the command line as they are (`No such option: ...`, `Got unexpected
-    extra argument (...)`): the same error with their control characters spelled out, as in every error
-    envsolver prints; `exc` itself when there are none."""
-    message = exc.format_message()
-    shown = printable(message, newlines=True)
-    return exc if shown == message else click.exceptions.UsageError(shown, exc.ctx)
+class UsageError(click.exceptions.UsageError):
+    """click's usage error shown as envsolver shows its own errors: `error: MESSAGE FIX` (the fix as --json's
+    document has it), then the command's usage on one line; exit 2."""
+
+    def __init__(self, message: str, ctx: click.Context) -> None:
+        super().__init__(message, ctx)
+        self.where: str = ctx.command_path
+
+    @property
+    def fix(self) -> str:
+        return f"Run `{self.where} --help` to see the options."
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        error(f"{self.message} {self.fix}")
+        if self.ctx is not None:
+            pieces = self.ctx.command.collect_usage_pieces(self.ctx)
+            click.echo(f"usage: {' '.join([self.where, *pieces])}", err=True)
+
+
+def _ours(exc: click.exceptions.UsageError, ctx: click.Context) -> click.exceptions.UsageError:
+    """click's usage error as envsolver's UsageError. click's own message quotes words of the command line as
+    they are (`No such option: ...`, `Got unexpected extra argument (...)`): their control characters are
+    spelled out, as in every error envsolver prints; a message gets the full stop its fix follows. A bare
+    `envsolver` or `envsolver cluster` (click's NoArgsIsHelpError, which shows the help) stays click's."""
+    if isinstance(exc, (UsageError, click.exceptions.NoArgsIsHelpError)):
+        return exc
+    message = printable(exc.format_message(), newlines=True)
+    if not message.endswith((".", "?", "!", ".)", "?)")):
+        message += "."
+    return UsageError(message, exc.ctx or ctx)
+
+
+def _usage_failure(ctx: click.Context, shown: click.exceptions.UsageError) -> NoReturn:
+    """A usage error: shown by click (UsageError.show), or with --json shown here with its failure document."""
+    if not _wants_json(ctx) or not isinstance(shown, UsageError):
+        raise shown from None
+    shown.show()
+    click.echo(json.dumps(failure(shown.exit_code, "usage", shown.message, shown.fix), indent=2))
+    ctx.exit(shown.exit_code)
 
 
 def _stdout_closed() -> bool:
@@ -141,14 +182,24 @@ def _set_level(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
 
 
 def verbosity(func: F) -> F:
-    """-v/--verbose and -q/--quiet on a command; read them with level()."""
-    func = click.option(
-        "-q", "--quiet", is_flag=True, expose_value=False, is_eager=True, callback=_set_level, help=QUIET_HELP
-    )(func)
-    option = click.option(
-        "-v", "--verbose", is_flag=True, expose_value=False, is_eager=True, callback=_set_level, help=VERBOSE_HELP
-    )
-    return option(func)
+    """-v/--verbose and -q/--quiet on a command whose -v adds only the seconds it took; read them with level()."""
+    return verbosity_of(None)(func)
+
+
+def verbosity_of(steps: str | None) -> Callable[[F], F]:
+    """-v/--verbose and -q/--quiet on a command whose -v also prints STEPS (verbose_help)."""
+
+    def decorate(func: F) -> F:
+        func = click.option(
+            "-q", "--quiet", is_flag=True, expose_value=False, is_eager=True, callback=_set_level, help=QUIET_HELP
+        )(func)
+        said = VERBOSE_HELP if steps is None else verbose_help(steps)
+        option = click.option(
+            "-v", "--verbose", is_flag=True, expose_value=False, is_eager=True, callback=_set_level, help=said
+        )
+        return option(func)
+
+    return decorate
 
 
 def level() -> int:
@@ -206,8 +257,31 @@ def progress(status: Status) -> Callable[[str], None]:
     return with_detail(status.console, render.progress(status))
 
 
+def _described(help_text: str | None) -> tuple[str, str]:
+    """A command's help split in two: what it does, then its examples and what follows them."""
+    text = inspect.cleandoc(help_text or "").partition("\f")[0]
+    head, *tail = _EXAMPLES.split(text, maxsplit=1)
+    return head, "".join(tail)
+
+
+def _paragraph(formatter: click.HelpFormatter, text: str) -> None:
+    if text:
+        formatter.write_paragraph()
+        with formatter.indentation():
+            formatter.write_text(text)
+
+
 class Command(click.Command):
-    """Records whether this command runs with --json, once its options are parsed, for the handler in _Group."""
+    """Records whether this command runs with --json, once its options are parsed, for the handler in _Group.
+    Its help has one layout, whichever part of it the examples are written in: usage, what the command does,
+    the options, then the examples and the rest (exit codes, the epilog)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _paragraph(formatter, _described(self.help)[0])
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _paragraph(formatter, _described(self.help)[1])
+        _paragraph(formatter, inspect.cleandoc(self.epilog or ""))
 
     def invoke(self, ctx: click.Context) -> Any:
         ctx.meta[_JSON] = bool(ctx.params.get("as_json"))
@@ -263,8 +337,8 @@ class Group(click.Group):
         ctx.meta.setdefault(_START, time.monotonic())
         try:
             return super().parse_args(ctx, args)
-        except click.exceptions.UsageError as exc:  # `envsolver --bogus`: click prints it
-            raise _spelled_out(exc) from None
+        except click.exceptions.UsageError as exc:  # `envsolver --bogus`
+            _usage_failure(ctx, _ours(exc, ctx))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -283,14 +357,7 @@ class Group(click.Group):
                     _end_quietly(ctx)
                 raise
         except click.exceptions.UsageError as exc:
-            shown = _spelled_out(exc)
-            if not _wants_json(ctx):
-                raise shown from None
-            shown.show()
-            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
-            fix = f"Run `{where} --help` to see the options."
-            click.echo(json.dumps(failure(exc.exit_code, "usage", exc.format_message(), fix), indent=2))
-            ctx.exit(exc.exit_code)
+            _usage_failure(ctx, _ours(exc, ctx))
         except (click.exceptions.ClickException, click.exceptions.Exit):
             raise
         except Terminated as exc:  # SIGTERM or SIGHUP where the command asked for it (envsolver.interrupts)

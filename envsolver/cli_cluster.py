@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
 
 import click
 
 from envsolver import completion, interrupts, render
-from envsolver.cli_base import diagnostics, verbosity
+from envsolver.cli_base import Command, diagnostics, verbosity
 from envsolver.cluster import discover, job_options, limits, report, sbatch, slurm
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster.job_options import JobOptions
@@ -24,12 +23,10 @@ from envsolver.kb import default_kb
 from envsolver.verify.checks import IDS as CHECK_IDS
 from envsolver.writers import files
 
-# cli.py's handler reads whether a command runs with --json from this key of ctx.meta (its `_JSON`), once the
-# command's options are parsed; without it, it looks for --json among the words of the command line.
-_JSON_META = "envsolver.json"
 
+class _Command(Command):
+    """cli_base.Command (--json recorded, the help's one layout), and `-c` answered with the option it was."""
 
-class _Command(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
@@ -38,10 +35,6 @@ class _Command(click.Command):
                 raise
             message = "No such option '-c': pass the cluster file as --cluster FILE (-c is --channel, as in `make`)."
             raise click.NoSuchOption("-c", message, ctx=ctx) from None
-
-    def invoke(self, ctx: click.Context) -> Any:
-        ctx.meta[_JSON_META] = bool(ctx.params.get("as_json"))
-        return super().invoke(ctx)
 
 
 @click.group()
