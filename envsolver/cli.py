@@ -22,7 +22,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from envsolver import __version__, completion, profile
-from envsolver.cli_base import CONTEXT, INTERNAL, Group, detail, diagnostics, err_out, progress, verbosity, with_detail
+from envsolver.cli_base import (
+    CONTEXT,
+    INTERNAL,
+    Group,
+    detail,
+    diagnostics,
+    err_out,
+    progress,
+    verbosity,
+    verbosity_of,
+    with_detail,
+)
 from envsolver.errors import BadInputError
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs (see LAZY): `gpus` needs no locker
@@ -326,7 +337,10 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     "for a hand edit) and write nothing; exit 2, as the real run, when a file would be refused.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written, and the plan, as JSON.")
-@verbosity
+@verbosity_of(
+    "each step of the solve as it starts (the specs and channels of each platform's solve, the solver's own text "
+    "where it finds no solution), then what was solved (the specs, the channels, each platform's virtual packages)"
+)
 def make(
     name: str | None,
     out_dir: Path,

@@ -19,7 +19,7 @@ import click
 from envsolver import install as installer
 from envsolver import interrupts, prefixmeta, render
 from envsolver import progress as byte_progress
-from envsolver.cli_base import Command, diagnostics, error, progress, verbosity
+from envsolver.cli_base import Command, diagnostics, error, progress, verbosity_of
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import grammar as cluster_grammar
 from envsolver.cluster import step as cluster_step
@@ -145,7 +145,10 @@ def _checks_epilog() -> str:
 @OP_CACHE
 @OP_CACHE_TRUST
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
-@verbosity
+@verbosity_of(
+    "each step as it starts (each archive fetched, the archives checked, the linking, the PyPI files installed, "
+    "then the post-install hook's pre-flight and ops)"
+)
 def install_command(
     lock_path: Path,
     prefix: Path | None,
@@ -160,8 +163,11 @@ def install_command(
 ) -> None:
     """Install a conda-lock.yml or explicit lock into PREFIX, without conda.
 
-    Every archive is checked against the lock's sha256 before the prefix changes; a tampered or truncated
-    archive is refused and the prefix is left as it was. Re-running on an unchanged prefix does nothing.
+    Every archive is proven against the lock's hash before the prefix changes: its sha256 where the lock records
+    one (a conda-lock.yml from envsolver make records it for every package; an explicit lock only on
+    `URL#sha256=HASH` lines), else its md5 (an explicit lock's `URL#MD5` lines, the form conda and envsolver's
+    conda-<platform>.lock write); PyPI files by sha256 always. A tampered or truncated archive is refused and
+    the prefix is left as it was. Re-running on an unchanged prefix does nothing.
 
     \b
     Examples:
@@ -358,7 +364,7 @@ def _prefix_or_name(prefix: Path | None, name: str | None, existing: bool, missi
 @OP_CACHE
 @OP_CACHE_TRUST
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@verbosity
+@verbosity_of("each step as it starts (the pre-flight, each op built or taken from the op cache, the ops proven)")
 def hook_command(
     prefix: Path | None,
     name: str | None,
@@ -499,7 +505,7 @@ def hook_command(
 @click.option("--time", "time_limit", help="--nccl --nodes: the step's --time [default: the check's own deadline].")
 @click.option("--port", type=int, help="--nccl --nodes: rendezvous port [default: 29500 + job id % 20000].")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
-@verbosity
+@verbosity_of("with --nccl on this node, each step of the run as it comes (the ranks joining, each size's all-reduce)")
 @interrupts.ends_like_ctrl_c  # SIGTERM and SIGHUP end the steps of --cluster and --nccl as Ctrl-C does
 def verify_command(
     prefix: Path | None,
