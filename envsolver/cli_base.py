@@ -112,17 +112,17 @@ class UsageError(click.exceptions.UsageError):
         error(f"{self.message} {self.fix}")
         if self.ctx is not None:
             pieces = self.ctx.command.collect_usage_pieces(self.ctx)
-            click.echo(f"usage: {' '.join([self.where, *pieces])}", err=True)
+            click.echo(f"usage: {printable(' '.join([self.where, *pieces]))}", err=True)
 
 
 def _ours(exc: click.exceptions.UsageError, ctx: click.Context) -> click.exceptions.UsageError:
-    """click's usage error as envsolver's UsageError. click's own message quotes words of the command line as
-    they are (`No such option: ...`, `Got unexpected extra argument (...)`): their control characters are
-    spelled out, as in every error envsolver prints; a message gets the full stop its fix follows. A bare
+    """click's usage error as envsolver's UsageError, its message given the full stop its fix follows. click's
+    message quotes words of the command line as they are (`No such option: ...`, `Got unexpected extra argument
+    (...)`): UsageError.show prints it through error(), which spells out their control characters. A bare
     `envsolver` or `envsolver cluster` (click's NoArgsIsHelpError, which shows the help) stays click's."""
     if isinstance(exc, (UsageError, click.exceptions.NoArgsIsHelpError)):
         return exc
-    message = printable(exc.format_message(), newlines=True)
+    message = redact_text(exc.format_message())  # an extra argument can be a URL with its credentials
     if not message.endswith((".", "?", "!", ".)", "?)")):
         message += "."
     return UsageError(message, exc.ctx or ctx)

@@ -246,3 +246,14 @@ def test_a_short_flag_means_one_long_option_everywhere() -> None:
     assert meanings, "no short flag found: the walk is broken"
     clashes = {short: where[short] for short, longs in meanings.items() if len(longs) > 1}
     assert not clashes, clashes
+
+
+def test_a_usage_error_masks_a_credential_it_quotes() -> None:
+    """click quotes an extra argument as it is; a channel URL pasted there keeps its password out of the error."""
+    for args in (
+        ["explain", "https://alice:S3CRET@mirror.example.org/c"],
+        ["explain", "--json", "https://alice:S3CRET@m/c"],
+    ):
+        result = invoke(args)
+        assert result.exit_code == 2 and "S3CRET" not in result.output, result.output
+        assert result.stderr.startswith("error: Got unexpected extra argument (https://***@"), result.stderr
