@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from envsolver import names
+from envsolver import envkind, names
 from envsolver.errors import BadInputError
 
 VARIABLES = ("CONDA_ENVS_DIRS", "CONDA_ENVS_PATH")
@@ -96,7 +96,7 @@ def existing(name: str, environ: Mapping[str, str]) -> Path:
     _check(name)
     places = candidates(name, environ)
     for place in places:
-        if (place / "conda-meta").is_dir():
+        if envkind.of_path(place) == "conda":
             return place
     shown = ", ".join(str(p) for p in places[:6])
     raise BadInputError(

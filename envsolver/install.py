@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver import archive, bodylimit, detect, dirlock, http, lockfile, netconf, pkgcache, snapshot, solve
+from envsolver import archive, bodylimit, detect, dirlock, envkind, http, lockfile, netconf, pkgcache, snapshot, solve
 from envsolver.errors import BadInputError, EnvsolverError
 from envsolver.lockfile import LockEntry
 from envsolver.pkgcache import FetchError, IntegrityError
@@ -300,6 +300,7 @@ def plan(lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str,
     """What install would do, changing nothing (no cache directory, no lock file, no prefix): every package of
     the lock, installed already, cached or to download. Raises EnvsolverError (exit 2) as install would."""
     lock = _read_lock(lock_path, platform)
+    envkind.installable(prefix, lock_path)
     urls = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
     have = records(prefix) if prefix.exists() else {}
     out = []
@@ -365,6 +366,7 @@ def install(
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
     pip_from = dict(zip((r.name for r in lock.pip), pip_urls(lock.pip, mirrors), strict=True))
     with _turn(cache, prefix, progress):
+        envkind.installable(prefix, lock_path)  # with the prefix's turn held: another install may be filling it
         have = records(prefix) if prefix.exists() else {}
         missing = [e for e in lock.entries if not _same(e, have.get(e.name))]
         conda_done = prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}

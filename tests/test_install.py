@@ -76,7 +76,7 @@ def test_install_then_noop(channel: Path, tmp_path: Path, kind: str) -> None:
 def test_tampered_archive_is_refused_and_prefix_unchanged(channel: Path, tmp_path: Path) -> None:
     lock = write_lock(channel, tmp_path)
     prefix = tmp_path / "env"
-    prefix.mkdir()
+    (prefix / "conda-meta").mkdir(parents=True)  # an environment (install refuses a non-empty directory that is none)
     (prefix / "keep.txt").write_text("mine")
     archive = channel / "linux-64" / "tiny-data-2.1-h0_0.tar.bz2"
     data = bytearray(archive.read_bytes())

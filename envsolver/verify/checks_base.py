@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envsolver import envkind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lockfile import LockEntry
 from envsolver.pypi.record import PipRecord
@@ -63,6 +64,32 @@ def prefix_of(ctx: Context) -> str:
     return shlex.quote(str(prefix)) if prefix else "PREFIX"
 
 
+def conda_env(ctx: Context) -> bool:
+    """Whether a fix may put conda packages into the environment: it is a conda environment, or the probe's facts
+    do not say (an older probe's). A pip venv or a system python gets fixes that work there (new_env_fix)."""
+    return envkind.of_facts(ctx.facts) in ("conda", None)
+
+
+def new_env_fix(ctx: Context, what: str, remake: bool = False) -> str:
+    """The fix for WHAT, which comes as conda packages, in an environment that is no conda environment: a conda
+    environment in a new directory from the lock (made first when REMAKE), never conda packages into this one."""
+    kind = envkind.of_facts(ctx.facts) or "other"
+    make = "envsolver make --gpu <your GPU> && " if remake else ""
+    return (
+        f"{prefix_of(ctx)} is {envkind.NAMES[kind]}, which conda packages ({what}) cannot go into: make a conda "
+        f"environment in a new directory: {make}envsolver install conda-lock.yml -p NEW_PREFIX"
+    )
+
+
+def host_toolkit_fix(ctx: Context, what: str, cuda: str) -> str:
+    """new_env_fix for a CUDA toolkit (nvcc, headers), after the way that keeps this environment: a CUDA toolkit of
+    the host, named by CUDA_HOME (torch's extension builder takes nvcc and the headers from there)."""
+    return (
+        f"point CUDA_HOME at a CUDA {cuda} toolkit installed on the host (export CUDA_HOME=DIR, where DIR/bin/nvcc "
+        f"and DIR/include are), or: {new_env_fix(ctx, what)}"
+    )
+
+
 # platform.machine() -> the conda platform a lock is made for
 _PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "ppc64le": "linux-ppc64le"}
 
@@ -82,8 +109,9 @@ def remake_fix(ctx: Context, wanted: str = "driver, glibc and GPUs") -> str:
     platform = _PLATFORMS.get(str(machine), "PLATFORM")
     made = "the cluster's lock" if ctx.lock_meta.get("envsolver_cluster") else "the lock"
     leave_out = f"submit the job with sbatch --exclude={node}, or " if node else ""
+    into = prefix_of(ctx) if conda_env(ctx) else "NEW_PREFIX (a new directory: this environment is no conda one)"
     return (
         f"{where} does not have the {wanted} {made} was made for: {leave_out}on a login node record the "
         f"cluster's nodes and remake the lock: envsolver cluster init, then envsolver make --cluster "
-        f"cluster.yaml, then envsolver install {platform}/conda-lock.yml -p {prefix_of(ctx)}"
+        f"cluster.yaml, then envsolver install {platform}/conda-lock.yml -p {into}"
     )

@@ -13,7 +13,7 @@ from envsolver.hook.build import compiler_line
 from envsolver.kb.model import DeepSpeedDefaultCcs
 from envsolver.resolve import deepspeed as ds_rules
 from envsolver.verify import archplan
-from envsolver.verify.checks_base import Check, Context, Status, prefix_of, torch_facts
+from envsolver.verify.checks_base import Check, Context, Status, conda_env, new_env_fix, prefix_of, torch_facts
 from envsolver.verify.checks_torch import cuda_torch_fix
 from envsolver.versions import MajorMinor, leading_major_minor
 
@@ -236,7 +236,7 @@ def _not_installed(ctx: Context) -> Check:
             "deepspeed_ops",
             "fail",
             f"DeepSpeed is not installed in this python; the lock holds deepspeed {entry.version}",
-            f"envsolver install conda-lock.yml -p {prefix_of(ctx)} (installs what the lock holds and is missing)",
+            _from_lock(ctx, "installs what the lock holds and is missing"),
         )
     pypi = next((r for r in ctx.lock_pip if r.name == "deepspeed"), None)
     if pypi is not None:
@@ -245,8 +245,10 @@ def _not_installed(ctx: Context) -> Check:
             "fail",
             f"DeepSpeed is not installed in this python; the lock takes DeepSpeed {pypi.version} from PyPI "
             f"({pypi.filename}, sha256 {pypi.sha256[:12]}…)",
-            f"envsolver install conda-lock.yml -p {prefix_of(ctx)} (installs the lock's PyPI part by its sha256, "
-            "then runs the hook, which builds and registers the ops)",
+            _from_lock(
+                ctx,
+                "installs the lock's PyPI part by its sha256, then runs the hook, which builds and registers the ops",
+            ),
         )
     pip = _version_text(_pip_pin(ctx))
     if pip is not None:
@@ -266,8 +268,16 @@ def _not_installed(ctx: Context) -> Check:
         "warn",
         "DeepSpeed is not installed in this python; the environment's metadata does not say whether its lock holds "
         "DeepSpeed",
-        f"envsolver install conda-lock.yml -p {prefix_of(ctx)} (installs DeepSpeed if the lock holds it)",
+        _from_lock(ctx, "installs DeepSpeed if the lock holds it"),
     )
+
+
+def _from_lock(ctx: Context, does: str) -> str:
+    """Install the lock into this environment (DOES: what that does), or, where it is no conda environment, into
+    a new one."""
+    if conda_env(ctx):
+        return f"envsolver install conda-lock.yml -p {prefix_of(ctx)} ({does})"
+    return new_env_fix(ctx, "the lock's DeepSpeed among them")
 
 
 def _pip_pin(ctx: Context) -> str | None:

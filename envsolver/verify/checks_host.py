@@ -10,7 +10,16 @@ from envsolver.archlist import canonical, parse_arch_list
 from envsolver.kb.gpus import lookup
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import archplan
-from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, torch_facts
+from envsolver.verify.checks_base import (
+    Check,
+    Context,
+    conda_env,
+    driver_version,
+    host_toolkit_fix,
+    new_env_fix,
+    prefix_of,
+    torch_facts,
+)
 from envsolver.verify.checks_deepspeed import unset_arch_list
 from envsolver.versions import leading_major_minor
 
@@ -66,7 +75,9 @@ def check_nvcc(ctx: Context) -> Check:
             f"{home.get('path')} via {home.get('how')})",
             f"conda install -p {prefix_of(ctx)} -c conda-forge {ctx.kb.nvcc_package.value} cuda-version="
             f"{torch_facts(ctx).get('cuda') or '<torch CUDA>'}, then envsolver hook -p {prefix_of(ctx)} (its "
-            "activation sets CUDA_HOME once the prefix holds nvcc and the headers)",
+            "activation sets CUDA_HOME once the prefix holds nvcc and the headers)"
+            if conda_env(ctx)
+            else host_toolkit_fix(ctx, ctx.kb.nvcc_package.value, torch_facts(ctx).get("cuda") or "<torch CUDA>"),
         )
     return Check("nvcc", "pass", f"nvcc {n.get('version')} at {n.get('path')} (CUDA_HOME via {home.get('how')})")
 
@@ -91,13 +102,21 @@ def check_headers(ctx: Context) -> Check:
     toolkit = ctx.facts.get("prefix_toolkit")
     no_nvcc = isinstance(toolkit, dict) and not (toolkit.get("nvcc") or {}).get("exists")
     packages = ([ctx.kb.nvcc_package.value] if no_nvcc else []) + _header_packages(ctx, missing).split()
+    pin = _pin((ctx.facts.get("nvcc") or {}).get("version"))
+    if not conda_env(ctx):
+        cuda = pin.partition("=")[2] or "<nvcc's CUDA>"
+        return Check(
+            "headers",
+            "fail",
+            f"missing {', '.join(missing)} in {dirs}",
+            host_toolkit_fix(ctx, " ".join(packages), cuda),
+        )
     return Check(
         "headers",
         "fail",
         f"missing {', '.join(missing)} in {dirs}",
-        f"conda install -p {prefix_of(ctx)} -c conda-forge {' '.join(packages)}"
-        f"{_pin((ctx.facts.get('nvcc') or {}).get('version'))}, then envsolver hook -p {prefix_of(ctx)} "
-        "(its activation adds the prefix's include dir to CPATH)",
+        f"conda install -p {prefix_of(ctx)} -c conda-forge {' '.join(packages)}{pin}, then envsolver hook -p "
+        f"{prefix_of(ctx)} (its activation adds the prefix's include dir to CPATH)",
     )
 
 
@@ -166,7 +185,9 @@ def check_host_compiler(ctx: Context) -> Check:
             "host_compiler",
             "fail",
             f"{found} (CXX, the env's conda c++, c++ or g++ on PATH)",
-            f"conda install -p {prefix_of(ctx)} -c conda-forge {names}",
+            f"conda install -p {prefix_of(ctx)} -c conda-forge {names}"
+            if conda_env(ctx)
+            else _host_gcc_fix(ctx, limit),
         )
     major = int(c["major"])
     if nvcc is None:
@@ -179,7 +200,18 @@ def check_host_compiler(ctx: Context) -> Check:
             "check nvcc's host compiler range in NVIDIA's installation guide for this CUDA release",
         )
     verdict, detail, fix = toolchain.gcc_vs_nvcc(c["path"], major, nvcc, limit)
+    if fix and not conda_env(ctx):
+        fix = _host_gcc_fix(ctx, limit)
     return Check("host_compiler", "pass" if verdict == "ok" else verdict, detail, fix)
+
+
+def _host_gcc_fix(ctx: Context, limit: int | None) -> str:
+    """A host compiler for an environment that is no conda one: the host's g++ named by CXX, or a conda env."""
+    most = f" of GCC {limit} or older" if limit else ""
+    return (
+        f"install a g++{most} from the host's packages and export CXX=its path, or: "
+        f"{new_env_fix(ctx, 'the gxx compiler')}"
+    )
 
 
 def _conda_arch(machine: str) -> str:

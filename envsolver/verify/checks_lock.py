@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import demands
-from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, remake_fix
+from envsolver.verify.checks_base import Check, Context, conda_env, driver_version, new_env_fix, prefix_of, remake_fix
 from envsolver.versions import DriverVersion, leading_major_minor
 
 
@@ -39,7 +39,9 @@ def check_lock_drift(ctx: Context) -> Check:
         "lock_drift",
         "fail",
         "; ".join(parts),
-        f"envsolver install conda-lock.yml -p {prefix_of(ctx)} (it brings the prefix back to the lock)",
+        f"envsolver install conda-lock.yml -p {prefix_of(ctx)} (it brings the prefix back to the lock)"
+        if conda_env(ctx)
+        else new_env_fix(ctx, "the lock's packages"),
     )
 
 

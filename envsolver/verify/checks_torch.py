@@ -8,7 +8,17 @@ import shlex
 from envsolver import toolchain
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import gate
-from envsolver.verify.checks_base import Check, Context, driver_version, prefix_of, remake_fix, torch_facts
+from envsolver.verify.checks_base import (
+    Check,
+    Context,
+    conda_env,
+    driver_version,
+    host_toolkit_fix,
+    new_env_fix,
+    prefix_of,
+    remake_fix,
+    torch_facts,
+)
 from envsolver.versions import leading_major_minor
 
 
@@ -19,7 +29,9 @@ def check_torch_import(ctx: Context) -> Check:
             "torch_import",
             "fail",
             f"torch does not import: {t.get('error') or ctx.facts.get('torch_error')}",
-            f"install the environment from its lock: envsolver install conda-lock.yml -p {prefix_of(ctx)}",
+            f"install the environment from its lock: envsolver install conda-lock.yml -p {prefix_of(ctx)}"
+            if conda_env(ctx)
+            else new_env_fix(ctx, "the lock's torch", remake=not ctx.lock_entries),
         )
     how = (
         "conda"
@@ -43,6 +55,9 @@ def check_torch_cuda_build(ctx: Context) -> Check:
 
 def cuda_torch_fix(ctx: Context) -> str:
     """How a CPU-only torch becomes a CUDA one (torch_cuda_build's fix, and deepspeed_ops')."""
+    if not conda_env(ctx):
+        what = "the lock's CUDA build of torch" if ctx.lock_entries else "a CUDA build of torch"
+        return new_env_fix(ctx, what, remake=not ctx.lock_entries)
     return (
         "reinstall torch as a CUDA build: envsolver make --gpu <your GPU> && envsolver install conda-lock.yml "
         f"-p {prefix_of(ctx)} (the lock pins a CUDA build string)"
@@ -131,6 +146,9 @@ def check_cuda_version_match(ctx: Context) -> Check:
         return Check("cuda_version_match", "skip", "needs nvcc and a CUDA torch")
     verdict, detail = toolchain.nvcc_vs_torch(ctx.kb, nvcc, built)
     fix = toolchain.nvcc_fix(nvcc, built, verdict, prefix_of(ctx))
+    if fix and not conda_env(ctx):
+        skip = " (or DS_SKIP_CUDA_CHECK=1)" if "DS_SKIP_CUDA_CHECK" in fix else ""
+        fix = host_toolkit_fix(ctx, f"cuda-nvcc of CUDA {built}", str(built)) + skip
     return Check("cuda_version_match", "pass" if verdict == "ok" else verdict, detail, fix)
 
 
@@ -168,7 +186,9 @@ def check_cudnn(ctx: Context) -> Check:
         "cudnn",
         "fail",
         f"cuDNN does not load: {t.get('cudnn_error')}",
-        "install the environment from its lock (the cudnn package of torch's CUDA major)",
+        "install the environment from its lock (the cudnn package of torch's CUDA major)"
+        if conda_env(ctx)
+        else _pip_wheel_fix(ctx, "cuDNN", "nvidia-cudnn"),
     )
 
 
@@ -182,7 +202,17 @@ def check_nccl(ctx: Context) -> Check:
         "nccl",
         "warn",
         f"NCCL version unknown: {t.get('nccl_error')}",
-        "install the environment from its lock (the nccl package)",
+        "install the environment from its lock (the nccl package)"
+        if conda_env(ctx)
+        else _pip_wheel_fix(ctx, "NCCL", "nvidia-nccl"),
+    )
+
+
+def _pip_wheel_fix(ctx: Context, library: str, wheel: str) -> str:
+    """Where a library of a pip-installed CUDA torch comes from, in an environment that is no conda one."""
+    return (
+        f"a pip-installed CUDA torch takes {library} from its {wheel}-cu* wheel: reinstall torch with pip from the "
+        "index it came from, so that its requirements are installed too"
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver import lockfile, prefixmeta
+from envsolver import envkind, lockfile, prefixmeta
 from envsolver.errors import EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.pypi.record import PipRecord
@@ -244,8 +244,8 @@ def verify(
 
 
 def _prefix_of(chosen: Target, facts: Mapping[str, Any]) -> Path | None:
-    """The given prefix, else the interpreter's sys.prefix when it is a conda env (has conda-meta/)."""
+    """The given prefix, else the interpreter's sys.prefix when it is a conda environment (envkind)."""
     if chosen.prefix is not None:
         return chosen.prefix
     guessed = (facts.get("python") or {}).get("prefix")
-    return Path(guessed) if guessed and (Path(guessed) / "conda-meta").exists() else None
+    return Path(guessed) if guessed and envkind.of_path(Path(guessed)) == "conda" else None
