@@ -83,7 +83,9 @@ def collect(
             if version in torch_versions:
                 progress(f"reading torch {version}'s wheel metadata")
                 torch[version] = _torch_release(torch_files, version, env)
-        sources["torch metadata"] = "each release's default wheel URL + '.metadata' (PEP 658)"
+        sources["torch metadata"] = (
+            "each release's default wheel: its URL + '.metadata' (PEP 658) where served, else the wheel itself"
+        )
 
         ds_files = page("deepspeed")
         ds_versions = [v for v in _finals(ds_files) if _sdist(ds_files, v) is not None]
@@ -160,26 +162,27 @@ def _torch_release(files: list[PypiFile], version: str, env: Mapping[str, str]) 
     if not plain:
         raise SourceUnreadable(f"torch {version} has no manylinux x86_64 CPython wheel on PyPI. {FIX}")
     wheel = min(plain, key=lambda f: (wheels.python_tag(f.filename) or tags[0], f.filename))
-    text = _metadata(wheel, env)
+    text, metadata_from = _metadata(wheel, env)
     name, said = wheels.metadata_field(text, "Name"), wheels.metadata_field(text, "Version")
     if (name or "").lower() != "torch" or said is None or Version(said) != Version(version):
         raise SourceUnreadable(f"{wheel.filename}.metadata is not torch {version}'s (Name {name!r}, Version {said!r})")
     return TorchRelease(
         wheel.filename,
+        metadata_from,
         wheel.requires_python,
         wheels.cuda_requirements(wheels.requires_dist(text)),
         tuple(str(t) for t in tags),
     )
 
 
-def _metadata(wheel: PypiFile, env: Mapping[str, str]) -> str:
+def _metadata(wheel: PypiFile, env: Mapping[str, str]) -> tuple[str, str]:
     """The wheel's METADATA: its PEP 658 file where the server has one (PyPI's index gives no hash for it here, so
     its Name and Version are checked by the caller), else read from the wheel itself, proven by its sha256."""
     with tempfile.TemporaryDirectory(prefix="envsolver-audit-") as tmp:
         target = Path(tmp) / "METADATA"
         try:
             http.download(wheel.url + ".metadata", target, timeout=TIMEOUT_S, environ=env, ceiling=MAX_METADATA)
-            return target.read_bytes()[:MAX_METADATA].decode("utf-8", errors="replace")
+            return target.read_bytes()[:MAX_METADATA].decode("utf-8", errors="replace"), "PEP 658 file"
         except http.DownloadError:
             pass  # not served for every wheel (404): the wheel itself holds it
         path = Path(tmp) / wheel.filename
@@ -188,7 +191,7 @@ def _metadata(wheel: PypiFile, env: Mapping[str, str]) -> str:
             info = wheels.member(archive, ".dist-info/METADATA")
             if info is None:
                 raise SourceUnreadable(f"{wheel.filename} holds no .dist-info/METADATA. {FIX}")
-            return wheels.read_member(archive, info, MAX_METADATA).decode("utf-8", errors="replace")
+            return wheels.read_member(archive, info, MAX_METADATA).decode("utf-8", errors="replace"), "wheel"
 
 
 def _cached(file: PypiFile, folder: Path, env: Mapping[str, str], progress: Progress) -> Path:
@@ -234,4 +237,4 @@ def _nvcc(files: list[PypiFile], crt: list[PypiFile], version: str, env: Mapping
             gcc = wheels.host_config(crt_path)
             if gcc is None:
                 raise SourceUnreadable(f"{other.filename} holds no include/crt/host_config.h with a GCC limit")
-    return Nvcc(tuple(sorted(sm)), how, gcc, where)
+    return Nvcc(wheel.filename, tuple(sorted(sm)), how, gcc, where)

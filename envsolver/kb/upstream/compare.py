@@ -42,13 +42,7 @@ def compare(kb: KnowledgeBase, facts: Facts) -> Report:
     order = {"contradiction": 0, "note": 1}
     findings = sorted(found.findings(), key=lambda f: (order[f.severity], f.subject, f.check, f.kb, f.data))
     read = len(facts.torch) + len(facts.deepspeed) + len(facts.nvcc)
-    return Report(
-        f"PyPI and NVIDIA's wheels, read {facts.read}",
-        tuple(f"{name}: {url}" for name, url in sorted(facts.sources.items())),
-        (),
-        tuple(findings),
-        read,
-    )
+    return Report(f"PyPI and NVIDIA's wheels, read {facts.read}", (), (), tuple(findings), read)
 
 
 def _mm(text: str | None) -> MajorMinor | None:
@@ -347,7 +341,7 @@ def _cuda(kb: KnowledgeBase, facts: Facts, found: Collector) -> None:
     for text, nvcc in sorted(facts.nvcc.items(), key=lambda kv: Version(kv[0])):
         mm = _mm(text)
         row = kb.toolkit(mm) if mm else None
-        src = f"nvcc {text}"
+        src = nvcc.wheel
         if row is None or mm is None:
             found.add(
                 "note",

@@ -28,6 +28,7 @@ class TorchRelease:
     manylinux x86_64 wheels."""
 
     wheel: str
+    metadata_from: str  # 'PEP 658 file' (the wheel URL + .metadata) or 'wheel' (its .dist-info/METADATA)
     requires_python: str | None
     cuda_requires: tuple[str, ...]
     python_tags: tuple[str, ...]
@@ -48,6 +49,7 @@ class Nvcc:
     """One nvcc wheel (x86_64): the SM targets its compiler lists (sm_from says how) and the GCC limit of the
     host_config.h it compiles with (its own from CUDA 11/12 wheels; nvidia-cuda-crt's of the same version from 13.0)."""
 
+    wheel: str
     sm: tuple[int, ...]
     sm_from: str  # 'nvcc --list-gpu-code' or 'ptxas --help' (wheels.gpu_targets)
     gcc_max: int | None
@@ -66,14 +68,19 @@ class Facts:
     nvcc: dict[str, Nvcc] = field(default_factory=dict)  # nvcc wheel version -> what it says
 
 
+HEADER = "envsolver KB audit recording; regenerate: python scripts/kb_audit.py --live --record FILE"
+
+
 def to_json(facts: Facts) -> dict[str, Any]:
     return {
+        "header": HEADER,
         "read": facts.read,
         "sources": dict(sorted(facts.sources.items())),
         "torch_versions": list(facts.torch_versions),
         "torch": {
             v: {
                 "wheel": r.wheel,
+                "metadata_from": r.metadata_from,
                 "requires_python": r.requires_python,
                 "cuda_requires": list(r.cuda_requires),
                 "python_tags": list(r.python_tags),
@@ -94,7 +101,13 @@ def to_json(facts: Facts) -> dict[str, Any]:
         },
         "cuda_versions": {k: list(v) for k, v in sorted(facts.cuda_versions.items())},
         "nvcc": {
-            v: {"sm": list(n.sm), "sm_from": n.sm_from, "gcc_max": n.gcc_max, "host_config_from": n.host_config_from}
+            v: {
+                "wheel": n.wheel,
+                "sm": list(n.sm),
+                "sm_from": n.sm_from,
+                "gcc_max": n.gcc_max,
+                "host_config_from": n.host_config_from,
+            }
             for v, n in _sorted(facts.nvcc)
         },
     }
@@ -148,6 +161,7 @@ def _torch(value: Any, where: str) -> TorchRelease:
     python = d.get("requires_python")
     return TorchRelease(
         wheel=_text(d.get("wheel"), f"{where}.wheel"),
+        metadata_from=_text(d.get("metadata_from"), f"{where}.metadata_from", re.compile(r"PEP 658 file|wheel")),
         requires_python=None if python is None else _text(python, f"{where}.requires_python"),
         cuda_requires=_texts(d.get("cuda_requires"), f"{where}.cuda_requires"),
         python_tags=_texts(d.get("python_tags"), f"{where}.python_tags", _MM),
@@ -181,7 +195,13 @@ def _nvcc(value: Any, where: str) -> Nvcc:
     if gcc is not None and not (type(gcc) is int and 1 <= gcc <= 99):
         raise ValueError(f"{where}.gcc_max: expected a GCC major or null")
     sm_from = _text(d.get("sm_from"), f"{where}.sm_from", re.compile(r"nvcc --list-gpu-code|ptxas --help"))
-    return Nvcc(tuple(sm), sm_from, gcc, _text(d.get("host_config_from"), f"{where}.host_config_from"))
+    return Nvcc(
+        _text(d.get("wheel"), f"{where}.wheel"),
+        tuple(sm),
+        sm_from,
+        gcc,
+        _text(d.get("host_config_from"), f"{where}.host_config_from"),
+    )
 
 
 def _dict(value: Any, where: str) -> dict[str, Any]:
