@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ from envsolver.errors import (
     failure,
     split_fix,
 )
-from envsolver.kb import KnowledgeBase, load_kb
+from envsolver.kb import load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
 from envsolver.kb.findings import render, to_json
@@ -112,11 +113,11 @@ def _data(specs: Sequence[str], partial: bool) -> RepoData:
 
 
 def run(args: argparse.Namespace) -> int:
-    kb = load_kb(args.kb) if args.kb is not None else load_kb()
     if args.live or args.upstream is not None:
-        return _upstream(args, kb)
+        return _upstream(args)
     if args.record is not None or args.cache is not None:
         raise UsageError(f"--record and --cache go with --live. {FIX_USAGE}")
+    kb = load_kb(args.kb) if args.kb is not None else load_kb()
     data = _data(args.repodata, args.partial)
     if args.derive:
         rows = derive(kb, data)
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _upstream(args: argparse.Namespace, kb: KnowledgeBase) -> int:
+def _upstream(args: argparse.Namespace) -> int:
     if args.repodata or args.derive or args.partial:
         raise UsageError(f"--upstream and --live compare PyPI's facts, not conda records (no --repodata). {FIX_USAGE}")
     if args.upstream is not None:
@@ -150,9 +151,11 @@ def _upstream(args: argparse.Namespace, kb: KnowledgeBase) -> int:
             facts = upstream_facts.load(args.upstream)
         except ValueError as exc:
             raise BadInputError(
-                f"{printable(str(exc))}. Record it again: python scripts/kb_audit.py --live --record {args.upstream}"
+                f"{printable(str(exc))}. Record it again: python scripts/kb_audit.py --live --record "
+                f"{shlex.quote(str(args.upstream))}"
             ) from None
-    else:
+    kb = load_kb(args.kb) if args.kb is not None else load_kb()
+    if args.upstream is None:
         cache = args.cache if args.cache is not None else collect.cache_dir(os.environ)
         facts = collect.collect(kb, cache, progress=lambda text: print(printable(text), file=sys.stderr))
         if args.record is not None:

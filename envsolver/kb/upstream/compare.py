@@ -251,7 +251,8 @@ def _ds_release(
             label,
             f"cuda_minor_mismatch_ok {show(row.cuda_minor_mismatch_ok)}",
             f"op_builder/builder.py: {show(said)}",
-            f"Split the row at {version} and set its cuda_minor_mismatch_ok to builder.py's.",
+            "Split the row where builder.py changes (the sdists named) and set its cuda_minor_mismatch_ok to "
+            "builder.py's.",
             src,
         )
     if min_torch is None:
@@ -265,7 +266,7 @@ def _ds_release(
             label,
             f"min_torch {row.min_torch}",
             f"README.md: PyTorch >= {min_torch}",
-            f"Split the row at {version} and set its min_torch to {min_torch}.",
+            f"Split the row where README.md changes (the sdists named) and set its min_torch to {min_torch}.",
             src,
         )
 
@@ -300,7 +301,7 @@ def _ds_requirements(
                 label,
                 f"{check} holds {_listed(only_kb)} beyond the sdist's",
                 f"{file} holds {_listed(only_data)} beyond the row's",
-                f"Split the row at {version} and set its {check} to the file's.",
+                f"Split the row where the file changes (the sdists named) and set its {check} to the file's.",
                 src,
             )
 
