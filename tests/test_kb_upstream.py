@@ -28,7 +28,8 @@ import pytest
 from packaging.version import Version
 
 from envsolver.kb import KnowledgeBase, load_kb
-from envsolver.kb.upstream import compare, facts, render, sdists, wheels
+from envsolver.kb.upstream import collect, compare, facts, render, sdists, wheels
+from envsolver.pypi import index
 from envsolver.versions import MajorMinor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -516,3 +517,16 @@ def test_compare_reads_the_shipped_kb_quickly() -> None:
     kb = load_kb(KB_DATA)
     recorded = facts.load(RECORDING)
     assert compare.compare(kb, recorded) == compare.compare(kb, recorded)
+
+
+def test_the_collectors_choice_of_deepspeed_files_on_pypis_page() -> None:
+    """collect.py's picks on PyPI's real page (tests/data/pypi/deepspeed-simple.html, 2026-12-01): the final
+    releases with an sdist, and each one's sdist, are what pypi_sdists holds from 0.14.0."""
+    page = ROOT / "tests" / "data" / "pypi" / "deepspeed-simple.html"
+    files = index.parse_html(page.read_text(), "deepspeed", "https://pypi.org/simple/deepspeed/")
+    versions = [v for v in collect._finals(files) if Version(v) >= Version("0.14.0")]
+    picked = {v: collect._sdist(files, v) for v in versions}
+    got = {v: (f.url, f.sha256) for v, f in picked.items() if f is not None}
+    kb = load_kb(KB_DATA)
+    assert got == {str(s.version): (s.url, s.sha256) for s in kb.deepspeed_sdists}, sorted(got)
+    assert versions == sorted(versions, key=Version) and len(versions) == 47, versions
