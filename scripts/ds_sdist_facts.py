@@ -4,8 +4,9 @@
     python scripts/ds_sdist_facts.py [--cache DIR] [--since 0.14.0] [--json]
 
 Every sdist from --since on PyPI's simple index is downloaded (once, into DIR, proven by PyPI's sha256) and read
-without running it: requirements/requirements.txt (setup.py's install_requires), what setup.py appends to
-install_requires and under which condition (ast), and op_builder/builder.py's cuda_minor_mismatch_ok. Consecutive
+without running it (envsolver/kb/upstream/sdists.py, which `python scripts/kb_audit.py --live` also runs):
+requirements/requirements.txt (setup.py's install_requires), what setup.py appends to install_requires and under
+which condition (ast), and op_builder/builder.py's cuda_minor_mismatch_ok. Consecutive
 releases that say the same are grouped into the rows pypi_requirements holds. Prints the diff ('-' the KB, '+' the
 sdists) and exits 0 when the KB agrees, 1 when it does not, 2 when PyPI cannot be reached or a file is unreadable.
 """
@@ -13,8 +14,6 @@ sdists) and exits 0 when the KB agrees, 1 when it does not, 2 when PyPI cannot b
 from __future__ import annotations
 
 import argparse
-import ast
-import io
 import json
 import sys
 import tarfile
@@ -26,60 +25,15 @@ from packaging.version import Version
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from envsolver.kb import default_kb
+from envsolver.kb.upstream import sdists
 from tests import dsmatrix
-
-MAX_MEMBER = 1 << 20
-
-
-def member(archive: tarfile.TarFile, version: str, name: str) -> str:
-    info = archive.getmember(f"deepspeed-{version}/{name}")
-    if not info.isfile() or info.size > MAX_MEMBER:
-        raise ValueError(f"{name} in deepspeed-{version}.tar.gz is not a small regular file")
-    handle = archive.extractfile(info)
-    assert handle is not None
-    return handle.read().decode("utf-8")
-
-
-def appended(setup: str) -> list[tuple[str, str]]:
-    """(requirement, the condition's source) for each `install_requires.append('X')` under an `if` in setup.py."""
-    found = []
-    for node in ast.walk(ast.parse(setup)):
-        if not isinstance(node, ast.If):
-            continue
-        for child in node.body:
-            call = child.value if isinstance(child, ast.Expr) else None
-            if (
-                isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Attribute)
-                and call.func.attr == "append"
-                and isinstance(call.func.value, ast.Name)
-                and call.func.value.id == "install_requires"
-                and call.args
-                and isinstance(call.args[0], ast.Constant)
-            ):
-                found.append((str(call.args[0].value), ast.get_source_segment(setup, node.test) or ""))
-    return found
-
-
-def mismatch_ok(builder: str) -> dict[int, list[str]]:
-    for node in ast.parse(builder).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "cuda_minor_mismatch_ok" for t in node.targets):
-            value: dict[int, list[str]] = ast.literal_eval(node.value)
-            return value
-    return {}
 
 
 def facts(path: Path, version: str) -> dict[str, Any]:
-    with tarfile.open(fileobj=io.BytesIO(path.read_bytes()), mode="r:gz") as archive:
-        lines = member(archive, version, "requirements/requirements.txt").splitlines()
-        setup = member(archive, version, "setup.py")
-        builder = member(archive, version, "op_builder/builder.py")
-    requires = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
-    extra = appended(setup)
-    strange = [cond for _, cond in extra if "device_name() == 'cuda'" not in cond]
-    if strange or "fetch_requirements('requirements/requirements.txt')" not in setup:
-        raise ValueError(f"deepspeed {version}: setup.py's install_requires is not the file plus CUDA appends")
-    return {"requires": requires, "cuda_build_adds": [r for r, _ in extra], "mismatch": mismatch_ok(builder)}
+    """The sdist's facts as envsolver/kb/upstream/sdists.py reads them (the audit's --live reads the same)."""
+    found = sdists.read(path, version)
+    mismatch = {int(major): list(minors) for major, minors in found.cuda_minor_mismatch_ok.items()}
+    return {"requires": list(found.requires), "cuda_build_adds": list(found.cuda_build_adds), "mismatch": mismatch}
 
 
 def rows(by_version: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -104,7 +58,7 @@ def main() -> int:
         files = dsmatrix.index()
         wanted = sorted((v for v in files if Version(v) >= Version(args.since)), key=Version)
         by_version = {v: facts(dsmatrix.fetch_sdist(v, files, args.cache.resolve()), v) for v in wanted}
-    except (dsmatrix.Unreachable, OSError, ValueError, KeyError, tarfile.TarError) as exc:
+    except (dsmatrix.Unreachable, OSError, ValueError, KeyError, tarfile.TarError, sdists.WheelUnreadable) as exc:
         print(f"cannot read the sdists: {exc}", file=sys.stderr)
         return 2
     if args.json:

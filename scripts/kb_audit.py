@@ -6,10 +6,13 @@
     python scripts/kb_audit.py --repodata conda-forge=linux-64/repodata.json --repodata pytorch=pt/linux-64
     python scripts/kb_audit.py ... --partial                     # the data holds a subset of the channel
     python scripts/kb_audit.py ... --derive                      # print the rows the records determine, as YAML
+    python scripts/kb_audit.py --upstream tests/data/kb_audit/upstream.json   # recorded PyPI/wheel/sdist facts
+    python scripts/kb_audit.py --live [--record FILE] [--cache DIR]           # read PyPI, the wheels, the sdists now
 
 Prints the diff ('-' what the KB says, '+' what the records say) and exits 0 when the KB agrees with the data,
-1 when it contradicts it, 2 on bad input (unreadable repodata, an invalid KB) and 130 on Ctrl-C. --json prints
-one JSON document instead. What counts as a contradiction: envsolver/kb/audit.py.
+1 when it contradicts it, 2 on bad input (unreadable repodata or recording, an invalid KB, a source that cannot
+be read) and 130 on Ctrl-C. --json prints one JSON document instead. What counts as a contradiction:
+envsolver/kb/audit.py (conda records), envsolver/kb/upstream/compare.py (--upstream, --live).
 """
 
 from __future__ import annotations
@@ -17,17 +20,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from envsolver.errors import INTERRUPTED, INTERRUPTED_EXIT, INTERRUPTED_FIX, EnvsolverError, Kind, failure, split_fix
+from envsolver.errors import (
+    INTERRUPTED,
+    INTERRUPTED_EXIT,
+    INTERRUPTED_FIX,
+    BadInputError,
+    EnvsolverError,
+    Kind,
+    failure,
+    split_fix,
+)
 from envsolver.kb import load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
 from envsolver.kb.findings import render, to_json
 from envsolver.kb.repodata import RepoData, combine, read_channel, snapshot_data
+from envsolver.kb.upstream import collect
+from envsolver.kb.upstream import facts as upstream_facts
+from envsolver.kb.upstream import render as upstream_render
+from envsolver.kb.upstream.collect import CACHE_ENV
+from envsolver.kb.upstream.compare import compare
+from envsolver.printable import printable
 
 FIX_USAGE = "Run `python scripts/kb_audit.py --help` to see the options."
 
@@ -56,6 +75,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--derive", action="store_true", help="print the row keys the records determine, as YAML")
     p.add_argument("--quiet", action="store_true", help="leave the notes out of the diff (they are still counted)")
     p.add_argument("--json", dest="as_json", action="store_true", help="one JSON document on stdout")
+    up = p.add_mutually_exclusive_group()
+    up.add_argument(
+        "--upstream",
+        type=Path,
+        metavar="FILE",
+        help="compare the KB with recorded upstream facts (PyPI, nvcc wheels, DeepSpeed sdists) instead of records",
+    )
+    up.add_argument(
+        "--live",
+        action="store_true",
+        help="read PyPI's torch, deepspeed and NVIDIA CUDA indexes, torch's wheel metadata, DeepSpeed's sdists and "
+        "every nvcc wheel now and compare the KB with them",
+    )
+    p.add_argument("--record", type=Path, metavar="FILE", help="with --live: write what was read (the CI recording)")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help=f"with --live: where DeepSpeed's sdists are kept (default ${CACHE_ENV}, else ~/.cache/envsolver-kb-audit)",
+    )
     return p
 
 
@@ -74,6 +113,10 @@ def _data(specs: Sequence[str], partial: bool) -> RepoData:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.live or args.upstream is not None:
+        return _upstream(args)
+    if args.record is not None or args.cache is not None:
+        raise UsageError(f"--record and --cache go with --live. {FIX_USAGE}")
     kb = load_kb(args.kb) if args.kb is not None else load_kb()
     data = _data(args.repodata, args.partial)
     if args.derive:
@@ -98,8 +141,36 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _upstream(args: argparse.Namespace) -> int:
+    if args.repodata or args.derive or args.partial:
+        raise UsageError(f"--upstream and --live compare PyPI's facts, not conda records (no --repodata). {FIX_USAGE}")
+    if args.upstream is not None:
+        if args.record is not None or args.cache is not None:
+            raise UsageError(f"--record and --cache go with --live. {FIX_USAGE}")
+        try:
+            facts = upstream_facts.load(args.upstream)
+        except ValueError as exc:
+            raise BadInputError(
+                f"{printable(str(exc))}. Record it again: python scripts/kb_audit.py --live --record "
+                f"{shlex.quote(str(args.upstream))}"
+            ) from None
+    kb = load_kb(args.kb) if args.kb is not None else load_kb()
+    if args.upstream is None:
+        cache = args.cache if args.cache is not None else collect.cache_dir(os.environ)
+        facts = collect.collect(kb, cache, progress=lambda text: print(printable(text), file=sys.stderr))
+        if args.record is not None:
+            upstream_facts.dump(facts, args.record)
+            print(f"recorded what was read in {str(args.record)!r}", file=sys.stderr)
+    report = compare(kb, facts)
+    if args.as_json:
+        print(json.dumps(upstream_render.as_json(report, facts), indent=2))
+    else:
+        print("\n".join(upstream_render.render(report, facts, notes=not args.quiet)))
+    return 0 if report.ok else 1
+
+
 def _fail(code: int, kind: Kind, text: str, as_json: bool) -> int:
-    print(f"error: {text}", file=sys.stderr)
+    print(f"error: {printable(text)}", file=sys.stderr)
     if as_json:
         print(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
     return code

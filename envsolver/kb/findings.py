@@ -7,6 +7,7 @@ from typing import Literal
 
 from packaging.version import Version
 
+from envsolver.printable import printable
 from envsolver.versions import MajorMinor
 
 Severity = Literal["contradiction", "note"]
@@ -114,15 +115,22 @@ def render(report: Report, notes: bool = True) -> list[str]:
         f"  partial data:  {', '.join(report.partial) or 'none'}"
         + (" (what the KB lists beyond it is a note)" if report.partial else ""),
     ]
+    return [printable(line) for line in lines] + diff(report, notes)
+
+
+def diff(report: Report, notes: bool = True) -> list[str]:
+    """The findings as a diff, then the verdict; text from outside (record names, requirements, file names)
+    printable (envsolver.printable)."""
+    lines = []
     for finding in report.contradictions + (report.notes if notes else ()):
         lines += [
             "",
-            f"{finding.severity} [{finding.check}] {finding.subject}",
-            f"  - {finding.kb}",
-            f"  + {finding.data}",
+            f"{finding.severity} [{finding.check}] {printable(finding.subject)}",
+            f"  - {printable(finding.kb)}",
+            f"  + {printable(finding.data)}",
         ]
         if finding.fix:
-            lines.append(f"  fix: {finding.fix}")
+            lines.append(f"  fix: {printable(finding.fix)}")
     counts = f"{len(report.contradictions)} contradiction(s), {len(report.notes)} note(s)"
     lines.append("")
     if report.ok:
