@@ -679,12 +679,65 @@ def test_a_minor_compatibility_plan_names_the_driver_that_fully_supports_it(kb: 
     assert plan.warnings == (
         "compatibility: minor. Driver 560.35.03 runs CUDA 12.9 only through minor-version compatibility: every "
         "target GPU has SASS in this torch build, but PTX JIT of code built with a newer toolkit fails. Upgrade the "
-        "driver to 575.51.03 for full support.",
-    )
+        "driver to 575.51.03 for full support; where the driver cannot change (a cluster's nodes), "
+        "`--driver-compat full` gives torch 2.7.1 cu126 with CUDA 12.6, which driver 560.35.03 fully supports.",
+    ), plan.warnings
     unknown = plan_for(kb, gpus=("h100",), cuda="13.4", deepspeed=False, driver="615.71.09")
-    assert unknown.warnings[-1].endswith(
-        "PTX JIT of code built with a newer toolkit fails. Use a driver that fully supports CUDA 13.4 for full support."
-    )
+    assert (
+        "PTX JIT of code built with a newer toolkit fails. Use a driver that fully supports CUDA 13.4 for full "
+        in (unknown.warnings[-1])
+    ), unknown.warnings
+
+
+# Issue 22: cluster users cannot upgrade the driver; the warning names what `--driver-compat full` plans
+# (planned before it is named), or says plainly that no plan has full support.
+@pytest.mark.parametrize(
+    ("options", "named", "gives"),
+    [
+        (dict(gpus=("l40s",), driver="535.104.05"), "`--driver-compat full`", "torch 2.5.1 cu120 with CUDA 12.0"),
+        (dict(gpus=("a100",), driver="550.54.14"), "`--driver-compat full`", "torch 2.5.1 cu120 with CUDA 12.0"),
+        (dict(gpus=("l40s",), driver="550.54.14"), "`--driver-compat full`", "torch 2.5.1 cu120 with CUDA 12.0"),
+        # the pinned torch has no fully supported build: the way out frees it and names the torch it gives
+        (
+            dict(gpus=("a100",), driver="535.104.05", torch="2.10"),
+            "`--driver-compat full --torch 2.5.1`",
+            "torch 2.5.1 cu120 with CUDA 12.0",
+        ),
+        (
+            dict(gpus=("h100",), driver="615.71.09", cuda="13.4", deepspeed=False),
+            "`--driver-compat full --cuda 13.0`",
+            "with CUDA 13.0",
+        ),
+    ],
+    ids=["l40s-535", "a100-550", "l40s-550", "a100-535-torch-2.10", "h100-615-cuda-13.4"],
+)
+def test_a_minor_compatibility_warning_names_what_driver_compat_full_gives(
+    kb: KnowledgeBase, options: dict[str, object], named: str, gives: str
+) -> None:
+    plan = plan_for(kb, **options)
+    warning = next(w for w in plan.warnings if w.startswith("compatibility: minor"))
+    assert f"{named} gives " in warning and gives in warning, warning
+    full = plan_for(kb, **{**options, **_options_of(named)})
+    assert full.compatibility == "full" and gives in ways_out.describe(full), (warning, ways_out.describe(full))
+
+
+def _options_of(named: str) -> dict[str, object]:
+    words = named.strip("`").split()
+    return {flag.removeprefix("--").replace("-", "_"): value for flag, value in zip(words[::2], words[1::2])}
+
+
+def test_a_minor_compatibility_warning_says_when_no_plan_has_full_support(kb: KnowledgeBase) -> None:
+    """Driver 470 fully supports CUDA <= 11.4: the pytorch channel's P100 builds need 11.8 (minor), and conda-forge
+    has no nvcc before 12.0, so no change of torch, CUDA or Python gives full support."""
+    plan = plan_for(kb, gpus=("p100",), driver="470.82.01", source="pytorch")
+    warning = next(w for w in plan.warnings if w.startswith("compatibility: minor"))
+    assert "`" not in warning, warning
+    assert warning.endswith(
+        "Upgrade the driver to 520.61.05 for full support: no plan within the knowledge base has full support on "
+        "driver 470.82.01, even with torch, CUDA and Python left to the planner."
+    ), warning
+    error = error_for(kb, gpus=("p100",), driver="470.82.01", source="pytorch", driver_compat="full")
+    assert "minor-version compatibility" in str(error), str(error)
 
 
 def _cc(text: str) -> versions.MajorMinor:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from envsolver.errors import ConflictError, Kind
 from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
 from envsolver.plan import Plan, Reason
-from envsolver.resolve import archs, driver, ways_out
+from envsolver.resolve import archs, driver, full_support, ways_out
 from envsolver.resolve.candidates import Candidate, Problem, pick
 from envsolver.resolve.specs import assemble
 from envsolver.target import Target
@@ -22,7 +22,7 @@ def resolve(target: Target, kb: KnowledgeBase) -> Plan:
     try:
         return choose(target, kb)
     except ConflictError as exc:
-        raise refusal(exc, target, kb, lambda t: choose(t, kb), "the knowledge base") from None
+        raise refusal(exc, target, kb, lambda t: choose(t, kb, advise=False), "the knowledge base") from None
 
 
 def refusal(
@@ -47,8 +47,10 @@ class PlatformsConflict(ConflictError):
         self.groups = groups
 
 
-def choose(target: Target, kb: KnowledgeBase) -> Plan:
-    """resolve without the ways out: the message names the clashing facts only. Raises ConflictError."""
+def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
+    """resolve without the ways out: the message names the clashing facts only. Raises ConflictError.
+    With `advise`, a minor-compatibility warning names what `--driver-compat full` plans (each option change
+    planned first); plans made only to be tried (ways out, alternatives) pass advise=False."""
     platform, platform_reasons, warnings = _platform(target)
     _check_driver_floors(kb, target)
     chosen, rejected, problems = pick(kb, target, platform)
@@ -58,16 +60,9 @@ def choose(target: Target, kb: KnowledgeBase) -> Plan:
     if target.driver is None:
         warnings.append(_no_driver_warning(kb, chosen.toolkit))
     if chosen.compatibility == "minor":
-        upgrade = (
-            f"Upgrade the driver to {chosen.toolkit.driver}"
-            if chosen.toolkit.driver is not None
-            else f"Use a driver that fully supports CUDA {chosen.toolkit.version}"
-        )
-        warnings.append(
-            f"compatibility: minor. Driver {target.driver} runs CUDA {chosen.toolkit.version} only through "
-            "minor-version compatibility: every target GPU has SASS in this torch build, but PTX JIT of code built "
-            f"with a newer toolkit fails. {upgrade} for full support."
-        )
+        where = kb.holding.name if kb.holding else "the knowledge base"
+        tail = full_support.sentence(target, lambda t: choose(t, kb, advise=False), where) if advise else "."
+        warnings.append(_minor_warning(target, chosen.toolkit, tail))
     assembly = assemble(kb, target, chosen, _conda_alternative(target, kb, chosen))
     arch_list = archs.arch_list(kb, target.ccs, chosen.toolkit)
     reasons = [
@@ -126,7 +121,7 @@ def _conda_alternative(target: Target, kb: KnowledgeBase, chosen: Candidate) -> 
     if target.deepspeed_from != "auto" or ds is None or ds.conda is not None or chosen.build.channel != "conda-forge":
         return None
     try:
-        other = choose(replace(target, deepspeed_from="conda-forge"), kb)
+        other = choose(replace(target, deepspeed_from="conda-forge"), kb, advise=False)
     except ConflictError:
         return None
     if other.pip or other.deepspeed is None:
@@ -134,6 +129,35 @@ def _conda_alternative(target: Target, kb: KnowledgeBase, chosen: Candidate) -> 
     return (
         f"`--deepspeed-from conda-forge` plans torch {other.torch_version} cu{other.torch_cuda.nodot} with "
         f"conda-forge's deepspeed {other.deepspeed} instead"
+    )
+
+
+MINOR = "compatibility: minor."
+
+
+def advised(plan: Plan, target: Target, kb: KnowledgeBase, planner: Callable[[Target], Plan], where: str) -> Plan:
+    """The plan with its minor-compatibility warning naming what `--driver-compat full` gives through PLANNER (the
+    snapshot planner for offline plans, so that what is named locks there); the plan itself where it has none."""
+    toolkit = kb.toolkit(plan.cuda_version)
+    if plan.compatibility != "minor" or toolkit is None:
+        return plan
+    tail = full_support.sentence(target, planner, where)
+    warnings = tuple(_minor_warning(target, toolkit, tail) if w.startswith(MINOR) else w for w in plan.warnings)
+    return replace(plan, warnings=warnings)
+
+
+def _minor_warning(target: Target, toolkit: Toolkit, tail: str) -> str:
+    """The warning of a plan that runs only through minor-version compatibility: the driver that fully supports
+    it, then TAIL (full_support.sentence: what `--driver-compat full` plans where the driver cannot change)."""
+    upgrade = (
+        f"Upgrade the driver to {toolkit.driver}"
+        if toolkit.driver is not None
+        else f"Use a driver that fully supports CUDA {toolkit.version}"
+    )
+    return (
+        f"{MINOR} Driver {target.driver} runs CUDA {toolkit.version} only through minor-version compatibility: "
+        "every target GPU has SASS in this torch build, but PTX JIT of code built with a newer toolkit fails. "
+        f"{upgrade} for full support{tail}"
     )
 
 
