@@ -723,7 +723,9 @@ def test_a_minor_compatibility_warning_names_what_driver_compat_full_gives(
 
 def _options_of(named: str) -> dict[str, object]:
     words = named.strip("`").split()
-    return {flag.removeprefix("--").replace("-", "_"): value for flag, value in zip(words[::2], words[1::2])}
+    return {
+        flag.removeprefix("--").replace("-", "_"): value for flag, value in zip(words[::2], words[1::2], strict=True)
+    }
 
 
 def test_a_minor_compatibility_warning_says_when_no_plan_has_full_support(kb: KnowledgeBase) -> None:
@@ -1379,4 +1381,48 @@ def test_gpus_of_two_platforms_with_one_given_are_never_offered_the_other(kb: Kn
     assert str(error) == (
         "the pytorch channel has no linux-aarch64 CUDA builds. Ways out: `--source conda-forge` gives torch 2.13.0 "
         "cu130 with CUDA 13.0."
+    )
+
+
+# Issue 22: `--torch ==2.4.1` took DeepSpeed from PyPI because the default Python (3.13) has no conda-forge DeepSpeed
+# build for torch 2.4; conda-forge's deepspeed 0.15.3 cuda120 build has Python 3.9-3.12. With no --python, the
+# Python is the newest the build offers (at most 3.13) that keeps DeepSpeed on conda-forge.
+def test_the_default_python_keeps_deepspeed_on_conda_forge(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("a100",), torch="==2.4.1")
+    assert (str(plan.python_version), plan.deepspeed, plan.pip) == ("3.12", "0.15.3", ()), (
+        plan.python_version,
+        plan.deepspeed,
+        plan.pip,
+    )
+    torch = next(r for r in plan.reasons if r.decision.startswith("pytorch 2.4.1"))
+    assert "Python 3.12 (the newest this build offers, at most 3.13, that keeps DeepSpeed on conda-forge)" in (
+        torch.because
+    ), torch.because
+    python = next(r for r in plan.reasons if r.decision == "Python 3.12, not 3.13")
+    assert python.because == (
+        "conda-forge's deepspeed 0.15.3 cuda120 build has no Python 3.13 build (it has 3.9, 3.10, 3.11, 3.12): with "
+        "Python 3.13 DeepSpeed would come from PyPI, and a plan that keeps every part on conda-forge comes before a "
+        "newer Python. `--python 3.13` plans Python 3.13 with deepspeed 0.19.8 from PyPI instead."
+    ), python.because
+    # the way back works as named
+    back = plan_for(kb, gpus=("a100",), torch="==2.4.1", python="3.13")
+    assert (str(back.python_version), back.pip) == ("3.13", ("deepspeed==0.19.8",)), (back.python_version, back.pip)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(gpus=("a100",), torch="==2.4.1", python="3.13"),  # given: kept, DeepSpeed from PyPI
+        dict(gpus=("a100",), torch="==2.4.1", deepspeed_from="pypi"),  # PyPI asked for: the newest Python
+        dict(gpus=("a100",), torch="==2.4.1", deepspeed=False),  # no DeepSpeed: the newest Python
+    ],
+    ids=["python-given", "deepspeed-from-pypi", "no-deepspeed"],
+)
+def test_the_python_is_lowered_only_to_keep_conda_forge_deepspeed(
+    kb: KnowledgeBase, options: dict[str, object]
+) -> None:
+    plan = plan_for(kb, **options)
+    assert str(plan.python_version) == "3.13", plan.python_version
+    assert not any("keeps DeepSpeed on conda-forge" in r.because or ", not " in r.decision for r in plan.reasons), (
+        plan.reasons
     )

@@ -10,6 +10,7 @@ from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
 from envsolver.plan import Plan, Reason
 from envsolver.resolve import archs, driver, full_support, ways_out
 from envsolver.resolve.candidates import Candidate, Problem, pick
+from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.specs import assemble
 from envsolver.target import Target
 
@@ -69,6 +70,7 @@ def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
         *platform_reasons,
         *_target_reasons(kb, target),
         _torch_reason(kb, target, chosen),
+        *_python_reasons(kb, target, chosen),
         *_cuda_reasons(kb, target, chosen, arch_list),
         *assembly.reasons,
     ]
@@ -258,6 +260,8 @@ def _target_reasons(kb: KnowledgeBase, target: Target) -> list[Reason]:
 def _torch_reason(kb: KnowledgeBase, target: Target, c: Candidate) -> Reason:
     sms = ", ".join(f"sm_{cc.sm}" for cc in target.ccs)
     python = "given with --python" if target.python else "the newest this build offers, at most 3.13"
+    if c.python_passed_over is not None:
+        python += ", that keeps DeepSpeed on conda-forge"
     return Reason(
         f"pytorch {c.torch} from {c.build.channel}, pinned to its CUDA {c.build.cuda} build ({c.build.build})",
         f"the newest build with SASS for {sms} (its arch list is {c.build.arch_list}) that the driver, the "
@@ -265,6 +269,33 @@ def _torch_reason(kb: KnowledgeBase, target: Target, c: Candidate) -> Reason:
         "chosen.",
         c.build.source,
     )
+
+
+def _python_reasons(kb: KnowledgeBase, target: Target, c: Candidate) -> list[Reason]:
+    """Why the default Python is older than the newest the build offers (conda-forge builds DeepSpeed for it, not
+    for the newer one), and what that newer Python plans instead (planned before it is named); [] where the default
+    was not lowered."""
+    newer = c.python_passed_over
+    if newer is None or c.deepspeed is None or c.deepspeed.conda is None:
+        return []
+    why = no_conda_text(kb, c.build, c.torch, c.toolkit.version, newer)
+    instead = ""
+    try:
+        other = choose(replace(target, python=newer), kb, advise=False)
+    except ConflictError:
+        other = None
+    if other is not None:
+        source = "from PyPI" if other.pip else "from conda-forge"
+        deepspeed = f" with deepspeed {other.deepspeed} {source}" if other.deepspeed else ""
+        instead = f" `--python {newer}` plans Python {other.python_version}{deepspeed} instead."
+    return [
+        Reason(
+            f"Python {c.python}, not {newer}",
+            f"{why}: with Python {newer} DeepSpeed would come from PyPI, and a plan that keeps every part on "
+            f"conda-forge comes before a newer Python.{instead}",
+            c.deepspeed.conda.source,
+        )
+    ]
 
 
 def _cuda_reasons(kb: KnowledgeBase, target: Target, c: Candidate, arch_list: str) -> list[Reason]:
