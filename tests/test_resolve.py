@@ -1426,3 +1426,34 @@ def test_the_python_is_lowered_only_to_keep_conda_forge_deepspeed(
     assert not any("keeps DeepSpeed on conda-forge" in r.because or ", not " in r.decision for r in plan.reasons), (
         plan.reasons
     )
+
+
+# Issue 22: a plan-time note for GeForce cards whose multi-GPU nodes run NCCL without GPU peer-to-peer (the KB's
+# gpus.yaml multi_gpu rows, each sourced); it is worded to stay true for a node with one GPU.
+@pytest.mark.parametrize(
+    ("gpu", "name", "nvlink"),
+    [("rtx4090", "GeForce RTX 4090", True), ("rtx5090", "GeForce RTX 5090", False)],
+    ids=["rtx4090", "rtx5090"],
+)
+def test_geforce_multi_gpu_nodes_get_a_plan_time_nccl_note(
+    kb: KnowledgeBase, gpu: str, name: str, nvlink: bool
+) -> None:
+    plan = plan_for(kb, gpus=(gpu,), driver="580.65.06")
+    notes = [w for w in plan.warnings if w.startswith("multi-GPU nodes:")]
+    assert len(notes) == 1, plan.warnings
+    note = notes[0]
+    assert name in note and "NCCL_P2P_DISABLE=1" in note and "With one GPU per node this does not apply" in note, note
+    # NVLink is said only where the KB knows it (the RTX 5090's is not recorded: unknown stays unknown)
+    assert ("has no NVLink" in note) is nvlink, note
+
+
+def test_no_nccl_note_for_cards_the_knowledge_base_records_nothing_about(kb: KnowledgeBase) -> None:
+    for options in (dict(gpus=("a100",)), dict(gpus=("h100",)), dict(gpus=("rtx4080",)), dict(gpus=("rtx3090",))):
+        plan = plan_for(kb, **options)
+        assert not any(w.startswith("multi-GPU nodes:") for w in plan.warnings), (options, plan.warnings)
+
+
+def test_a_mixed_target_names_only_the_geforce_cards_in_its_note(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("rtx4090", "a100"), driver="580.65.06")
+    note = next(w for w in plan.warnings if w.startswith("multi-GPU nodes:"))
+    assert "GeForce RTX 4090" in note and "A100" not in note, note

@@ -8,7 +8,7 @@ from dataclasses import replace
 from envsolver.errors import ConflictError, Kind
 from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
 from envsolver.plan import Plan, Reason
-from envsolver.resolve import archs, driver, full_support, ways_out
+from envsolver.resolve import archs, driver, full_support, notes, ways_out
 from envsolver.resolve.candidates import Candidate, Problem, pick
 from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.specs import assemble
@@ -64,6 +64,7 @@ def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
         where = kb.holding.name if kb.holding else "the knowledge base"
         tail = full_support.sentence(target, lambda t: choose(t, kb, advise=False), where) if advise else "."
         warnings.append(_minor_warning(target, chosen.toolkit, tail))
+    warnings += notes.multi_gpu(kb, target)
     assembly = assemble(kb, target, chosen, _conda_alternative(target, kb, chosen))
     arch_list = archs.arch_list(kb, target.ccs, chosen.toolkit)
     reasons = [
