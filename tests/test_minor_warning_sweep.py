@@ -113,3 +113,23 @@ def test_the_sweep_meets_both_kinds_of_warning() -> None:
     for args in (with_way, without):
         assert _document(_explain(args))["compatibility"] == "minor", args
         check(args, "none: a pinned target")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--gpu", "l40s", "--driver", "535.104.05"], ["--gpu", "a100", "--gpu", "h100", "--driver", "550.54.15"]],
+    ids=["l40s-535", "a100-h100-550"],
+)
+def test_an_offline_warning_is_held_to_what_the_snapshot_locks(args: list[str]) -> None:
+    """Offline, the alternative is tried through the snapshot planner (each candidate solved against the bundled
+    records): the knowledge base's torch 2.5.1 cu120 does not lock there, and the warning must not name it."""
+    result = _explain([*args, "--offline"])
+    assert result.exit_code == 0, result.output
+    warnings = _document(result)["warnings"]
+    assert isinstance(warnings, list), result.output
+    warning = next(w for w in warnings if w.startswith("compatibility: minor"))
+    full = _explain([*args, "--offline", "--driver-compat", "full"])
+    if full.exit_code == 0:
+        assert "`--driver-compat full`" in warning, f"{warning}\n{full.output}"
+    else:
+        assert "no plan within the bundled snapshot" in warning and "`" not in warning, f"{warning}\n{full.output}"
