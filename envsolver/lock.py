@@ -24,7 +24,7 @@ from envsolver.plan import Plan, Rejected
 from envsolver.printable import one_line
 from envsolver.pypi.record import PipRecord
 from envsolver.redact import redact, redact_text
-from envsolver.resolve import choose, refusal, resolve, ways_out
+from envsolver.resolve import advised, choose, refusal, resolve, ways_out
 from envsolver.snapshot import restricted as snapshot_restricted
 from envsolver.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
 from envsolver.target import Target
@@ -314,6 +314,7 @@ def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: P
     except ConflictError as exc:
         unlocked = exc.unsolved if isinstance(exc, SnapshotRefusal) else ()
         raise _not_in_snapshot(target, kb, live, unlocked, cache, progress) from None
+    plan = _advised(plan, target, kb, cache)
     same = (plan.torch_version, plan.torch_cuda, plan.cuda_version) == (
         live.torch_version,
         live.torch_cuda,
@@ -379,13 +380,27 @@ def plan_offline(
     what the bundled snapshot holds, each candidate solved against it, one it cannot solve rejected and the
     next tried. Raises ConflictError (exit 1) naming the ways out that do lock within the snapshot."""
     try:
-        return _within_snapshot(target, kb, cache, progress)
+        plan, records = _within_snapshot(target, kb, cache, progress)
     except ConflictError as exc:
+        raise refusal(
+            exc, target, kb, _snapshot_planner(kb, cache), f"the bundled snapshot of {snapshot.date()}"
+        ) from None
+    return _advised(plan, target, kb, cache), records
 
-        def planner(changed: Target) -> Plan:
-            return _within_snapshot(changed, kb, cache, lambda _: None)[0]
 
-        raise refusal(exc, target, kb, planner, f"the bundled snapshot of {snapshot.date()}") from None
+def _snapshot_planner(kb: KnowledgeBase, cache: Path) -> Callable[[Target], Plan]:
+    """A planner for ways out and advice whose plans are chosen and locked within the snapshot, quietly."""
+
+    def planner(changed: Target) -> Plan:
+        return _within_snapshot(changed, kb, cache, lambda _: None)[0]
+
+    return planner
+
+
+def _advised(plan: Plan, target: Target, kb: KnowledgeBase, cache: Path) -> Plan:
+    """A snapshot plan whose minor-compatibility warning names what `--driver-compat full` locks within the
+    snapshot (tried there before it is named)."""
+    return advised(plan, target, kb, _snapshot_planner(kb, cache), f"the bundled snapshot of {snapshot.date()}")
 
 
 _RESTRICTED: dict[int, tuple[KnowledgeBase, KnowledgeBase]] = {}
@@ -414,7 +429,7 @@ def _within_snapshot(
     extra: list[Rejected] = []
     for _ in range(MAX_SNAPSHOT_RETRIES):
         try:
-            candidate = choose(target, restricted)
+            candidate = choose(target, restricted, advise=False)
         except ConflictError as exc:
             raise _unlockable(exc, extra) from None
         try:

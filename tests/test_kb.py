@@ -6,6 +6,7 @@ import itertools
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -768,3 +769,20 @@ def test_a_compiled_kb_past_its_bound_is_not_read(kb_cache: Path, monkeypatch: p
     assert cache.read(path) is not None
     monkeypatch.setattr(cache, "MAX_BYTES", path.stat().st_size - 1)
     assert cache.read(path) is None
+
+
+def test_multi_gpu_rows_name_known_gpus_and_carry_sources(kb: KnowledgeBase) -> None:
+    keys = {g.key for g in kb.gpus}
+    assert kb.multi_gpu, "gpus.yaml has no multi_gpu rows"
+    for row in kb.multi_gpu:
+        assert set(row.gpus) <= keys, row
+        assert row.source and all(s in kb.sources for s in row.source), row
+
+
+def test_a_multi_gpu_row_naming_an_unknown_gpu_is_refused() -> None:
+    text = (resources.files("envsolver.kb") / "data" / "gpus.yaml").read_text(encoding="utf-8")
+    bad = text.replace("  - gpus: [rtx4090]\n", "  - gpus: [rtx4090, rtx9999]\n", 1)
+    assert bad != text, "the rtx4090 multi_gpu row is not where this test expects it"
+    with pytest.raises(KnowledgeBaseError) as info:
+        load_kb(texts={"gpus.yaml": bad.encode()})
+    assert "rtx9999" in str(info.value), str(info.value)

@@ -679,12 +679,67 @@ def test_a_minor_compatibility_plan_names_the_driver_that_fully_supports_it(kb: 
     assert plan.warnings == (
         "compatibility: minor. Driver 560.35.03 runs CUDA 12.9 only through minor-version compatibility: every "
         "target GPU has SASS in this torch build, but PTX JIT of code built with a newer toolkit fails. Upgrade the "
-        "driver to 575.51.03 for full support.",
-    )
+        "driver to 575.51.03 for full support; where the driver cannot change (a cluster's nodes), "
+        "`--driver-compat full` gives torch 2.7.1 cu126 with CUDA 12.6, which driver 560.35.03 fully supports.",
+    ), plan.warnings
     unknown = plan_for(kb, gpus=("h100",), cuda="13.4", deepspeed=False, driver="615.71.09")
-    assert unknown.warnings[-1].endswith(
-        "PTX JIT of code built with a newer toolkit fails. Use a driver that fully supports CUDA 13.4 for full support."
-    )
+    assert (
+        "PTX JIT of code built with a newer toolkit fails. Use a driver that fully supports CUDA 13.4 for full "
+        in (unknown.warnings[-1])
+    ), unknown.warnings
+
+
+# Issue 22: cluster users cannot upgrade the driver; the warning names what `--driver-compat full` plans
+# (planned before it is named), or says plainly that no plan has full support.
+@pytest.mark.parametrize(
+    ("options", "named", "gives"),
+    [
+        (dict(gpus=("l40s",), driver="535.104.05"), "`--driver-compat full`", "torch 2.5.1 cu120 with CUDA 12.0"),
+        (dict(gpus=("a100",), driver="550.54.14"), "`--driver-compat full`", "torch 2.5.1 cu120 with CUDA 12.0"),
+        (dict(gpus=("l40s",), driver="550.54.14"), "`--driver-compat full`", "torch 2.5.1 cu120 with CUDA 12.0"),
+        # the pinned torch has no fully supported build: the way out frees it and names the torch it gives
+        (
+            dict(gpus=("a100",), driver="535.104.05", torch="2.10"),
+            "`--driver-compat full --torch 2.5.1`",
+            "torch 2.5.1 cu120 with CUDA 12.0",
+        ),
+        (
+            dict(gpus=("h100",), driver="615.71.09", cuda="13.4", deepspeed=False),
+            "`--driver-compat full --cuda 13.0`",
+            "with CUDA 13.0",
+        ),
+    ],
+    ids=["l40s-535", "a100-550", "l40s-550", "a100-535-torch-2.10", "h100-615-cuda-13.4"],
+)
+def test_a_minor_compatibility_warning_names_what_driver_compat_full_gives(
+    kb: KnowledgeBase, options: dict[str, object], named: str, gives: str
+) -> None:
+    plan = plan_for(kb, **options)
+    warning = next(w for w in plan.warnings if w.startswith("compatibility: minor"))
+    assert f"{named} gives " in warning and gives in warning, warning
+    full = plan_for(kb, **{**options, **_options_of(named)})
+    assert full.compatibility == "full" and gives in ways_out.describe(full), (warning, ways_out.describe(full))
+
+
+def _options_of(named: str) -> dict[str, object]:
+    words = named.strip("`").split()
+    return {
+        flag.removeprefix("--").replace("-", "_"): value for flag, value in zip(words[::2], words[1::2], strict=True)
+    }
+
+
+def test_a_minor_compatibility_warning_says_when_no_plan_has_full_support(kb: KnowledgeBase) -> None:
+    """Driver 470 fully supports CUDA <= 11.4: the pytorch channel's P100 builds need 11.8 (minor), and conda-forge
+    has no nvcc before 12.0, so no change of torch, CUDA or Python gives full support."""
+    plan = plan_for(kb, gpus=("p100",), driver="470.82.01", source="pytorch")
+    warning = next(w for w in plan.warnings if w.startswith("compatibility: minor"))
+    assert "`" not in warning, warning
+    assert warning.endswith(
+        "Upgrade the driver to 520.61.05 for full support: no plan within the knowledge base has full support on "
+        "driver 470.82.01, even with torch, CUDA and Python left to the planner."
+    ), warning
+    error = error_for(kb, gpus=("p100",), driver="470.82.01", source="pytorch", driver_compat="full")
+    assert "minor-version compatibility" in str(error), str(error)
 
 
 def _cc(text: str) -> versions.MajorMinor:
@@ -1327,3 +1382,78 @@ def test_gpus_of_two_platforms_with_one_given_are_never_offered_the_other(kb: Kn
         "the pytorch channel has no linux-aarch64 CUDA builds. Ways out: `--source conda-forge` gives torch 2.13.0 "
         "cu130 with CUDA 13.0."
     )
+
+
+# Issue 22: `--torch ==2.4.1` took DeepSpeed from PyPI because the default Python (3.13) has no conda-forge DeepSpeed
+# build for torch 2.4; conda-forge's deepspeed 0.15.3 cuda120 build has Python 3.9-3.12. With no --python, the
+# Python is the newest the build offers (at most 3.13) that keeps DeepSpeed on conda-forge.
+def test_the_default_python_keeps_deepspeed_on_conda_forge(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("a100",), torch="==2.4.1")
+    assert (str(plan.python_version), plan.deepspeed, plan.pip) == ("3.12", "0.15.3", ()), (
+        plan.python_version,
+        plan.deepspeed,
+        plan.pip,
+    )
+    torch = next(r for r in plan.reasons if r.decision.startswith("pytorch 2.4.1"))
+    assert "Python 3.12 (the newest this build offers, at most 3.13, that keeps DeepSpeed on conda-forge)" in (
+        torch.because
+    ), torch.because
+    python = next(r for r in plan.reasons if r.decision == "Python 3.12, not 3.13")
+    assert python.because == (
+        "conda-forge's deepspeed 0.15.3 cuda120 build has no Python 3.13 build (it has 3.9, 3.10, 3.11, 3.12): with "
+        "Python 3.13 DeepSpeed would come from PyPI, and a plan that keeps every part on conda-forge comes before a "
+        "newer Python. `--python 3.13` plans Python 3.13 with deepspeed 0.19.8 from PyPI instead."
+    ), python.because
+    # the way back works as named
+    back = plan_for(kb, gpus=("a100",), torch="==2.4.1", python="3.13")
+    assert (str(back.python_version), back.pip) == ("3.13", ("deepspeed==0.19.8",)), (back.python_version, back.pip)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(gpus=("a100",), torch="==2.4.1", python="3.13"),  # given: kept, DeepSpeed from PyPI
+        dict(gpus=("a100",), torch="==2.4.1", deepspeed_from="pypi"),  # PyPI asked for: the newest Python
+        dict(gpus=("a100",), torch="==2.4.1", deepspeed=False),  # no DeepSpeed: the newest Python
+    ],
+    ids=["python-given", "deepspeed-from-pypi", "no-deepspeed"],
+)
+def test_the_python_is_lowered_only_to_keep_conda_forge_deepspeed(
+    kb: KnowledgeBase, options: dict[str, object]
+) -> None:
+    plan = plan_for(kb, **options)
+    assert str(plan.python_version) == "3.13", plan.python_version
+    assert not any("keeps DeepSpeed on conda-forge" in r.because or ", not " in r.decision for r in plan.reasons), (
+        plan.reasons
+    )
+
+
+# Issue 22: a plan-time note for GeForce cards whose multi-GPU nodes run NCCL without GPU peer-to-peer (the KB's
+# gpus.yaml multi_gpu rows, each sourced); it is worded to stay true for a node with one GPU.
+@pytest.mark.parametrize(
+    ("gpu", "name", "nvlink"),
+    [("rtx4090", "GeForce RTX 4090", True), ("rtx5090", "GeForce RTX 5090", False)],
+    ids=["rtx4090", "rtx5090"],
+)
+def test_geforce_multi_gpu_nodes_get_a_plan_time_nccl_note(
+    kb: KnowledgeBase, gpu: str, name: str, nvlink: bool
+) -> None:
+    plan = plan_for(kb, gpus=(gpu,), driver="580.65.06")
+    notes = [w for w in plan.warnings if w.startswith("multi-GPU nodes:")]
+    assert len(notes) == 1, plan.warnings
+    note = notes[0]
+    assert name in note and "NCCL_P2P_DISABLE=1" in note and "With one GPU per node this does not apply" in note, note
+    # NVLink is said only where the KB knows it (the RTX 5090's is not recorded: unknown stays unknown)
+    assert ("has no NVLink" in note) is nvlink, note
+
+
+def test_no_nccl_note_for_cards_the_knowledge_base_records_nothing_about(kb: KnowledgeBase) -> None:
+    for options in (dict(gpus=("a100",)), dict(gpus=("h100",)), dict(gpus=("rtx4080",)), dict(gpus=("rtx3090",))):
+        plan = plan_for(kb, **options)
+        assert not any(w.startswith("multi-GPU nodes:") for w in plan.warnings), (options, plan.warnings)
+
+
+def test_a_mixed_target_names_only_the_geforce_cards_in_its_note(kb: KnowledgeBase) -> None:
+    plan = plan_for(kb, gpus=("rtx4090", "a100"), driver="580.65.06")
+    note = next(w for w in plan.warnings if w.startswith("multi-GPU nodes:"))
+    assert "GeForce RTX 4090" in note and "A100" not in note, note

@@ -55,6 +55,7 @@ ALLOWED = frozenset(
             "Gpu",
             "Holding",
             "KnowledgeBase",
+            "MultiGpu",
             "OpHeader",
             "OpLibrary",
             "PypiCondaName",

@@ -34,6 +34,7 @@ from envsolver.kb.model import (
     Fact,
     Gpu,
     KnowledgeBase,
+    MultiGpu,
     OpHeader,
     OpLibrary,
     PypiCondaName,
@@ -269,6 +270,15 @@ def _gpu(r: _Row) -> Gpu:
     )
 
 
+def _multi_gpu(r: _Row) -> MultiGpu:
+    return MultiGpu(
+        gpus=r.get("gpus", _str_list),
+        nvlink=r.nullable("nvlink", _bool),
+        peer_to_peer=r.nullable("peer_to_peer", _bool),
+        source=r.source(),
+    )
+
+
 def _cuda_major(r: _Row) -> CudaMajor:
     return CudaMajor(r.get("major", _int), r.get("mvc_driver", _driver), r.source(), r.get("note", _str, optional=True))
 
@@ -461,6 +471,9 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
     docs = {name: _Reader(name, _read_doc(data_dir, name, problems, given), problems, sources) for name in FILES}
 
     gpus = docs["gpus.yaml"].rows("gpus", _gpu)
+    multi_gpu = docs["gpus.yaml"].rows("multi_gpu", _multi_gpu)
+    keys = {g.key for g in gpus}
+    problems += [f"gpus.yaml: multi_gpu: unknown GPU key {k!r}" for row in multi_gpu for k in row.gpus if k not in keys]
     cuda = docs["cuda.yaml"]
     torch = docs["torch.yaml"]
     ds = docs["deepspeed.yaml"]
@@ -504,6 +517,7 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
         op_libraries=ds.rows("op_libraries", _op_library),
         torch_releases=torch.rows("upstream_releases", _torch_release),
         cuda_global_pin=cuda.one("conda_forge_cuda_pin", _fact("version")) or Fact("", ()),
+        multi_gpu=multi_gpu,
         sources=sources,
     )
     if problems:

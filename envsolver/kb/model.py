@@ -40,6 +40,16 @@ class Gpu:
 
 
 @dataclass(frozen=True)
+class MultiGpu:
+    """What links several of these GPUs in one node: NVLink, and GPU peer-to-peer (None: unknown)."""
+
+    gpus: tuple[str, ...]  # gpu keys
+    nvlink: bool | None
+    peer_to_peer: bool | None
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CudaMajor:
     major: int
     mvc_driver: DriverVersion
@@ -266,6 +276,7 @@ class KnowledgeBase:
     op_libraries: tuple[OpLibrary, ...]
     torch_releases: tuple[TorchRelease, ...]
     cuda_global_pin: Fact
+    multi_gpu: tuple[MultiGpu, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     # None for the shipped KB; the KB restricted to what the bundled snapshot can lock carries its name and
     # nvcc versions (snapshot.coverage.restrict).

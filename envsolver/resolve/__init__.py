@@ -8,8 +8,9 @@ from dataclasses import replace
 from envsolver.errors import ConflictError, Kind
 from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
 from envsolver.plan import Plan, Reason
-from envsolver.resolve import archs, driver, ways_out
+from envsolver.resolve import archs, driver, full_support, notes, ways_out
 from envsolver.resolve.candidates import Candidate, Problem, pick
+from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.specs import assemble
 from envsolver.target import Target
 
@@ -22,7 +23,7 @@ def resolve(target: Target, kb: KnowledgeBase) -> Plan:
     try:
         return choose(target, kb)
     except ConflictError as exc:
-        raise refusal(exc, target, kb, lambda t: choose(t, kb), "the knowledge base") from None
+        raise refusal(exc, target, kb, lambda t: choose(t, kb, advise=False), "the knowledge base") from None
 
 
 def refusal(
@@ -47,8 +48,10 @@ class PlatformsConflict(ConflictError):
         self.groups = groups
 
 
-def choose(target: Target, kb: KnowledgeBase) -> Plan:
-    """resolve without the ways out: the message names the clashing facts only. Raises ConflictError."""
+def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
+    """resolve without the ways out: the message names the clashing facts only. Raises ConflictError.
+    With `advise`, a minor-compatibility warning names what `--driver-compat full` plans (each option change
+    planned first); plans made only to be tried (ways out, alternatives) pass advise=False."""
     platform, platform_reasons, warnings = _platform(target)
     _check_driver_floors(kb, target)
     chosen, rejected, problems = pick(kb, target, platform)
@@ -58,22 +61,17 @@ def choose(target: Target, kb: KnowledgeBase) -> Plan:
     if target.driver is None:
         warnings.append(_no_driver_warning(kb, chosen.toolkit))
     if chosen.compatibility == "minor":
-        upgrade = (
-            f"Upgrade the driver to {chosen.toolkit.driver}"
-            if chosen.toolkit.driver is not None
-            else f"Use a driver that fully supports CUDA {chosen.toolkit.version}"
-        )
-        warnings.append(
-            f"compatibility: minor. Driver {target.driver} runs CUDA {chosen.toolkit.version} only through "
-            "minor-version compatibility: every target GPU has SASS in this torch build, but PTX JIT of code built "
-            f"with a newer toolkit fails. {upgrade} for full support."
-        )
+        where = kb.holding.name if kb.holding else "the knowledge base"
+        tail = full_support.sentence(target, lambda t: choose(t, kb, advise=False), where) if advise else "."
+        warnings.append(_minor_warning(target, chosen.toolkit, tail))
+    warnings += notes.multi_gpu(kb, target)
     assembly = assemble(kb, target, chosen, _conda_alternative(target, kb, chosen))
     arch_list = archs.arch_list(kb, target.ccs, chosen.toolkit)
     reasons = [
         *platform_reasons,
         *_target_reasons(kb, target),
         _torch_reason(kb, target, chosen),
+        *_python_reasons(kb, target, chosen),
         *_cuda_reasons(kb, target, chosen, arch_list),
         *assembly.reasons,
     ]
@@ -126,7 +124,7 @@ def _conda_alternative(target: Target, kb: KnowledgeBase, chosen: Candidate) -> 
     if target.deepspeed_from != "auto" or ds is None or ds.conda is not None or chosen.build.channel != "conda-forge":
         return None
     try:
-        other = choose(replace(target, deepspeed_from="conda-forge"), kb)
+        other = choose(replace(target, deepspeed_from="conda-forge"), kb, advise=False)
     except ConflictError:
         return None
     if other.pip or other.deepspeed is None:
@@ -134,6 +132,35 @@ def _conda_alternative(target: Target, kb: KnowledgeBase, chosen: Candidate) -> 
     return (
         f"`--deepspeed-from conda-forge` plans torch {other.torch_version} cu{other.torch_cuda.nodot} with "
         f"conda-forge's deepspeed {other.deepspeed} instead"
+    )
+
+
+MINOR = "compatibility: minor."
+
+
+def advised(plan: Plan, target: Target, kb: KnowledgeBase, planner: Callable[[Target], Plan], where: str) -> Plan:
+    """The plan with its minor-compatibility warning naming what `--driver-compat full` gives through PLANNER (the
+    snapshot planner for offline plans, so that what is named locks there); the plan itself where it has none."""
+    toolkit = kb.toolkit(plan.cuda_version)
+    if plan.compatibility != "minor" or toolkit is None:
+        return plan
+    tail = full_support.sentence(target, planner, where)
+    warnings = tuple(_minor_warning(target, toolkit, tail) if w.startswith(MINOR) else w for w in plan.warnings)
+    return replace(plan, warnings=warnings)
+
+
+def _minor_warning(target: Target, toolkit: Toolkit, tail: str) -> str:
+    """The warning of a plan that runs only through minor-version compatibility: the driver that fully supports
+    it, then TAIL (full_support.sentence: what `--driver-compat full` plans where the driver cannot change)."""
+    upgrade = (
+        f"Upgrade the driver to {toolkit.driver}"
+        if toolkit.driver is not None
+        else f"Use a driver that fully supports CUDA {toolkit.version}"
+    )
+    return (
+        f"{MINOR} Driver {target.driver} runs CUDA {toolkit.version} only through minor-version compatibility: "
+        "every target GPU has SASS in this torch build, but PTX JIT of code built with a newer toolkit fails. "
+        f"{upgrade} for full support{tail}"
     )
 
 
@@ -234,6 +261,8 @@ def _target_reasons(kb: KnowledgeBase, target: Target) -> list[Reason]:
 def _torch_reason(kb: KnowledgeBase, target: Target, c: Candidate) -> Reason:
     sms = ", ".join(f"sm_{cc.sm}" for cc in target.ccs)
     python = "given with --python" if target.python else "the newest this build offers, at most 3.13"
+    if c.python_passed_over is not None:
+        python += ", that keeps DeepSpeed on conda-forge"
     return Reason(
         f"pytorch {c.torch} from {c.build.channel}, pinned to its CUDA {c.build.cuda} build ({c.build.build})",
         f"the newest build with SASS for {sms} (its arch list is {c.build.arch_list}) that the driver, the "
@@ -241,6 +270,33 @@ def _torch_reason(kb: KnowledgeBase, target: Target, c: Candidate) -> Reason:
         "chosen.",
         c.build.source,
     )
+
+
+def _python_reasons(kb: KnowledgeBase, target: Target, c: Candidate) -> list[Reason]:
+    """Why the default Python is older than the newest the build offers (conda-forge builds DeepSpeed for it, not
+    for the newer one), and what that newer Python plans instead (planned before it is named); [] where the default
+    was not lowered."""
+    newer = c.python_passed_over
+    if newer is None or c.deepspeed is None or c.deepspeed.conda is None:
+        return []
+    why = no_conda_text(kb, c.build, c.torch, c.toolkit.version, newer)
+    instead = ""
+    try:
+        other = choose(replace(target, python=newer), kb, advise=False)
+    except ConflictError:
+        other = None
+    if other is not None:
+        source = "from PyPI" if other.pip else "from conda-forge"
+        deepspeed = f" with deepspeed {other.deepspeed} {source}" if other.deepspeed else ""
+        instead = f" `--python {newer}` plans Python {other.python_version}{deepspeed} instead."
+    return [
+        Reason(
+            f"Python {c.python}, not {newer}",
+            f"{why}: with Python {newer} DeepSpeed would come from PyPI, and a plan that keeps every part on "
+            f"conda-forge comes before a newer Python.{instead}",
+            c.deepspeed.conda.source,
+        )
+    ]
 
 
 def _cuda_reasons(kb: KnowledgeBase, target: Target, c: Candidate, arch_list: str) -> list[Reason]:

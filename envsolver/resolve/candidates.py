@@ -37,6 +37,8 @@ class Candidate:
     compatibility: str  # full | minor
     python: MajorMinor
     deepspeed: DeepSpeedChoice | None
+    # The newer Python the default passed over because conda-forge builds no DeepSpeed for it (None: not lowered).
+    python_passed_over: MajorMinor | None = None
 
     @property
     def label(self) -> str:
@@ -196,8 +198,13 @@ def _evaluate(
         return None, hard, None
     ds_choice = None
     soft = None
+    passed_over = None
     if target.deepspeed:
         conda, pypi, why = choose(kb, build, torch, target.ccs, toolkit.version, python)
+        older = _python_with_conda_deepspeed(kb, target, build, torch, toolkit, python) if conda is None else None
+        if older is not None:
+            passed_over, python = python, older
+            conda, pypi, why = choose(kb, build, torch, target.ccs, toolkit.version, python)
         if target.deepspeed_from == "pypi":
             conda = None
         if conda is None and pypi is None:
@@ -207,7 +214,22 @@ def _evaluate(
         if conda is None and build.channel == "conda-forge" and prefer_conda:
             soft = Problem(no_conda_text(kb, build, torch, toolkit.version, python))
     compat = _compatibility(kb, target, toolkit.version)
-    return Candidate(build, torch, toolkit, compat, python, ds_choice), None, soft
+    return Candidate(build, torch, toolkit, compat, python, ds_choice, passed_over), None, soft
+
+
+def _python_with_conda_deepspeed(
+    kb: KnowledgeBase, target: Target, build: TorchBuild, torch: Version, toolkit: Toolkit, default: MajorMinor
+) -> MajorMinor | None:
+    """With no --python, the newest Python older than the default that this build offers and conda-forge builds
+    DeepSpeed for (a plan that keeps every part on conda-forge beats a newer Python); None where the default stays:
+    a Python was given, DeepSpeed comes from PyPI by request, the build is not conda-forge's, or no older Python has
+    a conda-forge DeepSpeed build either."""
+    if target.python is not None or target.deepspeed_from == "pypi" or build.channel != "conda-forge":
+        return None
+    for python in sorted((p for p in build.python if p < default), reverse=True):
+        if choose(kb, build, torch, target.ccs, toolkit.version, python)[0] is not None:
+            return python
+    return None
 
 
 def _order(kb: KnowledgeBase, target: Target, item: tuple[TorchBuild, Version]) -> tuple[object, ...]:
