@@ -1,7 +1,7 @@
 """The `envsolver` command: the `main` group, the plan commands (explain, make, gpus), and the assembly of the
-others (cli_env's install, hook, verify; cli_cluster's `cluster` group), which are defined without importing
-`main` and imported only when they run (LAZY). Parse options, call the library, print, exit. Nothing else lives
-here. Each command imports what it needs when it runs, so a command pays for its own modules only.
+others (install, hook and verify, each in a module of its own; cli_cluster's `cluster` group), which are defined
+without importing `main` and imported only when they run (LAZY). Parse options, call the library, print, exit.
+Nothing else lives here. Each command imports what it needs when it runs, so a command pays for its own modules only.
 
 Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input; 130 interrupted (Ctrl-C). Results go to
 stdout, diagnostics (warnings, progress, errors) to stderr; with --json, stdout is one JSON document whatever
@@ -56,11 +56,11 @@ atexit.register(gc.freeze)
 # its help, which `envsolver --help` lists; tests/test_lazy_cli.py checks it against the command's own help).
 LAZY = {
     "install": (
-        "envsolver.cli_env:install_command",
+        "envsolver.cli_install:install_command",
         "Install a conda-lock.yml or explicit lock into PREFIX, without conda.",
     ),
     "hook": (
-        "envsolver.cli_env:hook_command",
+        "envsolver.cli_hook:hook_command",
         "Write activation scripts (TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and CUDA_HOME and\n"
         "CPATH when the prefix holds the CUDA toolkit), check the toolchain before any compiler runs (verify's build\n"
         "checks), then build DeepSpeed's ops for the target GPUs (or take them from --op-cache), register them so\n"
@@ -68,7 +68,7 @@ LAZY = {
         "\nprocess). A re-run with nothing changed is decided before torch starts.",
     ),
     "verify": (
-        "envsolver.cli_env:verify_command",
+        "envsolver.cli_verify:verify_command",
         "Check an environment end to end: driver, GPUs, torch's CUDA build, nvcc and headers, cuDNN, NCCL,\n"
         "DeepSpeed's ops, the lock. Every failure names its fix.",
     ),

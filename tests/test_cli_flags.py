@@ -15,7 +15,8 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver import __version__, cli_env, envsdir
+from envsolver import __version__, cli_hook, cli_verify, envsdir
+from envsolver import install as installer
 from envsolver import lock as lock_module
 from envsolver.cli import main
 from envsolver.errors import BadInputError, Terminated
@@ -88,7 +89,7 @@ def test_install_dash_n_installs_into_the_envs_dir(monkeypatch: pytest.MonkeyPat
         seen.append(prefix)
         raise BadInputError("stop here. Run it again.")
 
-    monkeypatch.setattr(cli_env.installer, "install", fake)
+    monkeypatch.setattr(installer, "install", fake)
     result = invoke(["install", "-n", "train"], CONDA_ENVS_DIRS=str(tmp_path / "envs"), CONDA_ENVS_PATH=None)
     assert result.exit_code == 2 and seen == [tmp_path / "envs" / "train"], result.output
     result = invoke(["install", "--name", "base"], CONDA_ENVS_DIRS=str(tmp_path / "envs"))
@@ -220,10 +221,10 @@ def test_quiet_silences_the_progress_console() -> None:
 
 def test_verify_help_lists_each_check_on_its_own_line() -> None:
     text = invoke(["verify", "--help"]).stdout
-    assert set(cli_env.CHECK_MEANINGS) == set(verify_checks.IDS)
+    assert set(cli_verify.CHECK_MEANINGS) == set(verify_checks.IDS)
     for check in verify_checks.IDS:
         line = next(line for line in text.splitlines() if line.split()[:1] == [check])
-        assert cli_env.CHECK_MEANINGS[check] in line
+        assert cli_verify.CHECK_MEANINGS[check] in line
     assert "|".join(verify_checks.IDS[:3]) not in text  # not click's one-line [a|b|c...] any more
 
 
@@ -297,22 +298,23 @@ def test_each_documented_exit_code_happens_and_no_other(
             (["install", str(lock), "-p", str(prefix), "--no-hook"], None),
             (["install", str(lock), "-p", str(prefix)], None),  # the hook's pre-flight fails: no torch here
             (["install", str(tmp_path / "missing.yml"), "-p", str(prefix)], None),
-            (["install", str(lock), "-p", str(prefix)], (cli_env.installer, "install", _interrupt)),
-            (["install", str(lock), "-p", str(prefix)], (cli_env.installer, "install", _terminate(signal.SIGTERM))),
-            (["install", str(lock), "-p", str(prefix)], (cli_env.installer, "install", _terminate(signal.SIGHUP))),
+            # a new prefix each: on the installed one the recorded no-op never reaches the installer
+            (["install", str(lock), "-p", str(tmp_path / "i1")], (installer, "install", _interrupt)),
+            (["install", str(lock), "-p", str(tmp_path / "i2")], (installer, "install", _terminate(signal.SIGTERM))),
+            (["install", str(lock), "-p", str(tmp_path / "i3")], (installer, "install", _terminate(signal.SIGHUP))),
         ],
         "hook": [
             (["hook", "-p", str(prefix), "--print-env"], None),
             (["hook", "-p", str(prefix)], None),  # refused: the test channel's env holds no python
             (["hook", "-p", str(prefix), "--python", str(broken)], None),  # the pre-flight fails
             (["hook", "-p", str(prefix), "--ops", "nope"], None),
-            (["hook", "-p", str(prefix)], (cli_env.hook_run, "hook", _interrupt)),
+            (["hook", "-p", str(prefix)], (cli_hook.hook_run, "hook", _interrupt)),
         ],
         "verify": [
-            (["verify", "-p", str(prefix)], (cli_env.verify_run, "verify", checks("pass"))),
+            (["verify", "-p", str(prefix)], (cli_verify.verify_run, "verify", checks("pass"))),
             (["verify", "--python", sys.executable], None),  # real checks fail: no driver here
             (["verify", "-p", str(tmp_path / "none")], None),
-            (["verify", "-p", str(prefix)], (cli_env.verify_run, "verify", _interrupt)),
+            (["verify", "-p", str(prefix)], (cli_verify.verify_run, "verify", _interrupt)),
         ],
     }
     for command, cases in runs.items():

@@ -21,7 +21,8 @@ from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver import cli, cli_env, lock, render
+from envsolver import cli, lock, render
+from envsolver import install as installer
 from envsolver.cli import main
 from envsolver.errors import KINDS, ConflictError, KnowledgeBaseError, split_fix
 from envsolver.hook import run as hook_run
@@ -331,7 +332,7 @@ INTERRUPTED = "error: interrupted (Ctrl-C). Run the same command again.\n"
         (cli, "resolve", ["explain", "--gpu", "a100"]),
         (lock, "lock", ["make", "--gpu", "a100", "--offline", "--out", "{tmp}"]),
         (render, "gpu_rows", ["gpus"]),
-        (cli_env.installer, "install", ["install", "x.lock", "-p", "{tmp}"]),
+        (installer, "install", ["install", "x.lock", "-p", "{tmp}"]),
         (hook_run, "hook", ["hook", "-p", "{tmp}", "--arch-list", "8.0"]),
         (verify_run, "verify", ["verify", "--python", sys.executable]),
     ],

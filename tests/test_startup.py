@@ -71,6 +71,9 @@ def test_explain_and_gpus_import_neither_conda_lock_pydantic_nor_rattler(tmp_pat
 # What each command must not import (issue 13): the modules of the other commands, and what only they need.
 OTHER_COMMANDS = (
     "envsolver.cli_env",
+    "envsolver.cli_install",
+    "envsolver.cli_hook",
+    "envsolver.cli_verify",
     "envsolver.cli_cluster",
     "envsolver.install",
     "envsolver.http",
