@@ -895,13 +895,19 @@ def test_a_toolkit_whose_sm_list_is_unknown_is_not_used(kb: KnowledgeBase) -> No
     assert rejected["torch 2.13.0 cu129"] == "the SM targets of nvcc 12.9 are not confirmed in the knowledge base"
 
 
-def test_the_conflict_names_at_most_two_distinct_problems_and_the_channel(kb: KnowledgeBase) -> None:
+def test_the_conflict_names_the_channel_and_each_rejected_build_once_under_its_reason(kb: KnowledgeBase) -> None:
+    """Three arch lists, one reason: the reason is said once, each build's arch list beside it (it used to show
+    the first two builds' texts, the same reason twice, and no build)."""
     error = error_for(kb, gpus=("b200",), source="pytorch")
     assert len({because for _, because in error.rejected}) == 3  # type: ignore[attr-defined]
-    assert str(error).split(". Ways out")[0] == (
-        "no pytorch-channel torch build fits NVIDIA B200 on linux-64: no sm_100, needed by NVIDIA B200 (its arch "
-        "list is 5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0); no sm_100, needed by NVIDIA B200 (its arch list is "
-        "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0)"
+    assert str(error).split("\nWays out")[0] == (
+        "no pytorch-channel torch build fits NVIDIA B200 on linux-64:\n"
+        "  - torch 2.5.1, 2.5.0, 2.4.1, 2.4.0 cu124 (pytorch channel) (its arch list is "
+        "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0), torch 2.5.1, 2.5.0, 2.4.1, 2.4.0, 2.3.1, 2.3.0, 2.2.2, 2.2.1, 2.2.0, "
+        "2.1.2, 2.1.1, 2.1.0 cu121 (pytorch channel) (its arch list is 5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0), torch 2.5.1, 2.5.0, 2.4.1, 2.4.0, 2.3.1, 2.3.0, "
+        "2.2.2, 2.2.1, 2.2.0, 2.1.2, 2.1.1, 2.1.0, 2.0.1, 2.0.0 cu118 (pytorch channel) (its arch list is "
+        "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0), torch 2.0.1, 2.0.0 cu117 (pytorch channel) (its arch list is "
+        "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6): no sm_100, needed by NVIDIA B200."
     )
 
 
@@ -1019,7 +1025,7 @@ def test_the_environment_reason_names_what_the_hook_sets(kb: KnowledgeBase) -> N
 def test_a_fix_that_needs_the_newest_driver_floor_is_found(kb: KnowledgeBase) -> None:
     """Bisection over the driver floors above 580.65.06 down to the one that plans: here the newest, 610.43.02."""
     error = error_for(kb, gpus=("h100",), cuda="13.3", driver="580.65.06", driver_compat="full", deepspeed=False)
-    assert str(error).split(". ", 1)[1] == (
+    assert str(error).split(".\n", 1)[1] == (
         "Fix: upgrade the driver to 610.43.02 or newer (`--driver 610.43.02` gives torch 2.13.0 cu130 with CUDA "
         "13.3); or `--driver-compat minor` gives torch 2.13.0 cu130 with CUDA 13.3; or `--cuda 13.0` gives torch "
         "2.13.0 cu130 with CUDA 13.0."
@@ -1039,7 +1045,7 @@ def test_bisection_names_the_oldest_driver_floor_that_plans(kb: KnowledgeBase) -
     """Nine floors lie above 550.54.14; CUDA 13.0 with full support needs the sixth, 580.65.06 (580 itself is
     only CUDA 13's minor-version-compatibility floor)."""
     error = error_for(kb, gpus=("h100",), cuda="13.0", driver="550.54.14", driver_compat="full", deepspeed=False)
-    assert str(error).split(". Fix: ", 1)[1] == (
+    assert str(error).split(".\nFix: ", 1)[1] == (
         "upgrade the driver to 580.65.06 or newer (`--driver 580.65.06` gives torch 2.13.0 cu130 with CUDA 13.0); "
         "or `--cuda 12.0` gives torch 2.5.1 cu120 with CUDA 12.0."
     )

@@ -171,7 +171,7 @@ def refusal(
     facts = _facts(exc)
     members = group.partitions
     if len(members) == 1:
-        return ConflictError(f"partition {describe(members[0])}: {facts}.", exc.rejected)
+        return ConflictError(f"partition {describe(members[0])}: {facts}.", exc.rejected, exc.by_reason)
     by_driver = sorted(members, key=lambda p: (p.driver is None, p.driver.parts if p.driver else (), p.name))
     blamed: list[tuple[Partition, Plan]] = []
     for partition in by_driver:
@@ -192,6 +192,7 @@ def refusal(
             f"Without it the others plan {_label(rest_plan)}. Split it out: `{command([], [partition.name], '')}` "
             f"makes the others' lock{own}.",
             exc.rejected,
+            exc.by_reason,
         )
     singles = [(p, _tries(planner, target_for(kb, [p], group.platform, options))) for p in members]
     planned = [f"`{command([p.name], [], p.name)}`" for p, plan in singles if plan is not None]
@@ -205,6 +206,7 @@ def refusal(
         f"the {group.platform} partitions {', '.join(p.name for p in members)} cannot share one lock: {facts}. "
         f"Leaving out any one of them does not help. {tail}",
         exc.rejected,
+        exc.by_reason,
     )
 
 
