@@ -23,7 +23,8 @@ from envsolver.cli import main
 from envsolver.errors import ConflictError
 from envsolver.inputs import Options, build_target
 from envsolver.kb import KnowledgeBase
-from envsolver.resolve import resolve
+from envsolver.resolve import refusals, resolve
+from envsolver.resolve.refusals import Refused
 from tests.test_suggestions import DRIVERS, ENV, GPUS, TORCHES
 
 V100_470 = (
@@ -109,6 +110,35 @@ def test_tegra_and_sbsa_builds_of_one_version_have_different_names(kb: Knowledge
         resolve(target, kb)
     names = [candidate for candidate, _ in info.value.rejected]
     assert "torch 2.12.1 cu129 tegra" in names and len(names) == len(set(names)), info.value.rejected
+
+
+def test_builds_are_grouped_by_reason_then_by_variant_and_detail() -> None:
+    """Interleaved variants (the order builds are tried in) come out together, each build once."""
+    refused = [
+        Refused("2.5.1", "cu121", "reason A", "its arch list is 9.0"),
+        Refused("2.5.1", "cu118", "reason A", "its arch list is 8.0"),
+        Refused("2.4.1", "cu121", "reason A", "its arch list is 9.0"),
+        Refused("2.4.1", "cu118", "reason B"),
+        Refused("2.4.0", "cu121", "reason A", "its arch list is 9.0"),
+    ]
+    assert refusals.listing(refused) == (
+        "  - torch 2.5.1, 2.4.1, 2.4.0 cu121 (its arch list is 9.0), torch 2.5.1 cu118 (its arch list is 8.0): "
+        "reason A\n"
+        "  - torch 2.4.1 cu118: reason B"
+    )
+    assert [g.to_json() for g in refusals.by_reason(refused)] == [
+        {
+            "because": "reason A",
+            "candidates": [
+                {"candidate": "torch 2.5.1 cu121", "detail": "its arch list is 9.0"},
+                {"candidate": "torch 2.5.1 cu118", "detail": "its arch list is 8.0"},
+                {"candidate": "torch 2.4.1 cu121", "detail": "its arch list is 9.0"},
+                {"candidate": "torch 2.4.0 cu121", "detail": "its arch list is 9.0"},
+            ],
+        },
+        {"because": "reason B", "candidates": [{"candidate": "torch 2.4.1 cu118", "detail": None}]},
+    ]
+    assert [r.because for r in refused[:2]] == ["reason A (its arch list is 9.0)", "reason A (its arch list is 8.0)"]
 
 
 # --- the sweep ---------------------------------------------------------------------------------------------------

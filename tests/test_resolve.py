@@ -1052,6 +1052,25 @@ def test_bisection_names_the_oldest_driver_floor_that_plans(kb: KnowledgeBase) -
     )
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        # 2.6.0, 2.4.x, 2.3.x and 2.7.0 have no sm_120; 2.7.1 (cu129) is as near as 2.3.1 and newer.
+        (dict(gpus=("rtx5090",), torch="2.5"), ["--torch 2.7.1", "--torch 2.13.0"]),
+        (dict(gpus=("rtx5090",), torch=">=2.4,<2.6"), ["--torch 2.7.1", "--torch 2.13.0"]),
+        # The pytorch channel stopped at 2.5.1: the nearest is the newest, named once (a patch difference counts
+        # within one major.minor only, so 2.5.0 is not nearer to 2.13 than 2.5.1).
+        (dict(gpus=("v100",), driver="450.80.02", torch="2.13", source="pytorch"), ["--torch 2.5.1"]),
+    ],
+    ids=["rtx5090-2.5", "rtx5090-range", "pytorch-channel-2.13"],
+)
+def test_the_torch_release_nearest_to_the_one_asked_is_offered_before_the_newest(
+    kb: KnowledgeBase, options: dict[str, object], named: list[str]
+) -> None:
+    target = build_target(Options(**options), kb).target  # type: ignore[arg-type]
+    assert [w.text for w in ways_out.find(kb, target, lambda t: resolve(t, kb))] == named
+
+
 def test_no_way_out_is_said_plainly(kb: KnowledgeBase) -> None:
     empty = replace(kb, torch_builds=())
     target = build_target(Options(gpus=("a100",)), kb).target

@@ -183,14 +183,16 @@ def _asked(kb: KnowledgeBase, target: Target) -> list[Version]:
     return named
 
 
-def _distance(version: Version, asked: list[Version]) -> tuple[int, ...]:
-    """How far a release is from the nearest asked one: major, then minor, then patch difference."""
+def _distance(version: Version, asked: list[Version]) -> tuple[int, int, int]:
+    """How far a release is from the nearest asked one: the major difference, then the minor, then (within the
+    same major.minor only) the patch difference."""
 
-    def parts(v: Version) -> tuple[int, int, int]:
-        major, minor, micro = [*v.release, 0, 0][:3]
-        return major, minor, micro
+    def between(v: Version, other: Version) -> tuple[int, int, int]:
+        (major, minor, micro), (major2, minor2, micro2) = ([*x.release, 0, 0][:3] for x in (v, other))
+        same = (major, minor) == (major2, minor2)
+        return abs(major - major2), abs(minor - minor2), abs(micro - micro2) if same else 0
 
-    return min(tuple(abs(a - b) for a, b in zip(parts(version), parts(other), strict=True)) for other in asked)
+    return min(between(version, other) for other in asked)
 
 
 def nearest_torch(kb: KnowledgeBase, target: Target, planner: Planner) -> WayOut | None:
