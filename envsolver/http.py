@@ -280,12 +280,11 @@ class _Way:
             scheme = urlsplit(url).scheme
             adapter = self._adapter_for(scheme)
             adapter.max_retries = retries
-            verify = self.context is None or self.context.verify_mode != ssl.CERT_NONE
             response = adapter.send(
                 requests.Request("GET", url, headers=headers).prepare(),
                 stream=True,
                 timeout=self.timeout,
-                verify=verify,
+                verify=adapter.verify,
                 proxies=netconf.proxy_for(url, self.proxies),
             )
             if not response.is_redirect:
@@ -302,8 +301,13 @@ class _Way:
 def _redirected(url: str, location: str, shown: str) -> str:
     """The URL a Location header sends `url` to, without user info or fragment. Raises DownloadError unless it
     is an http(s) URL with a host (a server never sends the download to a local file)."""
-    new = urljoin(url, location)
-    problem = _problem(new)
+    problem: str | None
+    try:
+        new = urljoin(url, location)
+    except ValueError:  # urljoin parses both: a Location such as http://[::1/x
+        new, problem = location, "it cannot be parsed as a URL"
+    else:
+        problem = _problem(new)
     if problem is None and urlsplit(new).scheme not in ("http", "https"):
         problem = "it is not an http:// or https:// URL"
     if problem:

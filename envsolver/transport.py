@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import ssl
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 if TYPE_CHECKING:
@@ -85,6 +87,9 @@ class Adapter(HTTPAdapter):
 
     def __init__(self, context: ssl.SSLContext | None) -> None:
         self.context = context
+        self.verify = context is None or context.verify_mode != ssl.CERT_NONE
+        if not self.verify:  # netconf.FALSE_WARNING has said it, before any download; urllib3 would per host
+            warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         super().__init__(pool_connections=1, pool_maxsize=1)
 
     def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:

@@ -62,6 +62,14 @@ def test_other_client_errors_are_not_retried(channel: Path, tmp_path: Path, stat
     assert not (tmp_path / "x").exists()
 
 
+def test_a_413_with_retry_after_is_not_retried(channel: Path, tmp_path: Path) -> None:
+    """urllib3 alone would try a 413 again when it carries a Retry-After; only 408, 429 and 5xx are tried."""
+    with serve(channel, Faults(fail=9, status=413, retry_after="0")) as lab, pytest.raises(DownloadError) as info:
+        download(f"{lab.url}/{ARCHIVE}", tmp_path / "x", environ={})
+    assert "HTTP 413" in str(info.value) and "tried" not in str(info.value), info.value
+    assert lab.seen[f"/{ARCHIVE}"] == 1
+
+
 def test_retry_after_is_honoured(channel: Path, tmp_path: Path) -> None:
     with serve(channel, Faults(fail=1, status=429, retry_after="1")) as lab:
         started = time.monotonic()
