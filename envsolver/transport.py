@@ -46,8 +46,9 @@ class Tally:
 
 class Retries(Retry):
     """urllib3's Retry with envsolver's waits: a failed connection, a failed read before the answer and a
-    TRANSIENT status are tried again within `total`; a TLS failure or a proxy's refusal (urllib3's "other") is
-    not. Before each new try it waits `pause(failures, Retry-After)` on the cancel event, which stops the wait."""
+    TRANSIENT status are tried again within `total`; what urllib3 calls "other" (a TLS failure, a proxy's
+    refusal) is left to envsolver.http. Before each new try it waits `pause(failures, Retry-After)` on the
+    cancel event, which stops the wait."""
 
     pause: Pause
     cancel: threading.Event
