@@ -39,7 +39,6 @@ from envsolver.errors import BadInputError, EnvsolverError, Kind
 from envsolver.redact import redact_text
 
 if TYPE_CHECKING:  # imported where a download over http(s) begins (envsolver.transport says why)
-    import requests
     import urllib3
 
     from envsolver import transport
@@ -47,7 +46,7 @@ if TYPE_CHECKING:  # imported where a download over http(s) begins (envsolver.tr
 CHUNK = 1 << 18  # read1 returns what has arrived, up to this; a cancel is seen between chunks
 TIMEOUT_S = 60.0
 SCHEMES = ("http", "https", "file")
-_TRANSIENT_STATUS = frozenset({408, 429, *range(500, 600)})  # as envsolver.transport.TRANSIENT
+_TRANSIENT_STATUS = frozenset({408, 429, *range(500, 600)})  # answers that another try may cure
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _CONTENT_RANGE = re.compile(r"bytes +([0-9]{1,18})-[0-9]{1,18}/(?:[0-9]{1,18}|\*)")
 _NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() takes '²', which int() refuses
@@ -178,9 +177,6 @@ def download(
         raise
 
 
-MAX_REDIRECTS = 10  # urllib's HTTPRedirectHandler.max_redirections, which downloads followed before requests
-
-
 def _download(
     url: str,
     target: Path,
@@ -208,13 +204,18 @@ def _download(
             f"cannot write {str(target)!r}: {_describe(exc)}. Check the directory is writable."
         ) from None
     auth = _Auth(_origin(parts), _userinfo_header(parts), _netrc_path(environ))
-    with _Way(auth, netconf.proxies(environ), environ, context, timeout) as way:
+    tls = (lambda: context) if context is not None else (lambda: netconf.tls(environ).context())
+    with transport.Way(auth.header, netconf.proxies(environ), tls, timeout, f"envsolver/{__version__}") as way:
         attempts, failures = max(retry.attempts, 1), 0
         while True:
             if watch.cancel.is_set():
                 raise Cancelled(f"cancelled fetching {shown!r}.")
             retries = transport.Retries.make(
-                attempts - failures - 1, lambda n, header: retry.wait(n, retry_after(header)), watch.cancel, failures
+                attempts - failures - 1,
+                _TRANSIENT_STATUS,
+                lambda n, header: retry.wait(n, retry_after(header)),
+                watch.cancel,
+                failures,
             )
             try:
                 _attempt(way, _without_userinfo(parts), target, shown, watch, limit, retries)
@@ -227,75 +228,6 @@ def _download(
                     raise DownloadError(f"{exc.what} (tried {failures} times). {exc.fix}") from None
                 if watch.cancel.wait(retry.wait(failures, exc.retry_after)):
                     raise Cancelled(f"cancelled fetching {shown!r}.") from None
-
-
-class _Way:
-    """How one download reaches its server, hop by hop: requests' HTTPAdapter (made again with the TLS context
-    when a hop first needs https), the proxy of each hop's URL, and the Authorization header each hop's origin
-    is owed. Redirects are followed here, not by requests' Session: a redirect's body is never read."""
-
-    def __init__(
-        self,
-        auth: _Auth,
-        proxies: Mapping[str, str],
-        environ: Mapping[str, str],
-        context: ssl.SSLContext | None,
-        timeout: float,
-    ) -> None:
-        self.auth, self.proxies, self.environ, self.context, self.timeout = auth, proxies, environ, context, timeout
-        self.adapter: transport.Adapter | None = None
-
-    def __enter__(self) -> _Way:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.adapter is not None:
-            self.adapter.close()
-
-    def _adapter_for(self, scheme: str) -> transport.Adapter:
-        from envsolver import transport
-
-        if scheme == "https" and self.context is None:
-            self.context = netconf.tls(self.environ).context()
-            if self.adapter is not None:
-                self.adapter.close()
-                self.adapter = None
-        if self.adapter is None:
-            self.adapter = transport.Adapter(self.context)
-        return self.adapter
-
-    def get(self, url: str, have: int, retries: transport.Retries, shown: str) -> requests.Response:
-        """The answer to a GET of `url` (from byte `have` on), after at most MAX_REDIRECTS redirects, its body
-        not yet read. Raises DownloadError for a redirect to a URL that is not http(s), requests' exceptions
-        for what the connection met."""
-        import requests
-
-        for _ in range(MAX_REDIRECTS + 1):
-            headers = {"User-Agent": f"envsolver/{__version__}", "Accept-Encoding": "identity"}
-            if have:
-                headers["Range"] = f"bytes={have}-"
-            header = self.auth.header(url)
-            if header is not None:
-                headers["Authorization"] = header
-            scheme = urlsplit(url).scheme
-            adapter = self._adapter_for(scheme)
-            adapter.max_retries = retries
-            response = adapter.send(
-                requests.Request("GET", url, headers=headers).prepare(),
-                stream=True,
-                timeout=self.timeout,
-                verify=adapter.verify,
-                proxies=netconf.proxy_for(url, self.proxies),
-            )
-            if not response.is_redirect:
-                return response
-            location = response.headers["Location"]
-            response.close()  # the redirect's body is not read: the connection goes, not its bytes
-            url = _redirected(url, location, shown)
-        raise DownloadError(
-            f"cannot fetch {shown!r}: more than {MAX_REDIRECTS} redirects. Check the URL, or rewrite it to a "
-            "mirror with --mirror FROM=TO."
-        )
 
 
 def _redirected(url: str, location: str, shown: str) -> str:
@@ -319,7 +251,7 @@ def _redirected(url: str, location: str, shown: str) -> str:
 
 
 def _attempt(
-    way: _Way,
+    way: transport.Way,
     url: str,
     target: Path,
     shown: str,
@@ -335,9 +267,11 @@ def _attempt(
     import requests
     import urllib3
 
+    from envsolver import transport
+
     have = target.stat().st_size
     try:
-        with way.get(url, have, retries, shown) as response:
+        with way.get(url, have, retries, lambda old, new: _redirected(old, new, shown)) as response:
             status, reason = response.status_code, redact_text(str(response.reason or ""))
             if status in _TRANSIENT_STATUS:
                 raise _Transient(
@@ -361,44 +295,28 @@ def _attempt(
                 _stream(response.raw, response.headers.get("Content-Length"), out, shown, have, watch, limit)
     except (DownloadError, _Transient):
         raise
+    except transport.Redirects:
+        raise DownloadError(
+            f"cannot fetch {shown!r}: more than {transport.MAX_REDIRECTS} redirects. Check the URL, or rewrite it "
+            "to a mirror with --mirror FROM=TO."
+        ) from None
     except requests.exceptions.SSLError as exc:
         raise DownloadError(
-            f"cannot fetch {shown!r}: {_reason(exc)}. The server's certificate is not trusted here: point "
+            f"cannot fetch {shown!r}: {transport.reason(exc)}. The server's certificate is not trusted here: point "
             "REQUESTS_CA_BUNDLE (or SSL_CERT_FILE, or conda's ssl_verify) at your site's CA bundle."
         ) from None
     except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError):
         what = f"cannot fetch {shown!r}: timed out (no answer within {way.timeout:g} s)"
         raise _Transient(what, _fix_reach()) from None
     except requests.exceptions.ConnectionError as exc:  # a refused or dropped connection, a proxy's refusal
-        raise _Transient(f"cannot fetch {shown!r}: {_reason(exc)}", _fix_reach()) from None
+        raise _Transient(f"cannot fetch {shown!r}: {transport.reason(exc)}", _fix_reach()) from None
     except requests.exceptions.RequestException as exc:  # a URL or proxy URL requests cannot use
         raise DownloadError(
             f"cannot fetch {shown!r}: requests cannot send it ({type(exc).__name__}). Check the URL and the proxy "
             "variables (HTTPS_PROXY, HTTP_PROXY)."
         ) from None
     except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException, ValueError) as exc:
-        raise _Transient(f"cannot fetch {shown!r}: {_reason(exc)}", _fix_reach()) from None
-
-
-def _reason(exc: BaseException) -> str:
-    """What went wrong, in the words of the deepest error that has some: an OSError's own text where one caused
-    it (`Connection refused`), else the innermost message, redacted. requests' and urllib3's outer messages
-    name the pool and the URL's path, so they are not shown."""
-    seen: set[int] = set()
-    chain: list[BaseException] = []
-    stack = [exc]
-    while stack:
-        error = stack.pop()
-        if id(error) in seen:
-            continue
-        seen.add(id(error))
-        chain.append(error)
-        nested = (getattr(error, "reason", None), getattr(error, "original_error", None), error.__cause__, *error.args)
-        stack.extend(e for e in nested if isinstance(e, BaseException))
-    for error in reversed(chain):
-        if isinstance(error, OSError) and error.strerror:
-            return error.strerror
-    return redact_text(str(chain[-1])) or type(chain[-1]).__name__
+        raise _Transient(f"cannot fetch {shown!r}: {transport.reason(exc)}", _fix_reach()) from None
 
 
 def range_start(header: str) -> int | None:
