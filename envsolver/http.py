@@ -12,6 +12,9 @@ one goes through `redact_text`.
 
 Every body is bounded (envsolver.bodylimit): by the file's size where the caller knows it, else by the ceiling
 ($ENVSOLVER_MAX_DOWNLOAD). A body announced or sent past its limit is refused at once, never tried again.
+
+The bytes travel through requests and urllib3 (envsolver.transport, imported when a download over http(s)
+begins): requests' adapter, proxies and TLS, urllib3's Retry. What stays here, and why: docs/downloads.md.
 """
 
 from __future__ import annotations

@@ -132,6 +132,20 @@ def test_cancel_stops_a_download_and_removes_its_file(channel: Path, tmp_path: P
     assert not (tmp_path / "x").exists()
 
 
+def test_cancel_stops_the_wait_between_tries(channel: Path, tmp_path: Path) -> None:
+    """A cancel during urllib3's wait before another try (a 503 asking for 60 s) ends it at once."""
+    from envsolver.http import Cancelled, Retry, Watch
+
+    watch = Watch()
+    threading.Timer(0.5, watch.cancel.set).start()
+    started = time.monotonic()
+    with serve(channel, Faults(fail=99, retry_after="60")) as lab, pytest.raises(Cancelled):
+        download(f"{lab.url}/{ARCHIVE}", tmp_path / "x", environ={}, watch=watch, retry=Retry(cap_s=60))
+    waited = time.monotonic() - started
+    assert waited < 20, f"the cancel came after 0.5 s, the download stopped after {waited:.1f} s"
+    assert lab.seen[f"/{ARCHIVE}"] == 1 and not (tmp_path / "x").exists()
+
+
 # -- install: parallel, verified, nothing left behind ---------------------------------------------------------
 
 
