@@ -19,12 +19,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import requests  # noqa: E402
+import requests
 
-from envsolver.http import download  # noqa: E402
+from envsolver.http import download
 
 ENDLESS = 256 << 20
 
@@ -57,7 +58,7 @@ def redirect_body(target: str) -> type[http.server.BaseHTTPRequestHandler]:
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
-    seen: list[str | None] = []
+    seen: ClassVar[list[str | None]] = []
 
     def do_GET(self) -> None:
         Recorder.seen.append(self.headers.get("Authorization"))
