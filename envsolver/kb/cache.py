@@ -45,6 +45,7 @@ ALLOWED = frozenset(
         ("envsolver.kb.model", name)
         for name in (
             "ArchRename",
+            "Chip",
             "CudaMajor",
             "DeepSpeedCondaBuild",
             "DeepSpeedDefaultCcs",
@@ -57,6 +58,7 @@ ALLOWED = frozenset(
             "KnowledgeBase",
             "OpHeader",
             "OpLibrary",
+            "PciDevice",
             "PypiCondaName",
             "Toolkit",
             "TorchBuild",
