@@ -6,10 +6,11 @@ from __future__ import annotations
 from packaging.version import Version
 
 from envsolver.kb import KnowledgeBase
+from envsolver.kb.model import TorchBuild
 from envsolver.versions import MajorMinor
 
 
-def rows(kb: KnowledgeBase, version: str, platform: str, variant: str | None = None) -> list[object]:
+def rows(kb: KnowledgeBase, version: str, platform: str, variant: str | None = None) -> list[TorchBuild]:
     return [
         r
         for r in kb.torch_builds
@@ -26,11 +27,11 @@ def test_torch_2_8_0_nccl_floor_per_platform(kb: KnowledgeBase) -> None:
     and build 302 >=2.28.7.1, so the row (which serves both) holds 2.28 and names 301's floor."""
     (arm,) = rows(kb, "2.8.0", "linux-aarch64")
     (x86,) = rows(kb, "2.8.0", "linux-64")
-    assert getattr(arm, "nccl") == "2.27", arm
-    assert "LOCK-PT280-201" in getattr(arm, "source"), arm
-    assert getattr(x86, "nccl") == "2.28", x86
-    assert {"LOCK-PT28", "LOCK-PT280-301"} <= set(getattr(x86, "source")), x86
-    assert "_301 needs >=2.27.7.1" in (getattr(x86, "note") or ""), x86
+    assert arm.nccl == "2.27", arm
+    assert "LOCK-PT280-201" in arm.source, arm
+    assert x86.nccl == "2.28", x86
+    assert {"LOCK-PT28", "LOCK-PT280-301"} <= set(x86.source), x86
+    assert "_301 needs >=2.27.7.1" in (x86.note or ""), x86
     assert "nccl >=2.27.7.1" in kb.sources["LOCK-PT280-201"] and "nccl >=2.27.7.1" in kb.sources["LOCK-PT280-301"]
 
 
