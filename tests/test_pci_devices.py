@@ -53,6 +53,7 @@ def test_every_driver_row_resolves_by_name_and_by_id(kb: KnowledgeBase, row: obj
             continue
         gpu = lookup(kb, text)
         assert str(gpu.compute_capability) == want, f"{text!r} -> {gpu.key} {gpu.compute_capability}, chip {want}"
+        assert lookup(kb, gpu.key) == gpu, f"{text!r} -> {gpu.key}, which gives {lookup(kb, gpu.key)}"
 
 
 @pytest.mark.parametrize(

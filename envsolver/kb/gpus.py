@@ -103,7 +103,7 @@ def lookup(kb: KnowledgeBase, name: str) -> Gpu:
         return _by_device(kb, name, rows)
     cc = pci.compute_capability(name) if name.strip().lower().startswith("sm_") else None
     if cc is not None:
-        return pci.reported_row(kb, f"compute capability {cc}", cc)
+        return pci.reported_row(kb, cc)
     raise UnknownGpuError(name, closest(kb, name))
 
 
@@ -119,7 +119,7 @@ def identify(kb: KnowledgeBase, name: str, device_id: str | None = None, compute
         return _by_device(kb, name, rows)
     cc = pci.compute_capability(compute_cap)
     if cc is not None:
-        return pci.reported_row(kb, name, cc)
+        return pci.reported_row(kb, cc)
     raise unknown
 
 
@@ -137,7 +137,8 @@ def _by_device(kb: KnowledgeBase, given: str, rows: tuple[PciDevice, ...]) -> Gp
     for row in rows:
         if (found := _by_name(kb, row.name)) is not None:
             return found
-    derived = pci.chip_row(kb, rows[0])
+    # the device's own row (no subsystem) names it, so a name and the ID give the same row
+    derived = pci.chip_row(kb, pci.devices(kb, rows[0].device_id)[0])
     if derived is None:
         device = f"PCI device 0x{rows[0].device_id}, {rows[0].name}, chip {rows[0].chip}"
         raise UnknownGpuError(f"{given} ({device}, whose compute capability is not known)", closest(kb, given))

@@ -66,13 +66,14 @@ def chip_row(kb: KnowledgeBase, device: PciDevice) -> Gpu | None:
     )
 
 
-def reported_row(kb: KnowledgeBase, name: str, cc: MajorMinor) -> Gpu:
-    """The row for a GPU known only by the compute capability its driver reports; the architecture is the one the
-    chips of that CC share, else unknown."""
+def reported_row(kb: KnowledgeBase, cc: MajorMinor) -> Gpu:
+    """The row for a GPU known only by the compute capability its driver reports (the same for every such GPU of
+    that CC, so its key `sm_XY` gives it back); the architecture is the one the chips of that CC share, else
+    unknown."""
     archs = {c.architecture for c in kb.chips if c.compute_capability == cc}
     return Gpu(
         key=f"sm_{cc.sm}",
-        name=name,
+        name=f"GPU of compute capability {cc}",
         aliases=(),
         smi_names=(),
         compute_capability=cc,
