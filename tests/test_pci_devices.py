@@ -86,8 +86,9 @@ def test_a_device_of_a_chip_without_a_known_cc_stays_unknown(kb: KnowledgeBase) 
 
 
 def test_an_id_outside_the_table_is_unknown(kb: KnowledgeBase) -> None:
-    with pytest.raises(UnknownGpuError):
+    with pytest.raises(UnknownGpuError, match="driver's table does not name") as caught:
         lookup(kb, "0x0001")
+    assert caught.value.closest == [], caught.value.closest
 
 
 def test_identify_uses_name_then_id_then_reported_cc(kb: KnowledgeBase) -> None:
@@ -120,6 +121,12 @@ def test_explain_orin_nvgpu_plans_for_8_7() -> None:
 def test_explain_by_device_id() -> None:
     doc = explain(["--gpu", "0x2233", "--driver", "580.65.06"])
     assert doc["gpus"] == [{"name": "NVIDIA RTX A5500", "compute_capability": "8.6"}], doc
+
+
+def test_explain_by_compute_capability() -> None:
+    doc = explain(["--gpu", "sm_89", "--driver", "580.65.06"])
+    assert doc["gpus"] == [{"name": "GPU of compute capability 8.9", "compute_capability": "8.9"}], doc
+    assert "8.9" in str(doc["torch_cuda_arch_list"]).replace("+PTX", "").split(";"), doc["torch_cuda_arch_list"]
 
 
 # A stand-in nvidia-smi that answers `--query-gpu=FIELDS --format=csv` with a header and one row, cell by field

@@ -101,6 +101,8 @@ def lookup(kb: KnowledgeBase, name: str) -> Gpu:
     rows = pci.devices(kb, wanted) if wanted else _driver_names(kb.pci_devices).get(normalize(name), ())
     if rows:
         return _by_device(kb, name, rows)
+    if wanted:
+        raise UnknownGpuError(f"{name} (a PCI device ID the driver's table does not name)", [])
     cc = pci.compute_capability(name) if name.strip().lower().startswith("sm_") else None
     if cc is not None:
         return pci.reported_row(kb, cc)
