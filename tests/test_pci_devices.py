@@ -217,3 +217,28 @@ def test_gpu_auto_with_nothing_known_names_the_gpu(tmp_path: Path, monkeypatch: 
     result = CliRunner().invoke(main, ["explain", "--gpu", "auto"], env=env)
     assert result.exit_code == 2, result.output
     assert "NVIDIA Mystery 9000" in result.output and "Traceback" not in result.output, result.output
+
+
+def update_script(readme: Path, *extra: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "scripts/update_pci_devices.py", str(readme), str(TABLE / "pci-ids-nvidia-c1c1254.txt")]
+    argv += ["--readme-at", "df1c9a3de2be4b130f4fc7680f7198193d8ac6ad"]
+    argv += ["--pci-ids-at", "c1c12547d626ebf05fd0223144ad87fab5e95d06", "--check", *extra]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_the_update_script_regenerates_the_data_file_from_the_recorded_inputs() -> None:
+    code, out, err = update_script(TABLE / "compatible-gpus-df1c9a3.md")
+    assert (code, out) == (0, ""), (code, out, err)
+
+
+def test_the_update_script_prints_a_changed_row_as_a_diff(tmp_path: Path) -> None:
+    text = (TABLE / "compatible-gpus-df1c9a3.md").read_text(encoding="utf-8")
+    changed = tmp_path / "README.md"
+    changed.write_text(text.replace("| NVIDIA RTX A5500        ", "| NVIDIA RTX A5500 Pro    ", 1), encoding="utf-8")
+    code, out, err = update_script(changed)
+    assert code == 1, (code, out, err)
+    assert '+  - {id: "2233", subsystem: "1028 165A", name: "NVIDIA RTX A5500 Pro"' in out, out
