@@ -26,6 +26,7 @@ from envsolver.errors import (
     INTERRUPTED,
     INTERRUPTED_EXIT,
     INTERRUPTED_FIX,
+    ConflictError,
     EnvsolverError,
     Kind,
     Terminated,
@@ -80,12 +81,14 @@ def error(text: str) -> None:
     click.echo(f"error: {printable(text, newlines=True)}", err=True)
 
 
-def _fail(ctx: click.Context, code: int, kind: Kind, text: str) -> NoReturn:
+def _fail(
+    ctx: click.Context, code: int, kind: Kind, text: str, rejected: list[dict[str, object]] | None = None
+) -> NoReturn:
     """`error: TEXT` on stderr; with --json also the failure document on stdout (TEXT as it is: JSON spells out
-    control characters itself). Exits with `code`."""
+    control characters itself), with a conflict's `rejected` builds by reason. Exits with `code`."""
     error(text)
     if _wants_json(ctx):
-        click.echo(json.dumps(failure(code, kind, *split_fix(text)), indent=2))
+        click.echo(json.dumps(failure(code, kind, *split_fix(text), rejected), indent=2))
     ctx.exit(code)
 
 
@@ -369,7 +372,9 @@ class Group(click.Group):
             _cleaned_up()
             _fail(ctx, INTERRUPTED_EXIT, "interrupted", f"{INTERRUPTED} {INTERRUPTED_FIX}")
         except EnvsolverError as exc:
-            _fail(ctx, exc.exit_code, exc.kind, redact_text(str(exc)))
+            by_reason = exc.by_reason if isinstance(exc, ConflictError) else ()
+            rejected = [g.to_json() for g in by_reason] if exc.kind == "conflict" else None
+            _fail(ctx, exc.exit_code, exc.kind, redact_text(str(exc)), rejected)
         except OSError as exc:
             where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
             _fail(

@@ -12,19 +12,33 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv"]
+# The fields asked for, most first; a driver that refuses one (compute_cap came with R510) is asked again without
+# it. A field a driver cannot fill it prints as "[N/A]", which counts as missing.
+SMI_FIELDS = (
+    ("name", "pci.device_id", "compute_cap", "driver_version"),
+    ("name", "pci.device_id", "driver_version"),
+    ("name", "driver_version"),
+)
+SMI_QUERIES = tuple(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv"] for fields in SMI_FIELDS)
+SMI_QUERY = SMI_QUERIES[0]
 SYS_MODULE_VERSION = "/sys/module/nvidia/version"
 PROC_VERSION = "/proc/driver/nvidia/version"
 
 
 @dataclass(frozen=True)
 class Found:
+    """A detected value and where it came from; for a GPU (value: its name) also the PCI device ID and the compute
+    capability the driver reports, where it does."""
+
     value: str
     origin: str
+    device_id: str | None = None
+    compute_cap: str | None = None
 
 
 @dataclass(frozen=True)
@@ -35,7 +49,7 @@ class HostFacts:
 
 Runner = Callable[[list[str]], str | None]
 Reader = Callable[[str], str | None]
-NvmlProbe = Callable[[], tuple[list[str], str] | None]
+NvmlProbe = Callable[[], tuple[Sequence[str | Found], str] | None]
 
 
 # Sample (nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,pci.bus_id --format=csv, H200):
@@ -111,7 +125,7 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _nvml() -> tuple[list[str], str] | None:
+def _nvml() -> tuple[Sequence[str | Found], str] | None:
     try:
         import pynvml  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
@@ -122,8 +136,8 @@ def _nvml() -> tuple[list[str], str] | None:
         return None
     try:
         count = pynvml.nvmlDeviceGetCount()
-        names = [_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
-        return names, _text(pynvml.nvmlSystemGetDriverVersion())
+        gpus = [_nvml_gpu(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+        return gpus, _text(pynvml.nvmlSystemGetDriverVersion())
     except Exception:
         return None
     finally:
@@ -131,11 +145,48 @@ def _nvml() -> tuple[list[str], str] | None:
             pynvml.nvmlShutdown()
 
 
+def _nvml_gpu(pynvml: Any, handle: object) -> Found:
+    """One GPU as NVML describes it; the device ID and CC each only where this NVML answers for them."""
+    name = _text(pynvml.nvmlDeviceGetName(handle))
+    device_id = compute_cap = None
+    with contextlib.suppress(Exception):
+        device_id = f"0x{int(pynvml.nvmlDeviceGetPciInfo(handle).pciDeviceId):08X}"
+    with contextlib.suppress(Exception):
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        compute_cap = f"{int(major)}.{int(minor)}"
+    return Found(name, "NVML", device_id, compute_cap)
+
+
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def detect(environ: Mapping[str, str], run: Runner = _run, read: Reader = _read, nvml: NvmlProbe = _nvml) -> HostFacts:
+def _smi(run: Runner) -> tuple[list[Found], str] | None:
+    """GPUs and driver from nvidia-smi: the first of SMI_QUERIES it answers, field by field ("[N/A]" is None)."""
+    for query in SMI_QUERIES:
+        out = run(query)
+        if out is None:
+            continue
+        rows = parse_smi_csv(out)
+        if not rows:
+            return None
+        gpus = [
+            Found(r["name"], "nvidia-smi", _known(r.get("pci.device_id")), _known(r.get("compute_cap")))
+            for r in rows
+            if r.get("name")
+        ]
+        return gpus, next((r["driver_version"] for r in rows if _known(r.get("driver_version"))), "")
+    return None
+
+
+def _known(cell: str | None) -> str | None:
+    """A cell's value; None for a missing cell and for what nvidia-smi prints where it has none."""
+    return None if cell is None or cell.strip() in ("", "[N/A]", "N/A", "[Not Supported]") else cell.strip()
+
+
+def detect(
+    environ: Mapping[str, str], run: Runner = _run, read: Reader = _read, nvml: NvmlProbe | None = None
+) -> HostFacts:
     """GPU names and driver of this host. Overrides win; each value says where it came from."""
     gpus: tuple[Found, ...] = ()
     driver: Found | None = None
@@ -147,18 +198,14 @@ def detect(environ: Mapping[str, str], run: Runner = _run, read: Reader = _read,
     if gpus and driver:
         return HostFacts(gpus, driver)
 
-    probed = nvml()
+    probed: tuple[Sequence[str | Found], str] | None = (nvml or _nvml)()
     origin = "NVML"
     if probed is None:
-        out = run(SMI_QUERY)
-        rows = parse_smi_csv(out) if out else []
-        names = [r["name"] for r in rows if r.get("name")]
-        version = next((r["driver_version"] for r in rows if r.get("driver_version")), "")
-        probed = (names, version) if rows else None
+        probed = _smi(run)
         origin = "nvidia-smi"
     if probed is not None:
-        names, version = probed
-        gpus = gpus or tuple(Found(n, origin) for n in names)
+        seen, version = probed
+        gpus = gpus or tuple(n if isinstance(n, Found) else Found(n, origin) for n in seen)
         driver = driver or (Found(version, origin) if version else None)
     if driver is None:
         module = (read(SYS_MODULE_VERSION) or "").strip()

@@ -10,7 +10,8 @@ Exit codes (documented in the README):
   143  terminated by SIGTERM, 129 by SIGHUP (install: envsolver.interrupts), cleaned up as after Ctrl-C
 
 Kinds: with --json every failure is `{"ok": false, "exit_code": N, "error": {"kind", "message", "fix"}}`, and
-`kind` is one of KINDS:
+`kind` is one of KINDS (a conflict's error also holds `rejected`: each reason with the builds it rejects,
+RejectedBuilds.to_json; [] when no build was rejected one by one):
   bad_input       a value given on the command line, in a profile or in a lock cannot be used (2)
   unknown_gpu     a GPU name the knowledge base does not know (2)
   detection       --gpu auto found nothing to detect (2)
@@ -31,6 +32,7 @@ Kinds: with --json every failure is `{"ok": false, "exit_code": N, "error": {"ki
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 Kind = Literal[
@@ -69,9 +71,14 @@ class Terminated(KeyboardInterrupt):
         return 128 + self.signum
 
 
-def failure(exit_code: int, kind: Kind, message: str, fix: str | None) -> dict[str, object]:
-    """The document `--json` prints for a failure."""
-    return {"ok": False, "exit_code": exit_code, "error": {"kind": kind, "message": message, "fix": fix}}
+def failure(
+    exit_code: int, kind: Kind, message: str, fix: str | None, rejected: list[dict[str, object]] | None = None
+) -> dict[str, object]:
+    """The document `--json` prints for a failure; `rejected` (a conflict's builds by reason) when given."""
+    error: dict[str, object] = {"kind": kind, "message": message, "fix": fix}
+    if rejected is not None:
+        error["rejected"] = rejected
+    return {"ok": False, "exit_code": exit_code, "error": error}
 
 
 class EnvsolverError(Exception):
@@ -123,18 +130,34 @@ class DetectionError(BadInputError):
     kind: Kind = "detection"
 
 
+@dataclass(frozen=True)
+class RejectedBuilds:
+    """One reason and the builds it rejects, in the order they were tried: (candidate, detail), where the detail
+    is what the reason says about that build alone ('its arch list is 8.0;9.0'), or None."""
+
+    because: str
+    candidates: tuple[tuple[str, str | None], ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"because": self.because, "candidates": [{"candidate": c, "detail": d} for c, d in self.candidates]}
+
+
 class ConflictError(EnvsolverError):
     """No consistent stack exists for the target (exit 1).
 
-    The message names the clashing facts and the way out; `rejected` keeps (candidate, why) pairs.
+    The message names the clashing facts and the way out; `rejected` keeps (candidate, why) pairs, and `by_reason`
+    the same builds under each reason (what --json shows).
     """
 
     exit_code = 1
     kind: Kind = "conflict"
 
-    def __init__(self, message: str, rejected: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self, message: str, rejected: list[tuple[str, str]] | None = None, by_reason: tuple[RejectedBuilds, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.rejected = rejected or []
+        self.by_reason = by_reason
 
 
 # The words envsolver's fixes begin with, as a sentence ("... Pass --driver 535.104.05.", "...\nFix the rows

@@ -12,6 +12,9 @@ one goes through `redact_text`.
 
 Every body is bounded (envsolver.bodylimit): by the file's size where the caller knows it, else by the ceiling
 ($ENVSOLVER_MAX_DOWNLOAD). A body announced or sent past its limit is refused at once, never tried again.
+
+The bytes travel through requests and urllib3 (envsolver.transport, imported when a download over http(s)
+begins): requests' adapter, proxies and TLS, urllib3's Retry. What stays here, and why: docs/downloads.md.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import base64
 import email.utils
 import hashlib
-import http.client
 import netrc
 import os
 import random
@@ -28,26 +30,31 @@ import ssl
 import stat
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
-from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
+from typing import IO, TYPE_CHECKING
+from urllib.parse import SplitResult, unquote, urljoin, urlsplit, urlunsplit
 
 from envsolver import __version__, bodylimit, netconf
 from envsolver.bodylimit import Limit
 from envsolver.errors import BadInputError, EnvsolverError, Kind
 from envsolver.redact import redact_text
 
+if TYPE_CHECKING:  # imported where a download over http(s) begins (envsolver.transport says why)
+    import urllib3
+
+    from envsolver import transport
+
 CHUNK = 1 << 18  # read1 returns what has arrived, up to this; a cancel is seen between chunks
 TIMEOUT_S = 60.0
 SCHEMES = ("http", "https", "file")
+_TRANSIENT_STATUS = frozenset({408, 429, *range(500, 600)})  # answers that another try may cure
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _CONTENT_RANGE = re.compile(r"bytes +([0-9]{1,18})-[0-9]{1,18}/(?:[0-9]{1,18}|\*)")
 _NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() takes '²', which int() refuses
 _MIRROR = re.compile(r"(?P<old>.+?)=(?P<new>[A-Za-z][A-Za-z0-9+.\-]*://.*)", re.DOTALL)
+_FIX_URL = "Check the URL, or rewrite it to a mirror with --mirror FROM=TO."
 AUTH_FIX = (
     "If the server needs credentials, put them in the URL (https://USER:TOKEN@host/...), or in a netrc file "
     "(a line `machine HOST login USER password TOKEN` in ~/.netrc, or in the file $NETRC names)."
@@ -81,31 +88,6 @@ class _Auth:
         if self.userinfo is not None:
             return self.userinfo
         return _netrc_header(self.netrc_file, parts.hostname or "")
-
-
-class _Redirect(urllib.request.HTTPRedirectHandler):
-    """urllib drops unredirected headers on a redirect; this adds back the one the new URL is owed (on the
-    origin the credentials belong to, and nowhere else)."""
-
-    def __init__(self, auth: _Auth) -> None:
-        super().__init__()
-        self.auth = auth
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: http.client.HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None:
-            header = self.auth.header(new.full_url)
-            if header is not None:
-                new.add_unredirected_header("Authorization", header)
-        return new
 
 
 @dataclass(frozen=True)
@@ -216,86 +198,128 @@ def _download(
     if parts.scheme == "file":
         _copy_file(parts, shown, target, limit)
         return
-    auth = _Auth(_origin(parts), _userinfo_header(parts), _netrc_path(environ))
-    handlers: list[urllib.request.BaseHandler] = [_Redirect(auth), netconf.ProxyHandler(netconf.proxies(environ))]
-    if parts.scheme == "https":
-        handlers.append(urllib.request.HTTPSHandler(context=context or netconf.tls(environ).context()))
-    opener = urllib.request.build_opener(*handlers)
+    from envsolver import transport  # requests and urllib3: only a download over http(s) needs them
+
     try:
         target.open("wb").close()
     except OSError as exc:
         raise DownloadError(
             f"cannot write {str(target)!r}: {_describe(exc)}. Check the directory is writable."
         ) from None
-    for attempt in range(1, max(retry.attempts, 1) + 1):
-        if watch.cancel.is_set():
-            raise Cancelled(f"cancelled fetching {shown!r}.")
-        request = urllib.request.Request(_without_userinfo(parts), headers={"User-Agent": f"envsolver/{__version__}"})
-        header = auth.header(request.full_url)
-        if header is not None:
-            request.add_unredirected_header("Authorization", header)
-        try:
-            _attempt(opener, request, target, timeout, shown, watch, limit)
-            return
-        except _Transient as exc:
-            if attempt >= retry.attempts:
-                raise DownloadError(f"{exc.what} (tried {attempt} times). {exc.fix}") from None
-            if watch.cancel.wait(retry.wait(attempt, exc.retry_after)):
+    auth = _Auth(_origin(parts), _userinfo_header(parts), _netrc_path(environ))
+    tls = (lambda: context) if context is not None else (lambda: netconf.tls(environ).context())
+    with transport.Way(auth.header, netconf.proxies(environ), tls, timeout, f"envsolver/{__version__}") as way:
+        attempts, failures = max(retry.attempts, 1), 0
+        while True:
+            if watch.cancel.is_set():
+                raise Cancelled(f"cancelled fetching {shown!r}.")
+            retries = transport.Retries.make(
+                attempts - failures - 1,
+                _TRANSIENT_STATUS,
+                lambda n, header: retry.wait(n, retry_after(header)),
+                watch.cancel,
+                failures,
+            )
+            try:
+                _attempt(way, _without_userinfo(parts), target, shown, watch, limit, retries)
+                return
+            except transport.WaitCancelled:
                 raise Cancelled(f"cancelled fetching {shown!r}.") from None
+            except _Transient as exc:
+                failures += retries.tally.retries + 1
+                if failures >= attempts:
+                    raise DownloadError(f"{exc.what} (tried {failures} times). {exc.fix}") from None
+                if watch.cancel.wait(retry.wait(failures, exc.retry_after)):
+                    raise Cancelled(f"cancelled fetching {shown!r}.") from None
+
+
+def _redirected(url: str, location: str, shown: str) -> str:
+    """The URL a Location header sends `url` to, without user info or fragment. Raises DownloadError unless it
+    is an http(s) URL with a host (a server never sends the download to a local file)."""
+    problem: str | None
+    try:
+        new = urljoin(url, location)
+    except ValueError:  # urljoin parses both: a Location such as http://[::1/x
+        new, problem = location, "it cannot be parsed as a URL"
+    else:
+        problem = _problem(new)
+    if problem is None and urlsplit(new).scheme not in ("http", "https"):
+        problem = "it is not an http:// or https:// URL"
+    if problem:
+        raise DownloadError(
+            f"cannot fetch {shown!r}: the server redirects to {redact_text(new)!r}, and {problem}. Check the URL, "
+            "or rewrite it to a mirror with --mirror FROM=TO."
+        )
+    return _without_userinfo(urlsplit(new))
 
 
 def _attempt(
-    opener: urllib.request.OpenerDirector,
-    request: urllib.request.Request,
+    way: transport.Way,
+    url: str,
     target: Path,
-    timeout: float,
     shown: str,
     watch: Watch,
     limit: Limit,
+    retries: transport.Retries,
 ) -> None:
-    """One GET into `target`, resuming after the bytes it holds when the server answers the Range with 206.
-    Raises _Transient for what another try may cure, DownloadError for what it will not (a body past `limit`)."""
+    """One GET into `target` (urllib3 tries it again within `retries`), resuming after the bytes it holds when
+    the server answers the Range with 206. Raises _Transient for what another try may cure, DownloadError for
+    what it will not (a body past `limit`, a refused certificate, a client error)."""
+    import http.client
+
+    import requests
+    import urllib3
+
+    from envsolver import transport
+
     have = target.stat().st_size
-    if have:
-        request.add_header("Range", f"bytes={have}-")
     try:
-        with opener.open(request, timeout=timeout) as response:
-            resumed = have > 0 and response.status == 206 and _range_start(response) == have
+        with way.get(url, have, retries, lambda old, new: _redirected(old, new, shown)) as response:
+            status, reason = response.status_code, redact_text(str(response.reason or ""))
+            if status in _TRANSIENT_STATUS:
+                raise _Transient(
+                    f"cannot fetch {shown!r}: HTTP {status} {reason}",
+                    "The server is busy or failing: run the same command again later, or use another mirror with "
+                    "--mirror FROM=TO.",
+                    retry_after(response.headers.get("Retry-After")),
+                )
+            if status == 416 and have:  # the bytes held are not a prefix the server knows: start again
+                target.open("wb").close()
+                watch.received(-have)
+                raise _Transient(f"cannot fetch {shown!r}: HTTP 416 for a resumed download", _fix_reach())
+            if not 200 <= status <= 299:
+                fix = AUTH_FIX if status in (401, 403) else _FIX_URL
+                raise DownloadError(f"cannot fetch {shown!r}: HTTP {status} {reason}. {fix}")
+            resumed = have > 0 and status == 206 and range_start(response.headers.get("Content-Range", "")) == have
             if not resumed:
                 watch.received(-have)
                 have = 0
             with target.open("ab" if resumed else "wb") as out:
-                _stream(response, out, shown, have, watch, limit)
+                _stream(response.raw, response.headers.get("Content-Length"), out, shown, have, watch, limit)
     except (DownloadError, _Transient):
         raise
-    except urllib.error.HTTPError as exc:
-        if exc.code in (408, 429) or 500 <= exc.code <= 599:
-            raise _Transient(
-                f"cannot fetch {shown!r}: HTTP {exc.code} {redact_text(str(exc.reason))}",
-                "The server is busy or failing: run the same command again later, or use another mirror with "
-                "--mirror FROM=TO.",
-                retry_after(exc.headers.get("Retry-After")),
-            ) from None
-        if exc.code == 416 and have:  # the bytes held are not a prefix the server knows: start again
-            target.open("wb").close()
-            watch.received(-have)
-            raise _Transient(f"cannot fetch {shown!r}: HTTP 416 for a resumed download", _fix_reach()) from None
-        fix = AUTH_FIX if exc.code in (401, 403) else "Check the URL, or rewrite it to a mirror with --mirror FROM=TO."
-        raise DownloadError(f"cannot fetch {shown!r}: HTTP {exc.code} {redact_text(str(exc.reason))}. {fix}") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, ssl.SSLError) or "CERTIFICATE" in str(exc.reason).upper():
-            raise DownloadError(
-                f"cannot fetch {shown!r}: {redact_text(str(exc.reason))}. The server's certificate is not "
-                "trusted here: point REQUESTS_CA_BUNDLE (or SSL_CERT_FILE, or conda's ssl_verify) at your site's "
-                "CA bundle."
-            ) from None
-        raise _Transient(f"cannot fetch {shown!r}: {redact_text(str(exc.reason))}", _fix_reach()) from None
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise _Transient(f"cannot fetch {shown!r}: {_describe(exc)}", _fix_reach()) from None
-
-
-def _range_start(response: http.client.HTTPResponse) -> int | None:
-    return range_start(response.headers.get("Content-Range", ""))
+    except transport.Redirects:
+        raise DownloadError(
+            f"cannot fetch {shown!r}: more than {transport.MAX_REDIRECTS} redirects. Check the URL, or rewrite it "
+            "to a mirror with --mirror FROM=TO."
+        ) from None
+    except requests.exceptions.SSLError as exc:
+        raise DownloadError(
+            f"cannot fetch {shown!r}: {transport.reason(exc)}. The server's certificate is not trusted here: point "
+            "REQUESTS_CA_BUNDLE (or SSL_CERT_FILE, or conda's ssl_verify) at your site's CA bundle."
+        ) from None
+    except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError):
+        what = f"cannot fetch {shown!r}: timed out (no answer within {way.timeout:g} s)"
+        raise _Transient(what, _fix_reach()) from None
+    except requests.exceptions.ConnectionError as exc:  # a refused or dropped connection, a proxy's refusal
+        raise _Transient(f"cannot fetch {shown!r}: {transport.reason(exc)}", _fix_reach()) from None
+    except requests.exceptions.RequestException as exc:  # a URL or proxy URL requests cannot use
+        raise DownloadError(
+            f"cannot fetch {shown!r}: requests cannot send it ({type(exc).__name__}). Check the URL and the proxy "
+            "variables (HTTPS_PROXY, HTTP_PROXY)."
+        ) from None
+    except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException, ValueError) as exc:
+        raise _Transient(f"cannot fetch {shown!r}: {transport.reason(exc)}", _fix_reach()) from None
 
 
 def range_start(header: str) -> int | None:
@@ -318,18 +342,23 @@ def retry_after(value: str | None) -> float | None:
 
 
 def _stream(
-    response: http.client.HTTPResponse, out: IO[bytes], shown: str, have: int, watch: Watch, limit: Limit
+    body: urllib3.BaseHTTPResponse,
+    length: str | None,
+    out: IO[bytes],
+    shown: str,
+    have: int,
+    watch: Watch,
+    limit: Limit,
 ) -> None:
-    """The body into `out` after the `have` bytes it holds; never more than `limit` bytes in all (http.client
-    itself reads no further than a Content-Length)."""
+    """The body into `out` after the `have` bytes it holds; never more than `limit` bytes in all (urllib3 reads
+    no further than a Content-Length). Bytes as sent: a Content-Encoding is not decoded (identity was asked)."""
     received = 0
-    header = response.headers.get("Content-Length")
-    expected = int(header) if header is not None and _NUMBER.fullmatch(header.strip()) else None
+    expected = int(length) if length is not None and _NUMBER.fullmatch(length.strip()) else None
     if expected is not None and have + expected > limit.bytes:
         raise _too_big(shown, f"the server announces {have + expected} bytes", limit)
     if expected is not None or limit.exact:
         watch.total(have + expected if expected is not None else limit.bytes)
-    while chunk := response.read1(CHUNK):
+    while chunk := body.read1(CHUNK, decode_content=False):
         if watch.cancel.is_set():
             raise Cancelled(f"cancelled fetching {shown!r}.")
         if have + received + len(chunk) > limit.bytes:

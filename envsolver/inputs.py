@@ -13,8 +13,8 @@ from typing import Any, cast
 from envsolver import names, versions
 from envsolver.detect import HostFacts
 from envsolver.errors import BadInputError, DetectionError
-from envsolver.kb.gpus import lookup
-from envsolver.kb.model import CHANNELS, PLATFORMS, KnowledgeBase
+from envsolver.kb.gpus import identify, lookup
+from envsolver.kb.model import CHANNELS, PLATFORMS, Gpu, KnowledgeBase
 from envsolver.profile import load as load_profile
 from envsolver.redact import redact
 from envsolver.target import DEEPSPEED_FROM, DEFAULT_GLIBC, Target, torch_specifier
@@ -69,6 +69,7 @@ def build_target(
             "node. Example: envsolver make --gpu a100."
         )
     detected: dict[str, str] = {}
+    found: tuple[Gpu, ...] = ()
     driver_origin = "--driver" if "driver" in given else "the profile's driver:"
     if any(n.strip().lower() == "auto" for n in gpu_names):
         facts = cast(HostFacts, detect(environ or {}) if detect else HostFacts((), None))
@@ -78,14 +79,15 @@ def build_target(
                 "ENVSOLVER_GPUS all gave nothing); login nodes usually have none. Name the "
                 "compute nodes' GPU instead, e.g. --gpu a100, or set ENVSOLVER_GPUS=a100."
             )
-        gpu_names = [n for n in gpu_names if n.strip().lower() != "auto"] + [f.value for f in facts.gpus]
+        gpu_names = [n for n in gpu_names if n.strip().lower() != "auto"]
+        found = tuple(identify(kb, f.value, f.device_id, f.compute_cap) for f in facts.gpus)
         for f in facts.gpus:
             detected[f"gpu {f.value}"] = f.origin
         if facts.driver is not None and "driver" not in given:
             values["driver"] = facts.driver.value
             detected[f"driver {facts.driver.value}"] = facts.driver.origin
             driver_origin = facts.driver.origin
-    gpus = tuple(dict.fromkeys(lookup(kb, n) for n in gpu_names))
+    gpus = tuple(dict.fromkeys([*(lookup(kb, n) for n in gpu_names), *found]))
     known = () if options.driver_from_cluster_file else kb.known_drivers()
     parsed = _versions(values, kb, driver_origin, known)
     target = Target(

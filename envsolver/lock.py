@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from envsolver import channels, lockcheck, snapshot, unsolved
-from envsolver.errors import ConflictError, EnvsolverError, Kind
+from envsolver.errors import ConflictError, EnvsolverError, Kind, RejectedBuilds
 from envsolver.kb.model import KnowledgeBase
 from envsolver.plan import Plan, Rejected
 from envsolver.printable import one_line
@@ -48,8 +48,14 @@ class SnapshotRefusal(ConflictError):
 
     kind: Kind = "conflict"
 
-    def __init__(self, message: str, rejected: list[tuple[str, str]] | None, unsolved: tuple[Rejected, ...]) -> None:
-        super().__init__(message, rejected)
+    def __init__(
+        self,
+        message: str,
+        rejected: list[tuple[str, str]] | None,
+        unsolved: tuple[Rejected, ...],
+        by_reason: tuple[RejectedBuilds, ...] = (),
+    ) -> None:
+        super().__init__(message, rejected, by_reason)
         self.unsolved = unsolved
 
 
@@ -460,11 +466,14 @@ def _unlockable(exc: ConflictError, unlocked: list[Rejected]) -> SnapshotRefusal
     """The snapshot's refusal: the candidates it could not lock, and why the rest do not fit (a refusal
     without rejected candidates only says that nothing is left once the unlockable ones are taken out)."""
     if not unlocked:
-        return SnapshotRefusal(str(exc), exc.rejected, ())
+        return SnapshotRefusal(str(exc), exc.rejected, (), exc.by_reason)
     locked_out = "; ".join(f"{r.candidate} ({r.because.removeprefix(UNSOLVED)})" for r in unlocked)
     facts = f"; {str(exc).rstrip('. ')}" if exc.rejected else ""
     return SnapshotRefusal(
-        f"the bundled snapshot ({snapshot.date()}) could not lock {locked_out}{facts}", exc.rejected, tuple(unlocked)
+        f"the bundled snapshot ({snapshot.date()}) could not lock {locked_out}{facts}",
+        exc.rejected,
+        tuple(unlocked),
+        exc.by_reason,
     )
 
 

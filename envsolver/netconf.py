@@ -1,8 +1,9 @@
 """The network settings a user already has, read from the environment and conda's configuration.
 
 Proxies: `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY` (and their lower-case forms, which win), as urllib's
-`getproxies_environment` reads them; an https URL goes through its proxy with CONNECT (urllib's tunnel), and a
-proxy URL's credentials become a `Proxy-Authorization` header, never a message.
+`getproxies_environment` reads them, from the `environ` a download is given (not os.environ); an https URL goes
+through its proxy with CONNECT (requests' adapter, urllib3's tunnel), and a proxy URL's credentials become a
+`Proxy-Authorization` header to the proxy alone, never a message.
 
 Certificates, in the order requests (which conda uses) applies them:
   - conda's `ssl_verify` (`~/.condarc`, then `$CONDARC`, the later winning, as in conda's SEARCH_PATH in
@@ -19,19 +20,16 @@ from __future__ import annotations
 
 import os
 import ssl
-import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlsplit
 
 from envsolver import safeyaml
 from envsolver.errors import BadInputError
 from envsolver.redact import redact_text
 
 CONDARC_LIMIT = 1 << 20
-# urllib's NO_PROXY matcher (host names, domain suffixes, '*'), public but left out of its stubs
-_bypass: Any = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009
 FALSE_WARNING = (
     "ssl_verify is false in {where}: package downloads over https are NOT verified, so anyone on the path can "
     "replace them (the lock's sha256 still refuses a changed archive). Set ssl_verify to true or to your CA "
@@ -138,15 +136,19 @@ def proxies(environ: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
-class ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's proxy handler, with NO_PROXY taken from the same mapping as the proxies (urllib's own reads
-    os.environ whatever proxies it was given)."""
+def proxy_for(url: str, found: Mapping[str, str]) -> dict[str, str]:
+    """{scheme: proxy URL} for fetching `url` through the proxy `found` names for its scheme, as requests'
+    `proxies` takes it; {} when there is none or NO_PROXY (found["no"]) covers its host, matched as urllib's
+    `proxy_bypass_environment` matches (host names, domain suffixes, '*'; the port may be named)."""
+    parts = urlsplit(url)
+    proxy = found.get(parts.scheme)
+    if not proxy:
+        return {}
+    import urllib.request  # loaded by requests already, when this runs
 
-    def __init__(self, found: Mapping[str, str]) -> None:
-        self.no_proxy = found.get("no", "")
-        super().__init__({k: v for k, v in found.items() if k != "no"})
-
-    def proxy_open(self, req: urllib.request.Request, proxy: str, type: str) -> object:
-        if req.host and _bypass(req.host, {"no": self.no_proxy}):
-            return None
-        return super().proxy_open(req, proxy, type)
+    # urllib's NO_PROXY matcher, public but left out of its stubs
+    bypass: Callable[[str, Mapping[str, str]], bool] = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009
+    host = parts.netloc.rpartition("@")[2]
+    if host and bypass(host, {"no": found.get("no", "")}):
+        return {}
+    return {parts.scheme: proxy}

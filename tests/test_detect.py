@@ -117,7 +117,8 @@ def test_nvidia_smi_when_nvml_is_missing() -> None:
 
     facts = detect.detect({}, run=run, read=_no_probe, nvml=_no_probe)
     assert calls == [detect.SMI_QUERY]
-    assert facts.gpus == (detect.Found("NVIDIA H200", "nvidia-smi"),)
+    # the capture holds no pci.device_id column; its compute_cap is read
+    assert facts.gpus == (detect.Found("NVIDIA H200", "nvidia-smi", None, "9.0"),)
     assert facts.driver == detect.Found("580.159.04", "nvidia-smi")
 
 

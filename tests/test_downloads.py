@@ -62,6 +62,14 @@ def test_other_client_errors_are_not_retried(channel: Path, tmp_path: Path, stat
     assert not (tmp_path / "x").exists()
 
 
+def test_a_413_with_retry_after_is_not_retried(channel: Path, tmp_path: Path) -> None:
+    """urllib3 alone would try a 413 again when it carries a Retry-After; only 408, 429 and 5xx are tried."""
+    with serve(channel, Faults(fail=9, status=413, retry_after="0")) as lab, pytest.raises(DownloadError) as info:
+        download(f"{lab.url}/{ARCHIVE}", tmp_path / "x", environ={})
+    assert "HTTP 413" in str(info.value) and "tried" not in str(info.value), info.value
+    assert lab.seen[f"/{ARCHIVE}"] == 1
+
+
 def test_retry_after_is_honoured(channel: Path, tmp_path: Path) -> None:
     with serve(channel, Faults(fail=1, status=429, retry_after="1")) as lab:
         started = time.monotonic()
@@ -122,6 +130,20 @@ def test_cancel_stops_a_download_and_removes_its_file(channel: Path, tmp_path: P
     with serve(big, Faults(bytes_per_s=100_000)) as lab, pytest.raises(Cancelled):
         download(f"{lab.url}/linux-64/{archive.name}", tmp_path / "x", environ={}, watch=watch)
     assert not (tmp_path / "x").exists()
+
+
+def test_cancel_stops_the_wait_between_tries(channel: Path, tmp_path: Path) -> None:
+    """A cancel during urllib3's wait before another try (a 503 asking for 60 s) ends it at once."""
+    from envsolver.http import Cancelled, Retry, Watch
+
+    watch = Watch()
+    threading.Timer(0.5, watch.cancel.set).start()
+    started = time.monotonic()
+    with serve(channel, Faults(fail=99, retry_after="60")) as lab, pytest.raises(Cancelled):
+        download(f"{lab.url}/{ARCHIVE}", tmp_path / "x", environ={}, watch=watch, retry=Retry(cap_s=60))
+    waited = time.monotonic() - started
+    assert waited < 20, f"the cancel came after 0.5 s, the download stopped after {waited:.1f} s"
+    assert lab.seen[f"/{ARCHIVE}"] == 1 and not (tmp_path / "x").exists()
 
 
 # -- install: parallel, verified, nothing left behind ---------------------------------------------------------

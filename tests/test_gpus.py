@@ -124,7 +124,6 @@ def test_product_suffixes_are_never_stripped_into_another_product(kb: KnowledgeB
         "A100X",  # a converged accelerator: not the A100 row
         "TITAN X",  # Pascal (6.1) or the Maxwell GeForce GTX TITAN X (5.2): the name alone does not say
         "RTX 6000",  # Quadro RTX 6000 (7.5), RTX 6000 Ada (8.9) or RTX PRO 6000 Blackwell (12.0)
-        "RTX 3050 A Laptop GPU",  # an AD107 part (driver device 2822) whose CC was not confirmed
         "NVIDIA GeForce RTX 4080 ...",  # a name nvidia-smi's table cut short
         "",
     ],

@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -327,6 +328,89 @@ def test_no_credentials_after_https_redirects_to_http(
                      context=ssl.create_default_context(cafile=str(cert)))  # fmt: skip
         assert secure.seen == [("/x.conda", _basic(USER, PASSWORD))]
     assert plain.seen == [("/x.conda", None)]
+
+
+def _tls_server(certificate: tuple[Path, Path]) -> ssl.SSLContext:
+    cert, key = certificate
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    return server_side
+
+
+@pytest.mark.parametrize("how", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "ssl_verify-path",
+                                 "ssl_verify-false"])  # fmt: skip
+def test_https_trusts_what_the_ca_settings_name(tmp_path: Path, certificate: tuple[Path, Path], how: str) -> None:
+    """No context passed: download builds it from `environ` (envsolver.netconf), and requests' adapter uses it."""
+    cert = str(certificate[0])
+    environ = {"HOME": str(tmp_path)}
+    if how.startswith("ssl_verify"):
+        (tmp_path / ".condarc").write_text(f"ssl_verify: {'false' if how == 'ssl_verify-false' else cert}\n")
+    else:
+        environ[how] = cert
+    with serve(lambda handler: send(handler, BODY), tls=_tls_server(certificate)) as secure, warnings.catch_warnings():
+        warnings.simplefilter("error")  # urllib3's InsecureRequestWarning: netconf's own warning has said it
+        download(f"{secure.url}/x.conda", tmp_path / "x", environ=environ)
+    assert (tmp_path / "x").read_bytes() == BODY
+
+
+def test_https_refuses_a_certificate_no_setting_trusts(tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    """The self-signed certificate is in no store this process trusts: exit 2, the CA fix, not tried again."""
+    with (
+        serve(lambda handler: send(handler, BODY), tls=_tls_server(certificate)) as secure,
+        pytest.raises(DownloadError) as info,
+    ):
+        download(f"https://{USER}:{PASSWORD}@{secure.url.removeprefix('https://')}/t/{TOKEN}/x.conda",
+                 tmp_path / "x", environ={"HOME": str(tmp_path)}, retry=Retry(attempts=4, base_s=0.01))  # fmt: skip
+    message = str(info.value)
+    assert "CERTIFICATE_VERIFY_FAILED" in message and "REQUESTS_CA_BUNDLE" in message, message
+    assert "tried" not in message and secure.seen == [], message
+    assert_clean(message)
+    assert not (tmp_path / "x").exists()
+
+
+def _endless_redirect(location: str, sent: list[int]) -> Route:
+    """A 302 whose body never ends (up to 256 MiB); `sent` gets the bytes written before the client hung up."""
+
+    def route(handler: http.server.BaseHTTPRequestHandler) -> bool:
+        handler.send_response(302)
+        handler.send_header("Location", location)
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.close_connection = True
+        written = 0
+        try:
+            while written < 256 << 20:
+                handler.wfile.write(b"x" * (64 << 10))
+                written += 64 << 10
+        finally:
+            sent.append(written)
+        return True
+
+    return route
+
+
+def test_a_redirects_body_is_never_read(other: Server, tmp_path: Path) -> None:
+    """requests' Session reads a redirect's whole body into memory (bench/requests_limits.py); download closes
+    the redirect unread, so a server cannot make it read without end before the file."""
+    sent: list[int] = []
+    started = time.monotonic()
+    with serve(_endless_redirect(f"{other.url}/elsewhere.conda", sent)) as server:
+        download(f"{server.url}/x", tmp_path / "x", environ={})
+        deadline = time.monotonic() + 20
+        while not sent and time.monotonic() < deadline:  # the server's thread notices the closed connection
+            time.sleep(0.05)
+    assert (tmp_path / "x").read_bytes() == BODY
+    assert sent and sent[0] < 32 << 20, f"the redirect's body: {sent} bytes written before the client hung up"
+    assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("location", ["file:///etc/passwd", "ftp://127.0.0.1/x", "http://[::1/x"])
+def test_a_redirect_to_anything_but_http_is_refused(tmp_path: Path, location: str) -> None:
+    with serve(_redirect_to(location)) as server, pytest.raises(DownloadError) as info:
+        download(_userinfo(f"{server.url}/x"), tmp_path / "x", environ={})
+    assert "the server redirects to" in str(info.value) and "--mirror" in str(info.value), info.value
+    assert_clean(str(info.value))
+    assert not (tmp_path / "x").exists()
 
 
 def test_closed_port(tmp_path: Path) -> None:

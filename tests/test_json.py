@@ -55,7 +55,8 @@ def assert_failure(result: Result, doc: Any, code: int, kind: str) -> dict[str, 
     assert result.exit_code == code, result.output
     assert set(doc) == {"ok", "exit_code", "error"} and doc["ok"] is False and doc["exit_code"] == code
     error: dict[str, Any] = doc["error"]
-    assert set(error) == {"kind", "message", "fix"} and error["kind"] == kind
+    rejected = {"rejected"} if kind == "conflict" else set()  # a conflict's builds by reason (test_refusals.py)
+    assert set(error) == {"kind", "message", "fix", *rejected} and error["kind"] == kind
     assert error["message"] and "Traceback" not in result.output
     return error
 

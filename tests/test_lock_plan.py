@@ -88,16 +88,19 @@ def test_4090_torch_2_5_without_network_says_in_plain_words_why_and_each_way_out
         "explain shows, torch 2.5.1 cu120 with CUDA 12.0: the snapshot holds no torch 2.5.1 cu120 build; for torch "
         "2.5.1 cu126, the snapshot holds no cuda-profiler-api for CUDA 12.6. Ways out: `--no-lock` writes "
         "environment.yml for torch 2.5.1 cu120 with CUDA 12.0, to lock where the live channels or a site mirror "
-        "can be reached; `--torch 2.10.0` locks torch 2.10.0 cu129 with CUDA 12.9 within the snapshot.\n"
+        "can be reached; `--torch 2.7.1` locks torch 2.7.1 cu129 with CUDA 12.9 within the snapshot; `--torch "
+        "2.10.0` locks torch 2.10.0 cu129 with CUDA 12.9 within the snapshot.\n"
     )
     assert not (tmp_path / "made").exists()
-    assert check_ways_out(made.stderr, ADA_25, tmp_path) == ["--no-lock", "--torch 2.10.0"]
-    # --no-lock wrote the plan explain shows; --torch 2.10.0 locked what it says.
+    assert check_ways_out(made.stderr, ADA_25, tmp_path) == ["--no-lock", "--torch 2.7.1", "--torch 2.10.0"]
+    # --no-lock wrote the plan explain shows; --torch 2.7.1 (the release nearest to 2.5 that locks) and --torch
+    # 2.10.0 (the newest) locked what they say.
     env = yaml.safe_load((tmp_path / "0" / "environment.yml").read_text())
     assert "pytorch ==2.5.1 cuda120*" in env["dependencies"] and "cuda-version 12.0.*" in env["dependencies"]
-    locked = yaml.safe_load((tmp_path / "1" / "conda-lock.yml").read_text())
-    torch = next(p for p in locked["package"] if p["name"] == "pytorch")
-    assert torch["version"] == "2.10.0" and torch["build"].startswith("cuda129")
+    for i, version in ((1, "2.7.1"), (2, "2.10.0")):
+        locked = yaml.safe_load((tmp_path / str(i) / "conda-lock.yml").read_text())
+        torch = next(p for p in locked["package"] if p["name"] == "pytorch")
+        assert torch["version"] == version and torch["build"].startswith("cuda129"), (version, torch)
 
 
 def test_the_solvers_own_text_is_for_verbose(closed_live: None, tmp_path: Path) -> None:

@@ -950,13 +950,20 @@ def test_a_toolkit_whose_sm_list_is_unknown_is_not_used(kb: KnowledgeBase) -> No
     assert rejected["torch 2.13.0 cu129"] == "the SM targets of nvcc 12.9 are not confirmed in the knowledge base"
 
 
-def test_the_conflict_names_at_most_two_distinct_problems_and_the_channel(kb: KnowledgeBase) -> None:
+def test_the_conflict_names_the_channel_and_each_rejected_build_once_under_its_reason(kb: KnowledgeBase) -> None:
+    """Three arch lists, one reason: the reason is said once, each build's arch list beside it (it used to show
+    the first two builds' texts, the same reason twice, and no build)."""
     error = error_for(kb, gpus=("b200",), source="pytorch")
     assert len({because for _, because in error.rejected}) == 3  # type: ignore[attr-defined]
-    assert str(error).split(". Ways out")[0] == (
-        "no pytorch-channel torch build fits NVIDIA B200 on linux-64: no sm_100, needed by NVIDIA B200 (its arch "
-        "list is 5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0); no sm_100, needed by NVIDIA B200 (its arch list is "
-        "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0)"
+    assert str(error).split("\nWays out")[0] == (
+        "no pytorch-channel torch build fits NVIDIA B200 on linux-64:\n"
+        "  - torch 2.5.1, 2.5.0, 2.4.1, 2.4.0 cu124 (pytorch channel) (its arch list is "
+        "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0), torch 2.5.1, 2.5.0, 2.4.1, 2.4.0, 2.3.1, 2.3.0, 2.2.2, 2.2.1, 2.2.0, "
+        "2.1.2, 2.1.1, 2.1.0 cu121 (pytorch channel) (its arch list is 5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0), torch "
+        "2.5.1, 2.5.0, 2.4.1, 2.4.0, 2.3.1, 2.3.0, "
+        "2.2.2, 2.2.1, 2.2.0, 2.1.2, 2.1.1, 2.1.0, 2.0.1, 2.0.0 cu118 (pytorch channel) (its arch list is "
+        "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0), torch 2.0.1, 2.0.0 cu117 (pytorch channel) (its arch list is "
+        "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6): no sm_100, needed by NVIDIA B200."
     )
 
 
@@ -1074,7 +1081,7 @@ def test_the_environment_reason_names_what_the_hook_sets(kb: KnowledgeBase) -> N
 def test_a_fix_that_needs_the_newest_driver_floor_is_found(kb: KnowledgeBase) -> None:
     """Bisection over the driver floors above 580.65.06 down to the one that plans: here the newest, 610.43.02."""
     error = error_for(kb, gpus=("h100",), cuda="13.3", driver="580.65.06", driver_compat="full", deepspeed=False)
-    assert str(error).split(". ", 1)[1] == (
+    assert str(error).split(".\n", 1)[1] == (
         "Fix: upgrade the driver to 610.43.02 or newer (`--driver 610.43.02` gives torch 2.13.0 cu130 with CUDA "
         "13.3); or `--driver-compat minor` gives torch 2.13.0 cu130 with CUDA 13.3; or `--cuda 13.0` gives torch "
         "2.13.0 cu130 with CUDA 13.0."
@@ -1094,10 +1101,29 @@ def test_bisection_names_the_oldest_driver_floor_that_plans(kb: KnowledgeBase) -
     """Nine floors lie above 550.54.14; CUDA 13.0 with full support needs the sixth, 580.65.06 (580 itself is
     only CUDA 13's minor-version-compatibility floor)."""
     error = error_for(kb, gpus=("h100",), cuda="13.0", driver="550.54.14", driver_compat="full", deepspeed=False)
-    assert str(error).split(". Fix: ", 1)[1] == (
+    assert str(error).split(".\nFix: ", 1)[1] == (
         "upgrade the driver to 580.65.06 or newer (`--driver 580.65.06` gives torch 2.13.0 cu130 with CUDA 13.0); "
         "or `--cuda 12.0` gives torch 2.5.1 cu120 with CUDA 12.0."
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        # 2.6.0, 2.4.x, 2.3.x and 2.7.0 have no sm_120; 2.7.1 (cu129) is as near as 2.3.1 and newer.
+        (dict(gpus=("rtx5090",), torch="2.5"), ["--torch 2.7.1", "--torch 2.13.0"]),
+        (dict(gpus=("rtx5090",), torch=">=2.4,<2.6"), ["--torch 2.7.1", "--torch 2.13.0"]),
+        # The pytorch channel stopped at 2.5.1: the nearest is the newest, named once (a patch difference counts
+        # within one major.minor only, so 2.5.0 is not nearer to 2.13 than 2.5.1).
+        (dict(gpus=("v100",), driver="450.80.02", torch="2.13", source="pytorch"), ["--torch 2.5.1"]),
+    ],
+    ids=["rtx5090-2.5", "rtx5090-range", "pytorch-channel-2.13"],
+)
+def test_the_torch_release_nearest_to_the_one_asked_is_offered_before_the_newest(
+    kb: KnowledgeBase, options: dict[str, object], named: list[str]
+) -> None:
+    target = build_target(Options(**options), kb).target  # type: ignore[arg-type]
+    assert [w.text for w in ways_out.find(kb, target, lambda t: resolve(t, kb))] == named
 
 
 def test_no_way_out_is_said_plainly(kb: KnowledgeBase) -> None:

@@ -77,6 +77,9 @@ OTHER_COMMANDS = (
     "envsolver.cli_cluster",
     "envsolver.install",
     "envsolver.http",
+    "envsolver.transport",
+    "requests",  # imported by envsolver.transport when a download over http(s) begins, by nothing else
+    "urllib3",
     "envsolver.hook",
     "envsolver.verify",
     "envsolver.cluster",

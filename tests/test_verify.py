@@ -87,6 +87,12 @@ TABLE = [
         "not in the knowledge base",
     ),
     ("gpus", edit("driver.gpus", []), "skip", "no GPU"),
+    (  # issue 24: a name the KB lacks, known by the PCI device ID the driver reports (0x2233: RTX A5500, GA102)
+        "gpus",
+        edit("driver.gpus", [{"name": "NVIDIA Quantum 3000", "compute_capability": "8.6", "device_id": "0x223310DE"}]),
+        "pass",
+        "NVIDIA Quantum 3000: CC 8.6",
+    ),
     ("torch_import", same, "pass", "torch 2.11.0+cu130"),
     (
         "torch_import",
@@ -343,6 +349,33 @@ def test_h200_cli_runs_recorded() -> None:
     doc = json.loads((FACTS / "h200-verify-archlist-cli.json").read_text())
     assert doc["ok"] is False
     assert {c["id"]: c["status"] for c in doc["checks"]}["torch_cuda_arch_list"] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("refuse", "cc"),
+    [("", "8.6"), ("compute_cap", "[N/A]")],  # a driver older than R510 refuses compute_cap
+)
+def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, cc: str) -> None:
+    """The probe's nvidia-smi queries, against a stand-in that answers any --query-gpu field list by name (and
+    refuses the fields in REFUSE as an old driver does)."""
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(
+        "#!/bin/sh\n"
+        'fields=""; for a in "$@"; do case "$a" in --query-gpu=*) fields="${a#--query-gpu=}" ;; esac; done\n'
+        'row=""; for f in $(echo "$fields" | tr , " "); do\n'
+        '  case " $REFUSE " in *" $f "*) echo "Field \\"$f\\" is not a valid field to query." >&2; exit 2 ;; esac\n'
+        '  case "$f" in name) c="NVIDIA Quantum 3000" ;; compute_cap) c=8.6 ;; memory.total) c="24564 MiB" ;;\n'
+        '    driver_version) c=550.54.15 ;; pci.device_id) c=0x223310DE ;; *) c="[N/A]" ;; esac\n'
+        '  row="${row:+$row, }$c"; done\n'
+        '[ -n "$fields" ] && echo "$row" || echo "Driver Version: 550.54.15  CUDA Version: 12.4"\n',
+        encoding="utf-8",
+    )
+    tool.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REFUSE": refuse}
+    doc = verify_run.probe(Path(sys.executable), deepspeed=False, gpu_test=False, timeout=60, environ=env)
+    want = {"name": "NVIDIA Quantum 3000", "compute_capability": cc, "memory": "24564 MiB", "device_id": "0x223310DE"}
+    assert doc["driver"]["gpus"] == [want], doc["driver"]
+    assert doc["driver"]["version"] == "550.54.15", doc["driver"]
 
 
 def test_probe_runs_in_this_interpreter() -> None:

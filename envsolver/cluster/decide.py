@@ -16,7 +16,7 @@ from envsolver.cluster.survey import Group, ProbeKey, Surveyed
 from envsolver.detect import host_platform
 from envsolver.errors import UnknownGpuError
 from envsolver.kb import KnowledgeBase
-from envsolver.kb.gpus import closest, lookup
+from envsolver.kb.gpus import closest, identify, lookup
 from envsolver.kb.model import Gpu, Platform
 from envsolver.versions import DriverVersion, MajorMinor
 
@@ -91,6 +91,15 @@ def _known(kb: KnowledgeBase, name: str) -> Gpu | None:
         return None
 
 
+def _reported(kb: KnowledgeBase, name: str, cc: MajorMinor, claimed: Gpu | None) -> Gpu | None:
+    """A GPU a node's nvidia-smi printed: by its name (or the device the driver's table gives that name), else the
+    GPU the partition's GRES type or --map names where it has the CC the node reports, else one of that CC."""
+    found = _known(kb, name)
+    if found is None and claimed is not None and claimed.compute_capability == cc:
+        return claimed
+    return found or identify(kb, name, None, str(cc))
+
+
 def _on(probes: tuple[Probe, ...]) -> str:
     """The nodes that printed GPUs, as a phrase: 'gpu02', 'gpu02, gpu05 and 3 more'."""
     return _nodes([p.node or "?" for p in probes if p.gpus])
@@ -105,8 +114,9 @@ def _group_gpus(inputs: Inputs, group: Group, probes: tuple[Probe, ...], why: st
     claimed = mapped or named
     claim = f"--map {kind}={mapped.key}" if mapped else f"the GRES type {kind!r}"
     if any(p.gpus for p in probes):
-        names = list(dict.fromkeys(g.name for p in probes for g in p.gpus))
-        rows = [_known(inputs.kb, n) for n in names]
+        seen = list(dict.fromkeys((g.name, g.compute_cap) for p in probes for g in p.gpus))
+        names = list(dict.fromkeys(n for n, _ in seen))
+        rows = list(dict.fromkeys(_reported(inputs.kb, n, cc, claimed) for n, cc in seen))
         if all(rows):
             gpus = list(dict.fromkeys(r for r in rows if r is not None))
             if claimed is not None and {g.key for g in gpus} != {claimed.key}:
@@ -115,7 +125,7 @@ def _group_gpus(inputs: Inputs, group: Group, probes: tuple[Probe, ...], why: st
                     f"{claimed.key}; the file follows nvidia-smi"
                 )
             return gpus
-        unknown = [n for n, r in zip(names, rows, strict=True) if r is None]
+        unknown = [n for n, cc in seen if _reported(inputs.kb, n, cc, claimed) is None]
         out.notes.append(f"partition {name!r}: nvidia-smi on {_on(probes)} names {unknown}, which envsolver lacks")
         why = f"nvidia-smi named {', '.join(repr(u) for u in unknown)}"
     if claimed is not None:

@@ -169,9 +169,10 @@ def refusal(
     commands that split them out (each one planned before it is named). `command(only, skip, out_suffix)` is
     the make line for a selection of partitions."""
     facts = _facts(exc)
+    then = "\n" if "\n" in facts else " "  # after a list of rejected builds, the next sentence on a line of its own
     members = group.partitions
     if len(members) == 1:
-        return ConflictError(f"partition {describe(members[0])}: {facts}.", exc.rejected)
+        return ConflictError(f"partition {describe(members[0])}: {facts}.", exc.rejected, exc.by_reason)
     by_driver = sorted(members, key=lambda p: (p.driver is None, p.driver.parts if p.driver else (), p.name))
     blamed: list[tuple[Partition, Plan]] = []
     for partition in by_driver:
@@ -188,10 +189,11 @@ def refusal(
         else:
             own = f"; on its own it does not plan either: {_facts(_error_of(planner, kb, partition, group, options))}"
         return ConflictError(
-            f"partition {describe(partition)} cannot share the {group.platform} lock with {others}: {facts}. "
+            f"partition {describe(partition)} cannot share the {group.platform} lock with {others}: {facts}.{then}"
             f"Without it the others plan {_label(rest_plan)}. Split it out: `{command([], [partition.name], '')}` "
             f"makes the others' lock{own}.",
             exc.rejected,
+            exc.by_reason,
         )
     singles = [(p, _tries(planner, target_for(kb, [p], group.platform, options))) for p in members]
     planned = [f"`{command([p.name], [], p.name)}`" for p, plan in singles if plan is not None]
@@ -202,9 +204,10 @@ def refusal(
         "to see its ways out."
     )
     return ConflictError(
-        f"the {group.platform} partitions {', '.join(p.name for p in members)} cannot share one lock: {facts}. "
+        f"the {group.platform} partitions {', '.join(p.name for p in members)} cannot share one lock: {facts}.{then}"
         f"Leaving out any one of them does not help. {tail}",
         exc.rejected,
+        exc.by_reason,
     )
 
 

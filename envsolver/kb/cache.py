@@ -45,6 +45,7 @@ ALLOWED = frozenset(
         ("envsolver.kb.model", name)
         for name in (
             "ArchRename",
+            "Chip",
             "CudaMajor",
             "DeepSpeedCondaBuild",
             "DeepSpeedDefaultCcs",
@@ -58,6 +59,7 @@ ALLOWED = frozenset(
             "MultiGpu",
             "OpHeader",
             "OpLibrary",
+            "PciDevice",
             "PypiCondaName",
             "Toolkit",
             "TorchBuild",

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from envsolver.errors import BadInputError, UnknownGpuError
-from envsolver.kb.model import Gpu, KnowledgeBase
+from envsolver.kb import pci
+from envsolver.kb.model import Gpu, KnowledgeBase, PciDevice
 
 _VENDOR = frozenset({"nvidia", "geforce", "tesla"})
 _SERIES = frozenset({"rtx", "gtx"})
@@ -90,12 +91,71 @@ def _index(gpus: tuple[Gpu, ...], form: Callable[[str], str]) -> dict[str, Gpu]:
 
 
 def lookup(kb: KnowledgeBase, name: str) -> Gpu:
-    """The GPU for a key, alias, name or nvidia-smi name. Raises UnknownGpuError with the 3 closest names."""
+    """The GPU for a key, alias, name or nvidia-smi name; else for a PCI device ID ("0x2233") or a name the
+    driver's table gives a device (the row of that name, else one from the device's chip); else for `sm_XY`.
+    Raises UnknownGpuError with the 3 closest names (or the device and chip whose CC is unknown)."""
+    found = _by_name(kb, name)
+    if found is not None:
+        return found
+    wanted = pci.device_id(name)
+    rows = pci.devices(kb, wanted) if wanted else _driver_names(kb.pci_devices).get(normalize(name), ())
+    if rows:
+        return _by_device(kb, name, rows)
+    if wanted:
+        raise UnknownGpuError(f"{name} (a PCI device ID the driver's table does not name)", [])
+    cc = pci.compute_capability(name) if name.strip().lower().startswith("sm_") else None
+    if cc is not None:
+        return pci.reported_row(kb, cc)
+    raise UnknownGpuError(name, closest(kb, name))
+
+
+def identify(kb: KnowledgeBase, name: str, device_id: str | None = None, compute_cap: str | None = None) -> Gpu:
+    """A detected GPU: by its name (see `lookup`), else by the PCI device ID the driver reports, else by the
+    compute capability it reports. Raises UnknownGpuError (about the name) when none of them is known."""
+    try:
+        return lookup(kb, name)
+    except UnknownGpuError as exc:
+        unknown = exc
+    wanted = pci.device_id(device_id)
+    if wanted and (rows := pci.devices(kb, wanted)):
+        return _by_device(kb, name, rows)
+    cc = pci.compute_capability(compute_cap)
+    if cc is not None:
+        return pci.reported_row(kb, cc)
+    raise unknown
+
+
+def _by_name(kb: KnowledgeBase, name: str) -> Gpu | None:
     for form in (normalize, loose):
         key = form(name)
         if key and key in (table := index(kb, form)):
             return table[key]
-    raise UnknownGpuError(name, closest(kb, name))
+    return None
+
+
+def _by_device(kb: KnowledgeBase, given: str, rows: tuple[PciDevice, ...]) -> Gpu:
+    """The GPU row one of the device's driver names resolves to, else the row of its chip. Raises UnknownGpuError
+    when neither is known."""
+    for row in rows:
+        if (found := _by_name(kb, row.name)) is not None:
+            return found
+    # the device's own row (no subsystem) names it, so a name and the ID give the same row
+    derived = pci.chip_row(kb, pci.devices(kb, rows[0].device_id)[0])
+    if derived is None:
+        device = f"PCI device 0x{rows[0].device_id}, {rows[0].name}, chip {rows[0].chip}"
+        raise UnknownGpuError(f"{given} ({device}, whose compute capability is not known)", closest(kb, given))
+    return derived
+
+
+@lru_cache(maxsize=8)
+def _driver_names(devices: tuple[PciDevice, ...]) -> dict[str, tuple[PciDevice, ...]]:
+    """Every name of the driver's table, normalized, to its first row and the other rows of that device ID."""
+    table: dict[str, tuple[PciDevice, ...]] = {}
+    for device in devices:
+        key = normalize(device.name)
+        if key not in table:
+            table[key] = (device, *(d for d in devices if d.device_id == device.device_id and d != device))
+    return table
 
 
 def _model(form: str) -> tuple[str, str, int | None]:

@@ -25,6 +25,7 @@ from envsolver.kb.model import (
     CHANNELS,
     PLATFORMS,
     ArchRename,
+    Chip,
     CudaMajor,
     DeepSpeedCondaBuild,
     DeepSpeedDefaultCcs,
@@ -37,6 +38,7 @@ from envsolver.kb.model import (
     MultiGpu,
     OpHeader,
     OpLibrary,
+    PciDevice,
     PypiCondaName,
     Toolkit,
     TorchBuild,
@@ -45,7 +47,7 @@ from envsolver.kb.model import (
 from envsolver.versions import DriverVersion, MajorMinor
 
 T = TypeVar("T")
-FILES = ("gpus.yaml", "cuda.yaml", "torch.yaml", "deepspeed.yaml", "conda.yaml")
+FILES = ("gpus.yaml", "cuda.yaml", "torch.yaml", "deepspeed.yaml", "conda.yaml", "chips.yaml", "pci_devices.yaml")
 META = "meta.yaml"  # the KB's date
 MAX_BYTES = 1 << 20  # per file; the largest (gpus.yaml) is about 42 KiB
 MAX_INT = 10**9  # no count, CUDA major or gcc version of ours comes near
@@ -279,6 +281,46 @@ def _multi_gpu(r: _Row) -> MultiGpu:
     )
 
 
+_HEX4 = re.compile(r"[0-9A-F]{4}")
+_SUBSYSTEM = re.compile(r"[0-9A-F]{4} [0-9A-F]{4}")
+
+
+def _pattern(pattern: re.Pattern[str], shape: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        text = _str(value)
+        if not pattern.fullmatch(text):
+            raise ValueError(f"expected {shape}")
+        return text
+
+    return convert
+
+
+def _chip(r: _Row) -> Chip:
+    return Chip(
+        chip=r.get("chip", _str),
+        compute_capability=r.nullable("compute_capability", _mm),
+        architecture=r.get("architecture", _str),
+        source=r.source(),
+        note=r.get("note", _str, optional=True),
+    )
+
+
+def _pci_device(r: _Row) -> PciDevice:
+    return PciDevice(
+        device_id=r.get("id", _pattern(_HEX4, "four upper-case hex digits")),
+        subsystem=r.nullable("subsystem", _pattern(_SUBSYSTEM, "two groups of four upper-case hex digits")),
+        name=r.get("name", _str),
+        chip=r.get("chip", _str),
+        source=r.source(),
+    )
+
+
+def _unknown_chips(chips: tuple[Chip, ...], devices: tuple[PciDevice, ...]) -> list[str]:
+    known = {c.chip for c in chips}
+    missing = sorted({d.chip for d in devices} - known)
+    return [f"pci_devices.yaml: chip(s) {missing} have no row in chips.yaml"] if missing else []
+
+
 def _cuda_major(r: _Row) -> CudaMajor:
     return CudaMajor(r.get("major", _int), r.get("mvc_driver", _driver), r.source(), r.get("note", _str, optional=True))
 
@@ -487,6 +529,9 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
     problems += pypi_rows.overlaps("deepspeed.yaml: pypi_requirements", ((r.since, r.latest) for r in ds_requirements))
     problems += pypi_rows.duplicates("deepspeed.yaml: pypi_sdists", (str(s.version) for s in sdists))
     problems += pypi_rows.duplicates("conda.yaml: pypi_conda_names", (n.pypi for n in conda_names))
+    chips = docs["chips.yaml"].rows("chips", _chip)
+    pci_devices = docs["pci_devices.yaml"].rows("devices", _pci_device)
+    problems += _unknown_chips(chips, pci_devices)
     targets = conda.rows("targets_include", _target_include)
     platform_vpkgs = conda.rows("platform_virtual_packages", _platform_vpkgs)
     kb = KnowledgeBase(
@@ -519,6 +564,8 @@ def load_kb(data_dir: Path | None = None, *, texts: Mapping[str, bytes] | None =
         cuda_global_pin=cuda.one("conda_forge_cuda_pin", _fact("version")) or Fact("", ()),
         multi_gpu=multi_gpu,
         sources=sources,
+        chips=chips,
+        pci_devices=pci_devices,
     )
     if problems:
         raise KnowledgeBaseError(problems)

@@ -50,6 +50,30 @@ class MultiGpu:
 
 
 @dataclass(frozen=True)
+class Chip:
+    """A GPU chip as pci.ids names it ("GA102") and the compute capability of the products built on it (None:
+    unknown)."""
+
+    chip: str
+    compute_capability: MajorMinor | None
+    architecture: str
+    source: tuple[str, ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    """One row of the driver's table: a PCI device ID ("2233"), the subsystem ("10DE 165A") where the driver
+    names a board by it, the name the driver gives it, and its chip."""
+
+    device_id: str
+    subsystem: str | None
+    name: str
+    chip: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CudaMajor:
     major: int
     mvc_driver: DriverVersion
@@ -278,6 +302,8 @@ class KnowledgeBase:
     cuda_global_pin: Fact
     multi_gpu: tuple[MultiGpu, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
+    chips: tuple[Chip, ...] = ()
+    pci_devices: tuple[PciDevice, ...] = ()  # the driver's table, in its order
     # None for the shipped KB; the KB restricted to what the bundled snapshot can lock carries its name and
     # nvcc versions (snapshot.coverage.restrict).
     holding: Holding | None = None

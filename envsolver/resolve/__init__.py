@@ -8,8 +8,8 @@ from dataclasses import replace
 from envsolver.errors import ConflictError, Kind
 from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
 from envsolver.plan import Plan, Reason
-from envsolver.resolve import archs, driver, full_support, notes, ways_out
-from envsolver.resolve.candidates import Candidate, Problem, pick
+from envsolver.resolve import archs, driver, full_support, notes, refusals, ways_out
+from envsolver.resolve.candidates import Candidate, pick
 from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.specs import assemble
 from envsolver.target import Target
@@ -30,12 +30,13 @@ def refusal(
     exc: ConflictError, target: Target, kb: KnowledgeBase, planner: Callable[[Target], Plan], where: str
 ) -> ConflictError:
     """The conflict with its ways out appended (ways_out.find through `planner`, which must not append
-    its own)."""
+    its own): on a line of their own after a list of rejected builds."""
     facts = str(exc).rstrip(". ")
+    then = "\n" if "\n" in facts else " "
     if isinstance(exc, PlatformsConflict):
-        return ConflictError(f"{facts}. {ways_out.one_each(target, exc.groups, planner)}", exc.rejected)
+        return ConflictError(f"{facts}.{then}{ways_out.one_each(target, exc.groups, planner)}", exc.rejected)
     found = ways_out.find(kb, target, planner)
-    return ConflictError(f"{facts}. {ways_out.sentence(found, where)}", exc.rejected)
+    return ConflictError(f"{facts}.{then}{ways_out.sentence(found, where)}", exc.rejected, exc.by_reason)
 
 
 class PlatformsConflict(ConflictError):
@@ -54,10 +55,10 @@ def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
     planned first); plans made only to be tried (ways out, alternatives) pass advise=False."""
     platform, platform_reasons, warnings = _platform(target)
     _check_driver_floors(kb, target)
-    chosen, rejected, problems = pick(kb, target, platform)
+    chosen, rejected, refused = pick(kb, target, platform)
     if chosen is None:
-        message = _no_candidate_message(kb, target, platform, problems)
-        raise ConflictError(message, [(r.candidate, r.because) for r in rejected])
+        message = _no_candidate_message(kb, target, platform, refused)
+        raise ConflictError(message, [(r.candidate, r.because) for r in rejected], refusals.by_reason(refused))
     if target.driver is None:
         warnings.append(_no_driver_warning(kb, chosen.toolkit))
     if chosen.compatibility == "minor":
@@ -225,19 +226,20 @@ def _check_driver_floors(kb: KnowledgeBase, target: Target) -> None:
         )
 
 
-def _no_candidate_message(kb: KnowledgeBase, target: Target, platform: str, problems: list[Problem]) -> str:
+def _no_candidate_message(kb: KnowledgeBase, target: Target, platform: str, refused: list[refusals.Refused]) -> str:
+    """What refuses the target: that the channel has no build within the options, or every build it rejected,
+    each once, under the reason that decided it (refusals.listing)."""
     gpus = ", ".join(g.name for g in target.gpus)
     holder = kb.holding.name if kb.holding else "the knowledge base"
-    if not problems:
+    if not refused:
         if target.source == "pytorch" and platform != "linux-64":
             return f"the pytorch channel has no {platform} CUDA builds"
         if target.source == "pytorch" and target.torch is not None and kb.holding is None:
             return f"the pytorch channel has no torch {target.torch_text}: it stopped at {LEGACY_LAST}"
         wanted = f" {target.torch_text}" if target.torch_text else ""
         return f"{holder} has no {target.source} torch{wanted} CUDA build for {platform}"
-    texts = list(dict.fromkeys(p.text for p in problems))[:2]
     channel = "pytorch-channel" if target.source == "pytorch" else target.source
-    return f"no {channel} torch build fits {gpus} on {platform}: {'; '.join(texts)}"
+    return f"no {channel} torch build fits {gpus} on {platform}:\n{refusals.listing(refused)}"
 
 
 def _target_reasons(kb: KnowledgeBase, target: Target) -> list[Reason]:

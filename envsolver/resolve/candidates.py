@@ -13,6 +13,7 @@ from envsolver.kb.model import KnowledgeBase, Toolkit, TorchBuild
 from envsolver.plan import Rejected
 from envsolver.resolve import archs, driver
 from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, no_conda_text
+from envsolver.resolve.refusals import Refused
 from envsolver.target import Target
 from envsolver.versions import MajorMinor
 
@@ -24,9 +25,11 @@ PYTHON_CAP = MajorMinor(3, 13)
 @dataclass(frozen=True)
 class Problem:
     """Why a candidate cannot be used. What the user can do about it is found by trying option changes
-    (resolve.ways_out), so that every fix a message offers is one that plans."""
+    (resolve.ways_out), so that every fix a message offers is one that plans. `detail` is what the reason says
+    about this build alone (its arch list), so that builds refused for one reason are listed under it once."""
 
     text: str
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,16 @@ class Candidate:
 
 
 def label(build: TorchBuild, torch: Version) -> str:
+    """'torch 2.5.1 cu118', 'torch 2.12.1 cu129 tegra', 'torch 2.4.1 cu121 (pytorch channel)'."""
+    return f"torch {torch} {variant(build)}"
+
+
+def variant(build: TorchBuild) -> str:
+    """The build's CUDA, with what tells it from another build of the same version and CUDA: a Jetson build
+    (tegra, beside the Arm servers' sbsa build before CUDA 13) and the pytorch channel."""
+    tegra = " tegra" if build.arm_variant == "tegra" else ""
     channel = "" if build.channel == "conda-forge" else " (pytorch channel)"
-    return f"torch {torch} cu{build.cuda.nodot}{channel}"
+    return f"cu{build.cuda.nodot}{tegra}{channel}"
 
 
 def gpu_names(target: Target, ccs: list[MajorMinor]) -> str:
@@ -60,7 +71,7 @@ def _python(target: Target, build: TorchBuild) -> MajorMinor | Problem:
     if target.python is not None:
         if target.python in build.python:
             return target.python
-        return Problem(f"no Python {target.python} build (it has {offered})")
+        return Problem(f"no Python {target.python} build", f"it has {offered}")
     capped = [p for p in build.python if p <= PYTHON_CAP] or list(build.python)
     return max(capped)
 
@@ -107,7 +118,7 @@ def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit:
     no_sass = [cc for cc in ccs if not build.has_sass_for(cc)]
     if no_sass:
         sms = ", ".join(f"sm_{cc.sm}" for cc in no_sass)
-        return Problem(f"no {sms}, needed by {gpu_names(target, no_sass)} (its arch list is {build.arch_list})")
+        return Problem(f"no {sms}, needed by {gpu_names(target, no_sass)}", f"its arch list is {build.arch_list}")
     variant = _variant_problem(target, build)
     if variant is not None:
         return variant
@@ -256,19 +267,18 @@ def candidates(kb: KnowledgeBase, target: Target, platform: str) -> list[tuple[T
     return sorted(items, key=lambda item: _order(kb, target, item))
 
 
-def pick(kb: KnowledgeBase, target: Target, platform: str) -> tuple[Candidate | None, list[Rejected], list[Problem]]:
-    """The chosen candidate (or None), the rejected newer candidates, and the problems seen (best first)."""
+def pick(kb: KnowledgeBase, target: Target, platform: str) -> tuple[Candidate | None, list[Rejected], list[Refused]]:
+    """The chosen candidate (or None), and the rejected newer candidates (best first) as a plan lists them and
+    as a refusal groups them."""
     evaluated = [(b, v, *_evaluate(kb, target, b, v)) for b, v in candidates(kb, target, platform)]
     chosen_index = next((i for i, e in enumerate(evaluated) if e[2] is not None and e[4] is None), None)
     if chosen_index is None:
         chosen_index = next((i for i, e in enumerate(evaluated) if e[2] is not None), None)
     limit = chosen_index if chosen_index is not None else len(evaluated)
-    rejected = []
-    problems = []
-    for build, version, _cand, hard, soft in evaluated[:limit]:
-        problem = hard or soft
-        if problem is not None:
-            rejected.append(Rejected(label(build, version), problem.text))
-            problems.append(problem)
+    refused = [
+        Refused(str(version), variant(build), problem.text, problem.detail)
+        for build, version, _cand, hard, soft in evaluated[:limit]
+        if (problem := hard or soft) is not None
+    ]
     chosen = evaluated[chosen_index][2] if chosen_index is not None else None
-    return chosen, rejected, problems
+    return chosen, [Rejected(r.label, r.because) for r in refused], refused

@@ -13,6 +13,8 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from packaging.version import InvalidVersion, Version
+
 from envsolver import versions
 from envsolver.errors import EnvsolverError
 from envsolver.kb.model import KnowledgeBase
@@ -22,6 +24,7 @@ from envsolver.target import Target, torch_specifier
 Planner = Callable[[Target], Plan]
 Options = tuple[tuple[str, str | None], ...]  # (flag, value or None for a bare flag), in command order
 SHOWN = 3  # ways out named in one message
+_FREE_TORCH: Options = (("--torch", None),)
 
 
 @dataclass(frozen=True)
@@ -163,10 +166,56 @@ def _oldest_driver(planner: Planner, target: Target, drivers: list[str]) -> tupl
     return (drivers[high], plan) if plan is not None else None
 
 
+def _asked(kb: KnowledgeBase, target: Target) -> list[Version]:
+    """The releases --torch names: those of the channel it matches, else the versions its clauses write."""
+    if target.torch is None:
+        return []
+    offered = {v for b in kb.torch_builds if b.channel == target.source for v in b.versions}
+    matched = [v for v in offered if target.torch.contains(v, prereleases=True)]
+    if matched:
+        return matched
+    named = []
+    for clause in target.torch:
+        try:
+            named.append(Version(clause.version.removesuffix(".*")))
+        except InvalidVersion:
+            continue
+    return named
+
+
+def _distance(version: Version, asked: list[Version]) -> tuple[int, int, int]:
+    """How far a release is from the nearest asked one: the major difference, then the minor, then (within the
+    same major.minor only) the patch difference."""
+
+    def between(v: Version, other: Version) -> tuple[int, int, int]:
+        (major, minor, micro), (major2, minor2, micro2) = ([*x.release, 0, 0][:3] for x in (v, other))
+        same = (major, minor) == (major2, minor2)
+        return abs(major - major2), abs(minor - minor2), abs(micro - micro2) if same else 0
+
+    return min(between(version, other) for other in asked)
+
+
+def nearest_torch(kb: KnowledgeBase, target: Target, planner: Planner) -> WayOut | None:
+    """`--torch X.Y.Z`: the release nearest to the one --torch asks for (the newer of two as near) with which the
+    target plans; None without --torch, or when no other release plans. Freeing --torch names the newest
+    instead, which can be far from what the user asked for (2.13.0 for --torch 2.5 where 2.7.1 plans)."""
+    asked = _asked(kb, target)
+    if target.torch is None or not asked:
+        return None
+    offered = {v for b in kb.torch_builds if b.channel == target.source for v in b.versions}
+    others = [v for v in offered if not target.torch.contains(v, prereleases=True)]
+    for version in sorted(others, key=lambda v: (_distance(v, asked), [-p for p in v.release])):
+        way = _combine(planner, kb, target, ((("--torch", str(version)),),), False)
+        if way is not None:
+            return way
+    return None
+
+
 def find(kb: KnowledgeBase, target: Target, planner: Planner) -> list[WayOut]:
-    """Up to SHOWN ways out, nearest first, from the first tier that has any: one option changed (a newer
-    driver first); two (an option and a newer driver first); three (two options and a newer driver first, then
-    three options, such as another source with the torch and Python it offers)."""
+    """Up to SHOWN ways out, nearest first, none named twice, from the first tier that has any: one option
+    changed (a newer driver first; for --torch the nearest release that plans, then the newest); two (an option
+    and a newer driver first); three (two options and a newer driver first, then three options, such as another
+    source with the torch and Python it offers)."""
     moves = _moves(kb, target)
     pairs = list(itertools.combinations(moves, 2))
     tiers: list[list[tuple[tuple[Options, ...], bool]]] = [
@@ -174,19 +223,22 @@ def find(kb: KnowledgeBase, target: Target, planner: Planner) -> list[WayOut]:
         [((m,), True) for m in moves] + [(pair, False) for pair in pairs],
         [(pair, True) for pair in pairs] + [(three, False) for three in itertools.combinations(moves, 3)],
     ]
-    found: list[WayOut] = []
+    found: dict[str, WayOut] = {}
     for tier in tiers:
         for combination, newer_driver in tier:
             if newer_driver and target.driver is None:
                 continue
-            way = _combine(planner, kb, target, combination, newer_driver)
-            if way is not None:
-                found.append(way)
+            ways = [_combine(planner, kb, target, combination, newer_driver)]
+            if combination == (_FREE_TORCH,) and not newer_driver:
+                ways.insert(0, nearest_torch(kb, target, planner))
+            for way in ways:
+                if way is not None:
+                    found.setdefault(way.text, way)
                 if len(found) == SHOWN:
-                    return found
+                    return list(found.values())
         if found:
-            return found
-    return found
+            return list(found.values())
+    return list(found.values())
 
 
 def label(plan: Plan) -> str:

@@ -7,7 +7,7 @@ import shlex
 
 from envsolver import toolchain
 from envsolver.archlist import canonical, parse_arch_list
-from envsolver.kb.gpus import lookup
+from envsolver.kb.gpus import identify
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import archplan
 from envsolver.verify.checks_base import (
@@ -46,7 +46,7 @@ def check_gpus(ctx: Context) -> Check:
     parts, unknown = [], []
     for g in gpus:
         try:
-            row = lookup(ctx.kb, g["name"])
+            row = identify(ctx.kb, g["name"], g.get("device_id"))
         except Exception:
             unknown.append(g["name"])
             parts.append(f"{g['name']} (CC {g.get('compute_capability')}, not in the knowledge base)")

@@ -241,11 +241,33 @@ def fact(facts: dict[str, Any], name: str, getter: Any) -> None:
         facts[name + "_error"] = "%s: %s" % (type(exc).__name__, exc)
 
 
+def _with_cell(line: str, index: int, value: str) -> str:
+    cells = line.split(",")
+    return ",".join([*cells[:index], " " + value, *cells[index:]])
+
+
+# Sample (nvidia-smi --query-gpu=pci.device_id --format=csv,noheader: the device ID, then NVIDIA's vendor ID):
+#   0x233510DE
+_DEVICE_ID = re.compile(r"0x[0-9A-Fa-f]{8}")
+
+
+def _device_ids(smi: str, gpus: list[dict[str, Any]]) -> None:
+    """Each GPU's PCI device ID (key device_id), where nvidia-smi gives one per GPU in the same order."""
+    rc, text = _run([smi, "--query-gpu=pci.device_id", "--format=csv,noheader"])
+    found = [line.strip() for line in text.strip().splitlines()] if rc == 0 else []
+    if len(found) == len(gpus) and all(_DEVICE_ID.fullmatch(d) for d in found):
+        for gpu, device in zip(gpus, found):
+            gpu["device_id"] = device
+
+
 def driver() -> dict[str, Any]:
     out: dict[str, Any] = {"source": None, "version": None, "cuda": None, "gpus": []}
     smi = shutil.which("nvidia-smi")
     if smi:
         rc, text = _run([smi, "--query-gpu=name,compute_cap,memory.total,driver_version", "--format=csv,noheader"])
+        if rc != 0:  # a driver older than R510 refuses compute_cap: ask again without it
+            rc, text = _run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"])
+            text = "\n".join(_with_cell(line, 1, "[N/A]") for line in text.strip().splitlines())
         if rc == 0:
             for line in text.strip().splitlines():
                 cells = [c.strip() for c in line.split(",")]
@@ -253,6 +275,7 @@ def driver() -> dict[str, Any]:
                     out["gpus"].append({"name": cells[0], "compute_capability": cells[1], "memory": cells[2]})
                     out["version"] = cells[3]
             out["source"] = "nvidia-smi"
+            _device_ids(smi, out["gpus"])
             rc, banner = _run([smi])
             match = re.search(r"CUDA Version:\s*([\d.]+)", banner)
             out["cuda"] = match.group(1) if match else None

@@ -249,3 +249,37 @@ def test_a_node_whose_nvidia_smi_fails_is_named_in_a_note(kb: KnowledgeBase) -> 
     (a100,) = result.cluster.partitions
     assert a100.driver == driver("550.54.15"), a100.provenance
     assert any("on cpu01" in n and "the oldest of the other nodes only" in n for n in result.notes), result.notes
+
+
+@pytest.mark.parametrize(
+    ("name", "cc", "key"),
+    [
+        # issue 24: a name the KB lacks but the driver's table names (device 0x2233): its chip's CC
+        ("NVIDIA RTX A5500", "8.6", "0x2233"),
+        # a name nobody knows: the GRES type's GPU (a100) where its CC is the one the node reports
+        ("NVIDIA A100 Mystery Edition", "8.0", "a100"),
+        # ... and the CC the node reports where the GRES type's GPU has another
+        ("NVIDIA Mystery 9000", "8.9", "sm_89"),
+    ],
+)
+def test_a_probed_gpu_the_kb_lacks_is_planned_by_what_the_node_reports(
+    kb: KnowledgeBase, name: str, cc: str, key: str
+) -> None:
+    probes: dict[tuple[str, str | None], draft.ProbeResult] = dict(lab_probes())
+    text = read("probe-a100-gpu02.txt").replace("NVIDIA A100-SXM4-80GB, 550.54.15, 8.0", f"{name}, 550.54.15, {cc}")
+    probes[("a100", "a100")] = parse.parse_probe(text)
+    result = draft.build(draft.survey(lab_facts(), only=("a100",)), probes, {}, kb, COMMAND)
+    (a100,) = result.cluster.partitions
+    assert [(g.key, str(g.compute_capability)) for g in a100.gpus] == [(key, cc)], (a100.gpus, result.notes)
+    assert name in a100.origin("gpus"), a100.provenance
+
+
+def test_a_cluster_of_gpus_known_by_id_or_cc_survives_the_file_round_trip(kb: KnowledgeBase) -> None:
+    from envsolver.cluster import file as cluster_file
+
+    for name, cc in (("NVIDIA RTX A5500", "8.6"), ("NVIDIA Mystery 9000", "8.9")):
+        probes: dict[tuple[str, str | None], draft.ProbeResult] = dict(lab_probes())
+        text = read("probe-a100-gpu02.txt").replace("NVIDIA A100-SXM4-80GB, 550.54.15, 8.0", f"{name}, 550.54.15, {cc}")
+        probes[("a100", "a100")] = parse.parse_probe(text)
+        cluster = draft.build(draft.survey(lab_facts()), probes, {}, kb, COMMAND).cluster
+        assert cluster_file.parse(cluster_file.render(cluster, "envsolver cluster init"), kb, "c.yaml") == cluster

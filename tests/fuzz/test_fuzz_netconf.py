@@ -45,6 +45,8 @@ def test_header_and_variable_parsers_never_raise(seed_value: int | None, count: 
         check_function(tally, ("retry_after", text), lambda: http.retry_after(text), ())
         check_function(tally, ("range_start", text), lambda: http.range_start(text), ())
         check_function(tally, ("proxies", text), lambda: netconf.proxies({"HTTPS_PROXY": text, "no_proxy": text}), ())
+        found = {"https": "http://proxy.example.org:3128", "no": text}
+        check_function(tally, ("proxy_for", text), lambda: netconf.proxy_for("https://h.example.org:8443/x", found), ())
         check_function(tally, ("jobs", text), lambda: install.download_jobs({install.JOBS_ENV: text}), (BadInputError,))
         check_function(tally, ("ceiling", text), lambda: bodylimit.ceiling({bodylimit.ENV: text}), (BadInputError,))
         check_function(
