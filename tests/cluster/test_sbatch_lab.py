@@ -27,7 +27,8 @@ from envsolver.cli import main
 from envsolver.cluster import gate_step, slurm_launch
 from envsolver.verify import nccl, nccl_run
 from tests.cluster.captures import ENV
-from tests.cluster.test_sbatch_launch import TRAIN, needs_torch, trained
+from tests.cluster.test_sbatch_launch import TRAIN, trained
+from tests.dist import needs_torch
 from tests.slurmlab import H100, Gpu, SlurmLab
 
 JOB_TIMEOUT_S = 300.0
