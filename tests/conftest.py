@@ -17,10 +17,11 @@ DATA = Path(__file__).parent / "data"
 KB_DATA = Path(__file__).parent.parent / "envsolver" / "kb" / "data"
 
 
-# The fast tier (`python3 -m pytest -n auto -m "not heavy"`, README) leaves out every test marked `heavy`: those of
-# the long markers, those that use the Slurm lab, the property-based tests (tests/fuzz, and a fixed seed and a
-# fresh one elsewhere), and the modules below, whose tests start envsolver, rattler's worker, pip, torchrun or a
-# server in processes of their own (each took 8 s or more of a whole run, 2026-12-01; `--durations` shows them).
+# The fast tier (README: `python3 -m pytest -n auto --maxprocesses 4 -m "not heavy"`) leaves out the tests marked
+# `heavy`: those of the long markers, those that use the Slurm lab, the property-based tests (tests/fuzz, and a fixed
+# seed and a fresh one elsewhere), and the modules below, whose tests start envsolver, rattler's worker, pip,
+# torchrun or a server in processes of their own (each took 8 s or more of a whole run, 2026-12-01; `--durations`
+# shows them).
 LONG_MARKERS = ("fuzz", "slow", "deepspeed_matrix", "scale")
 HEAVY_MODULES = frozenset(
     {
