@@ -128,6 +128,7 @@ def test_the_job_verifies_every_node_then_meets_at_the_first_host(lab: SlurmLab,
     assert not list(tmp_path.rglob("CANARY")) and not Path("CANARY").exists()
 
 
+@needs_torch  # the failing check is the CPU torch's torch_cuda_build
 def test_a_node_that_fails_verify_ends_the_job_before_the_command(lab: SlurmLab, tmp_path: Path) -> None:
     """Every check: the CPU torch fails torch_cuda_build on both nodes, so the command never runs."""
     cluster = init_cluster(lab, tmp_path)
