@@ -17,8 +17,73 @@ DATA = Path(__file__).parent / "data"
 KB_DATA = Path(__file__).parent.parent / "envsolver" / "kb" / "data"
 
 
+# The fast tier (README: `python3 -m pytest -n auto --maxprocesses 4 -m "not heavy"`) leaves out the tests marked
+# `heavy`: those of the long markers, those that use the Slurm lab, the property-based tests (tests/fuzz, and a fixed
+# seed and a fresh one elsewhere), and the modules below, whose tests start envsolver, rattler's worker, pip,
+# torchrun or a server in processes of their own (each took 8 s or more of a whole run, 2026-12-01; `--durations`
+# shows them).
+LONG_MARKERS = ("fuzz", "slow", "deepspeed_matrix", "scale")
+HEAVY_MODULES = frozenset(
+    {
+        "test_suggestions.py",
+        "test_lock.py",
+        "test_downloads.py",
+        "test_hostile_text.py",
+        "test_nccl_run.py",
+        "test_cli_imports.py",
+        "test_json.py",
+        "test_kb.py",
+        "test_lock_plan.py",
+        "test_install_signals.py",
+        "test_hook.py",
+        "test_closed_stdout.py",
+        "test_rattler_abort.py",
+        "test_kb_audit.py",
+        "test_install_safety.py",
+        "test_cli_flags.py",
+        "test_content_hash.py",
+        "test_completion.py",
+        "test_writers.py",
+        "test_download_limits.py",
+        "test_http.py",
+        "test_pip_part.py",
+        "test_locks_dir.py",
+        "test_install.py",
+        "test_mutate.py",
+        "test_inputhash.py",
+        "test_snapshot.py",
+        "test_redact.py",
+        "test_gpus_table.py",
+        "test_tmux.py",
+        "test_worker_bounds.py",
+        "test_verify_cluster_arch.py",  # a lab of its own (an aarch64 node)
+        "test_verify_cluster_step.py",
+        "test_sbatch_launch.py",
+        "test_slurm_output.py",
+        "test_slurmlab.py",
+    }
+)
+SEED_IDS = ("fixed-seed", "fresh-seed")
+
+
+def is_heavy(item: pytest.Item) -> bool:
+    """Whether the fast tier leaves `item` out (see HEAVY_MODULES)."""
+    path = Path(str(item.path))
+    return (
+        any(marker in item.keywords for marker in LONG_MARKERS)
+        or "slurm_lab" in getattr(item, "fixturenames", ())
+        or "fuzz" in path.parts
+        or path.name in HEAVY_MODULES
+        or any(seed in item.name for seed in SEED_IDS)
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """GPU tests run only where an NVIDIA driver answers (the GPU machine)."""
+    """Every heavy test is marked `heavy` (the fast tier leaves them out). GPU tests run only where an NVIDIA driver
+    answers (the GPU machine)."""
+    for item in items:
+        if is_heavy(item):
+            item.add_marker(pytest.mark.heavy)
     if shutil.which("nvidia-smi") and Path("/proc/driver/nvidia/version").exists():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU and driver")

@@ -258,6 +258,33 @@ def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str)
     stand_in.chmod(0o755)
 
 
+JOB_ID_BLOCKS = 90  # blocks of JOB_ID_BLOCK ids from 1000: job ids up to 18999, rendezvous ports up to 48499
+JOB_ID_BLOCK = 200  # job ids a lab may use; a whole default run submits well under 100
+
+
+def first_job_id(environ: Mapping[str, str] = os.environ, pid: int | None = None) -> int:
+    """The first job id of a lab: a block of its own. Under pytest-xdist, worker gwN of W takes a block whose
+    number is N modulo W, after an offset shared by the run (PYTEST_XDIST_TESTRUNUID), so the labs of one run never
+    share a block; otherwise (one process, or a copy of the suite beside it) the block follows the process id."""
+    worker, count, run = (
+        environ.get(k, "") for k in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+    )
+    number = worker.removeprefix("gw")
+    if (
+        number.isascii()
+        and number.isdigit()
+        and count.isascii()
+        and count.isdigit()
+        and 0 < int(count) <= JOB_ID_BLOCKS
+    ):
+        slots = JOB_ID_BLOCKS // int(count)
+        offset = int.from_bytes(run.encode(), "big") % slots if run else 0
+        block = offset * int(count) + int(number) % int(count)
+    else:
+        block = (os.getpid() if pid is None else pid) % JOB_ID_BLOCKS
+    return 1000 + block * JOB_ID_BLOCK
+
+
 def missing_binaries() -> list[str]:
     return [b for b in BINARIES if shutil.which(b) is None]
 
@@ -470,9 +497,10 @@ class SlurmLab:
             "ReturnToService=2",
             "SlurmctldTimeout=30",
             # Job ids of their own: the launcher's rendezvous port follows the job id (slurm_launch.port_for), and
-            # two labs on one host (two copies of the suite side by side) would otherwise both run job 27 on
-            # 127.0.0.1:29527 at once. A real cluster's job ids are unique; two labs' need not be.
-            f"FirstJobId={1000 + (os.getpid() % 90) * 200}",
+            # two labs on one host (two copies of the suite side by side, or two pytest-xdist workers of one run)
+            # would otherwise both run job 27 on 127.0.0.1:29527 at once. A real cluster's job ids are unique;
+            # two labs' need not be.
+            f"FirstJobId={first_job_id()}",
             "SlurmdTimeout=60",
             "InactiveLimit=0",
             "KillWait=2",

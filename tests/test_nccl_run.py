@@ -28,21 +28,12 @@ from envsolver.cluster import grammar, slurm_launch
 from envsolver.cluster.model import SlurmOptions
 from envsolver.errors import BadInputError
 from envsolver.verify import nccl, nccl_run
+from tests.dist import needs_torch
 
 WORKER = str(nccl_run.WORKER)
 LAUNCHER = str(nccl_run.LAUNCHER)
 PACKAGE = Path(nccl_run.__file__).resolve().parents[1]
 FAST = nccl_run.Options(backend="gloo", sizes=(4096, 65536), iters=2, warmup=1, timeout=60.0, check_count=4099)
-
-
-def has_torch() -> bool:
-    done = subprocess.run([sys.executable, "-c", "import torch.distributed"], capture_output=True, check=False)
-    return done.returncode == 0
-
-
-needs_torch = pytest.mark.skipif(
-    not has_torch(), reason="torch is not installed in this python: `pip install torch` (the CPU wheel) runs these"
-)
 
 
 def test_local_argv_is_torchrun_standalone_one_process_per_gpu() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import zipfile
@@ -49,3 +50,35 @@ def test_wheel_contents(tmp_path: Path) -> None:
         "envsolver/py.typed",
     ):
         assert required in names, required
+
+
+def _setup_block() -> list[str]:
+    """The command lines of README's "Set up and test" block."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Set up and test\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_readmes_install_and_test_commands_are_what_ci_runs() -> None:
+    """README's set-up makes a venv first, then its install and test commands are lines .ci/run runs, word for word
+    (.ci/run makes its own fresh venv)."""
+    venv, install, test = _setup_block()
+    assert venv.startswith("python3 -m venv "), venv
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert install in ci, f"README's install {install!r} is not a line of .ci/run"
+    assert test in ci, f"README's test command {test!r} is not a line of .ci/run"
+    assert "python3 -m pip install -e '.[dist]'" in ci, ".ci/run does not install the dist extra"
+
+
+def test_the_test_extra_pulls_no_torch_and_the_dist_extra_holds_it() -> None:
+    """`pip install -e '.[test]'` must download no torch (PyPI's is its CUDA build, gigabytes): torch and DeepSpeed
+    (which requires torch) live in the dist extra alone."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {
+        extra: {re.split(r"[\s<>=!~\[;]", req, maxsplit=1)[0].lower() for req in reqs} for extra, reqs in extras.items()
+    }
+    assert not names["test"] & {"torch", "deepspeed"}, names["test"]
+    assert {"torch", "deepspeed"} <= names["dist"], names["dist"]
+    assert "pytest-xdist" in names["test"], "README's test command runs pytest -n auto"

@@ -6,13 +6,20 @@ A sweep of targets (every profile; GPUs x drivers x sources x --torch values; ta
 a way out (or say that no change of up to three options plans the target), every `--option` it mentions must
 sit inside a backticked suggestion, and every suggestion, put into the same command in place of the same
 options, must exit 0.
+
+The default run takes every profile and every EXTRA target, and of the GPUs x drivers x sources x --torch product
+a sample drawn with a fixed seed plus one drawn with a fresh seed (named in a failure, with the command that
+draws it again: $ENVSOLVER_SWEEP_SEED); the whole product runs under `-m slow`.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import random
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -52,10 +59,48 @@ def _target(gpu: str, driver: str | None, source: str, torch: str | None) -> lis
     return args + (["--torch", torch] if torch else [])
 
 
-def _spread(every: int, offset: int) -> list[list[str]]:
-    """Every `every`-th target of GPUs x drivers x sources x --torch values (a fixed, even spread)."""
-    product = itertools.product(GPUS, DRIVERS, ("conda-forge", "pytorch"), TORCHES)
-    return [_target(*combo) for i, combo in enumerate(product) if i % every == offset]
+PRODUCT = [_target(*combo) for combo in itertools.product(GPUS, DRIVERS, ("conda-forge", "pytorch"), TORCHES)]
+FIXED_SEED = 20261201
+SEED_ENV = "ENVSOLVER_SWEEP_SEED"
+
+
+def fresh_seed(environ: Mapping[str, str] = os.environ) -> int:
+    """The fresh sample's seed: $ENVSOLVER_SWEEP_SEED when set (to draw a failing sample again), else one seed for
+    the whole run (pytest-xdist's workers share PYTEST_XDIST_TESTRUNUID, so they draw the same sample), else a new
+    one."""
+    given = environ.get(SEED_ENV, "")
+    if given.isascii() and given.isdigit():
+        return int(given)
+    run = environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    return int.from_bytes(run.encode(), "big") % 10**9 if run else random.SystemRandom().randrange(10**9)
+
+
+FRESH_SEED = fresh_seed()
+
+
+def sample(seed: int, size: int, avoid: int | None = None) -> list[list[str]]:
+    """`size` targets of PRODUCT drawn with `seed` (those the fixed sample of `avoid` seed holds are not drawn
+    again while others are left)."""
+    taken = set(map(tuple, sample(avoid, size))) if avoid is not None else set()
+    rest = [t for t in PRODUCT if tuple(t) not in taken]
+    return random.Random(seed).sample(rest, size)
+
+
+def sweep(size: int) -> list[object]:
+    """A fixed-seed sample of PRODUCT (ids: the target), a fresh-seed sample (ids: fresh-N, the same on every
+    xdist worker; the target is drawn when the test runs) and, under `-m slow`, every target."""
+    fixed = [pytest.param(args, id=_id(args)) for args in sample(FIXED_SEED, size)]
+    fresh = [pytest.param(i, id=f"fresh-{i}") for i in range(size)]
+    every = [pytest.param(args, id=f"all {_id(args)}", marks=pytest.mark.slow) for args in PRODUCT]
+    return fixed + fresh + every
+
+
+def drawn(case: list[str] | int, size: int) -> tuple[list[str], str]:
+    """The target of a sweep case, and what a failure adds to say how to draw it again."""
+    if isinstance(case, int):
+        args = sample(FRESH_SEED, size, avoid=FIXED_SEED)[case]
+        return args, f" (fresh sample: {SEED_ENV}={FRESH_SEED} python3 -m pytest {__file__} draws it again)"
+    return case, ""
 
 
 def _id(args: list[str]) -> str:
@@ -88,38 +133,67 @@ def run(verb: str, args: list[str], out: Path) -> Result:
     return CliRunner().invoke(main, ["make", *args, "--offline", "--out", str(out)], env=ENV)
 
 
-def check_refusal(verb: str, args: list[str], out: Path) -> None:
-    """Run the target; on a refusal, check the message and run every suggestion it makes."""
+def check_refusal(verb: str, args: list[str], out: Path, drawn_as: str = "") -> None:
+    """Run the target; on a refusal, check the message and run every suggestion it makes. `drawn_as` ends every
+    failure (how a sampled target is drawn again)."""
     result = run(verb, args, out)
-    assert result.exit_code in (0, 1), result.output
+    assert result.exit_code in (0, 1), f"{_id(args)}{drawn_as}\n{result.output}"
     if result.exit_code == 0:
         return
     message = result.output
     suggestions = SUGGESTION.findall(message)
     # No way out is acceptable only where the search found none, and the message says so.
-    assert suggestions or "No change of up to three options plans this target" in message, message
+    assert suggestions or "No change of up to three options plans this target" in message, (
+        f"{_id(args)}{drawn_as}\n{message}"
+    )
     loose = OPTION.findall(SUGGESTION.sub("", message))
-    assert not loose, f"{loose} named outside a runnable suggestion: {message}"
+    assert not loose, f"{loose} named outside a runnable suggestion{drawn_as}: {message}"
     for suggestion in suggestions:
         fixed = apply(args, suggestion)
         again = run(verb, fixed, out)
-        assert again.exit_code == 0, f"`{suggestion}` from\n{message}\ndoes not work: {_id(fixed)}\n{again.output}"
+        assert again.exit_code == 0, (
+            f"`{suggestion}` from\n{message}\ndoes not work: {_id(fixed)}{drawn_as}\n{again.output}"
+        )
 
 
-EXPLAIN = PROFILES + _spread(3, 1) + EXTRA
+# Sample sizes: the explain sweep is in-process and quick; the offline one runs a rattler solve per command.
+EXPLAIN_SAMPLE = 40
+OFFLINE_SAMPLE = 8
+CURATED = PROFILES + EXTRA
 
 
-@pytest.mark.parametrize("args", EXPLAIN, ids=[_id(a) for a in EXPLAIN])
+@pytest.mark.parametrize("args", CURATED, ids=[_id(a) for a in CURATED])
 def test_explain_refusals_offer_fixes_that_work(args: list[str], tmp_path: Path) -> None:
     check_refusal("explain", args, tmp_path)
 
 
-OFFLINE = _spread(12, 4) + EXTRA
+@pytest.mark.parametrize("case", sweep(EXPLAIN_SAMPLE))
+def test_explain_refusals_offer_fixes_that_work_across_the_product(case: list[str] | int, tmp_path: Path) -> None:
+    args, drawn_as = drawn(case, EXPLAIN_SAMPLE)
+    check_refusal("explain", args, tmp_path, drawn_as)
 
 
-@pytest.mark.parametrize("args", OFFLINE, ids=[_id(a) for a in OFFLINE])
+@pytest.mark.parametrize("args", EXTRA, ids=[_id(a) for a in EXTRA])
 def test_offline_refusals_offer_fixes_that_work(args: list[str], tmp_path: Path) -> None:
     check_refusal("make", args, tmp_path)
+
+
+@pytest.mark.parametrize("case", sweep(OFFLINE_SAMPLE))
+def test_offline_refusals_offer_fixes_that_work_across_the_product(case: list[str] | int, tmp_path: Path) -> None:
+    args, drawn_as = drawn(case, OFFLINE_SAMPLE)
+    check_refusal("make", args, tmp_path, drawn_as)
+
+
+def test_the_samples_are_targets_of_the_product_and_the_fresh_one_follows_its_seed() -> None:
+    """The sweep's sampling: a sample holds `size` different targets of PRODUCT; the same seed draws the same
+    sample; the fresh sample leaves out the fixed one; $ENVSOLVER_SWEEP_SEED names the fresh seed."""
+    fixed = sample(FIXED_SEED, EXPLAIN_SAMPLE)
+    assert len({tuple(t) for t in fixed}) == EXPLAIN_SAMPLE and all(t in PRODUCT for t in fixed), fixed
+    assert sample(FIXED_SEED, EXPLAIN_SAMPLE) == fixed
+    fresh = sample(12345, EXPLAIN_SAMPLE, avoid=FIXED_SEED)
+    assert not {tuple(t) for t in fresh} & {tuple(t) for t in fixed}, fresh
+    assert fresh_seed({SEED_ENV: "12345"}) == 12345
+    assert fresh_seed({"PYTEST_XDIST_TESTRUNUID": "abc"}) == fresh_seed({"PYTEST_XDIST_TESTRUNUID": "abc"})
 
 
 @pytest.mark.parametrize("args", PROFILES, ids=[_id(a) for a in PROFILES])

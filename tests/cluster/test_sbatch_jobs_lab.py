@@ -10,7 +10,6 @@ when it is installed). The verify step is left out (--no-verify): test_sbatch_la
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from click.testing import CliRunner
 
 from envsolver.cli import main
 from tests.cluster.test_sbatch_lab import init_cluster, stand_in_env, submit
-from tests.cluster.test_sbatch_launch import needs_torch
+from tests.dist import needs_deepspeed, needs_torch
 from tests.slurmlab import SlurmLab
 
 # The command: joins the group its launcher set up (env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), all-reduces
@@ -44,10 +43,6 @@ os.write(1, ("RANK " + json.dumps({
 }) + "\\n").encode())
 dist.destroy_process_group()
 """
-needs_deepspeed = pytest.mark.skipif(
-    importlib.util.find_spec("deepspeed") is None,
-    reason="DeepSpeed is not installed in this python (`pip install deepspeed` runs the DeepSpeed launch here)",
-)
 
 
 def ranks(output: str) -> list[dict[str, Any]]:

@@ -27,7 +27,8 @@ from envsolver.cli import main
 from envsolver.cluster import gate_step, slurm_launch
 from envsolver.verify import nccl, nccl_run
 from tests.cluster.captures import ENV
-from tests.cluster.test_sbatch_launch import TRAIN, needs_torch, trained
+from tests.cluster.test_sbatch_launch import TRAIN, trained
+from tests.dist import needs_torch
 from tests.slurmlab import H100, Gpu, SlurmLab
 
 JOB_TIMEOUT_S = 300.0
@@ -127,6 +128,7 @@ def test_the_job_verifies_every_node_then_meets_at_the_first_host(lab: SlurmLab,
     assert not list(tmp_path.rglob("CANARY")) and not Path("CANARY").exists()
 
 
+@needs_torch  # the failing check is the CPU torch's torch_cuda_build
 def test_a_node_that_fails_verify_ends_the_job_before_the_command(lab: SlurmLab, tmp_path: Path) -> None:
     """Every check: the CPU torch fails torch_cuda_build on both nodes, so the command never runs."""
     cluster = init_cluster(lab, tmp_path)

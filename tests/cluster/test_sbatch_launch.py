@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from envsolver.cluster import slurm_launch
+from tests.dist import needs_torch
 
 LAUNCHER = str(Path(slurm_launch.__file__).resolve())
 
@@ -46,16 +47,6 @@ os.write(1, ("TRAIN " + json.dumps({
 dist.destroy_process_group()
 """
 MARK = "TRAIN "
-
-
-def has_torch() -> bool:
-    done = subprocess.run([sys.executable, "-c", "import torch.distributed"], capture_output=True, check=False)
-    return done.returncode == 0
-
-
-needs_torch = pytest.mark.skipif(
-    not has_torch(), reason="torch is not installed in this python: `pip install -e '.[test]'` installs the CPU wheel"
-)
 
 
 def trained(output: str) -> list[dict[str, Any]]:

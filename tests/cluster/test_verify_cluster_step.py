@@ -19,6 +19,7 @@ from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.lockfile import read as read_lock
 from envsolver.verify import run
 from tests.cluster.captures import ONLY, PREFIX, captured, read
+from tests.dist import needs_torch
 
 LOCKS = Path(__file__).resolve().parents[2] / "locks"
 
@@ -76,6 +77,7 @@ def test_the_node_asks_for_the_locks_pypi_distributions(kb: KnowledgeBase) -> No
     assert dists == [r.name for r in lock.pip], command[4:]
 
 
+@needs_torch  # its torch child must import this venv's real torch
 def test_the_probe_runs_as_source_isolated_from_the_submit_shell(tmp_path: Path, kb: KnowledgeBase) -> None:
     """As the node runs it (here, without srun): `python -I -c SOURCE`, no __file__, in a directory holding a
     json.py that would shadow the standard library's, with PYTHONPATH and PYTHONHOME pointing at junk: the

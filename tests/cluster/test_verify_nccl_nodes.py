@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from envsolver.cli import main
 from envsolver.verify import nccl, nccl_run
 from tests.cluster.test_sbatch_lab import init_cluster, submit
-from tests.cluster.test_sbatch_launch import needs_torch
+from tests.dist import needs_torch
 from tests.slurmlab import SlurmLab, free_ports
 
 FAST = ["--backend", "gloo", "--sizes", "4K,64K", "--iters", "2", "--nccl-timeout", "60"]
