@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from envsolver.core.procrun import run  # noqa: E402
 from envsolver.hook import buildenv, opcache, opkey, ops  # noqa: E402
 from envsolver.hook import run as hook_run  # noqa: E402
 from envsolver.kb import default_kb  # noqa: E402
-from envsolver.procrun import run  # noqa: E402
 from tests.oplibs import compile_op  # noqa: E402
 
 OPS = {

@@ -9,7 +9,7 @@ is a new process on a new prefix, alternating in one run:
   - bare:  `python -c` that reads the lock's records and calls rattler.install with an empty package cache
            (what rattler does alone: fetch from the file:// channel, extract, link; no envsolver checks);
   - cold:  `envsolver install LOCK -p PREFIX --no-hook` with an empty cache: fetch, sha256, read and check every
-           archive (envsolver.archive), extract and link;
+           archive (envsolver.install.archive), extract and link;
   - warm:  the same with the proven archives already in envsolver's cache (each still re-hashed as it is
            copied to the staging directory);
   - no-op: the same command again on the installed prefix.
@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envsolver.solve import ChannelSource, index_channel, solve  # noqa: E402
-from envsolver.writers import condalock  # noqa: E402
+from envsolver.lock.solve import ChannelSource, index_channel, solve  # noqa: E402
+from envsolver.lock.writers import condalock  # noqa: E402
 from tests.conda_packages import build_package  # noqa: E402
 
 BARE = """

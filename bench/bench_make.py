@@ -35,11 +35,13 @@ import rattler  # noqa: E402
 from rattler.channel import ChannelPriority  # noqa: E402
 from rattler.package.build_string import BuildString  # noqa: E402
 
-from envsolver import install, lock, outputs, snapshot  # noqa: E402
-from envsolver.inputs import Options, build_target, make_command  # noqa: E402
+from envsolver.install import run as install  # noqa: E402
 from envsolver.kb import default_kb  # noqa: E402
-from envsolver.solve import ChannelSource, solve  # noqa: E402
-from envsolver.writers import condalock  # noqa: E402
+from envsolver.lock import outputs, snapshot  # noqa: E402
+from envsolver.lock import run as lock  # noqa: E402
+from envsolver.lock.solve import ChannelSource, solve  # noqa: E402
+from envsolver.lock.writers import condalock  # noqa: E402
+from envsolver.resolve.inputs import Options, build_target, make_command  # noqa: E402
 from tests.conda_packages import build_package  # noqa: E402
 
 
@@ -100,7 +102,7 @@ def bench_install(packages: int, work: Path) -> dict[str, float]:
         files = {f"share/bench{i}/file{j}.txt": f"package {i} file {j}\n" * 50 for j in range(20)}
         build_package(channel, f"bench-pkg{i}", "1.0", files)
     (channel / "noarch").mkdir(exist_ok=True)
-    from envsolver.solve import index_channel
+    from envsolver.lock.solve import index_channel
 
     index_channel(channel)
     records = solve(

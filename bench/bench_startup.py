@@ -65,7 +65,7 @@ CAPTURE = """\
 import json, sys
 from pathlib import Path
 from envsolver import lock, solve
-from envsolver.inputs import Options, build_target
+from envsolver.resolve.inputs import Options, build_target
 from envsolver.kb import default_kb
 
 seen = []
@@ -159,8 +159,8 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
             add(f"{label}make --offline", _timed(command, env, work)[0])
             add(f"{label}explain", _timed([sys.executable, "-m", "envsolver", "explain", "--gpu", gpu], env, work)[0])
             add(f"{label}gpus", _timed([sys.executable, "-m", "envsolver", "gpus"], env, work)[0])
-            cli = [sys.executable, "-c", "import envsolver.cli"]
-            add(f"{label}python -c 'import envsolver.cli'", _timed(cli, env, work)[0])
+            cli = [sys.executable, "-c", "import envsolver.cli.main"]
+            add(f"{label}python -c 'import envsolver.cli.main'", _timed(cli, env, work)[0])
         add("python -c pass", _timed([sys.executable, "-c", "pass"], dict(os.environ), work)[0])
         if i < 0:
             times.clear()

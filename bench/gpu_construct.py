@@ -7,7 +7,6 @@ import json
 import time
 
 t0 = time.perf_counter()
-import deepspeed  # noqa: E402
 import torch  # noqa: E402
 from deepspeed.ops.adam import DeepSpeedCPUAdam, FusedAdam  # noqa: E402
 from deepspeed.ops.lamb import FusedLamb  # noqa: E402

@@ -1,8 +1,8 @@
-"""Two measured reasons envsolver.http uses requests' HTTPAdapter but not its Session (docs/downloads.md).
+"""Two measured reasons envsolver.net.http uses requests' HTTPAdapter but not its Session (docs/downloads.md).
 
 1. Session.send reads a redirect's whole body into memory before it returns, with allow_redirects=False and
    stream=True too: a 302 whose body never ends (tests/httplab.py's endless server, stopped at 256 MiB) grows
-   the process by that much. envsolver.http.download closes the redirect unread.
+   the process by that much. envsolver.net.http.download closes the redirect unread.
 2. With trust_env (requests' default), netrc's `default` entry is sent to the host a redirect names
    (Session.rebuild_auth asks netrc again for the new host, and `default` answers for every host).
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests
 
-from envsolver.http import download
+from envsolver.net.http import download
 
 ENDLESS = 256 << 20
 
@@ -81,7 +81,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         before, started = _rss_mib(), time.monotonic()
         download(url + "/x", Path(tmp) / "x", environ={})
-        print(f"envsolver.http.download: {time.monotonic() - started:.2f} s, peak RSS +{_rss_mib() - before:.0f} MiB")
+        print(
+            f"envsolver.net.http.download: {time.monotonic() - started:.2f} s, peak RSS +{_rss_mib() - before:.0f} MiB"
+        )
     before, started = _rss_mib(), time.monotonic()
     with requests.Session() as session:
         response = session.get(url + "/x", allow_redirects=False, stream=True, timeout=60)
@@ -98,7 +100,7 @@ def main() -> None:
         netrc.write_text("default login alice password DEFAULT-SECRET\n")
         Recorder.seen.clear()
         download(first + "/x", Path(tmp) / "x", environ={"NETRC": str(netrc)})
-        print(f"envsolver.http.download: the redirect target got Authorization={Recorder.seen[-1]!r}")
+        print(f"envsolver.net.http.download: the redirect target got Authorization={Recorder.seen[-1]!r}")
         os.environ["NETRC"] = str(netrc)
         Recorder.seen.clear()
         requests.get(first + "/x", timeout=60)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import sys
 
-from envsolver.errors import INTERRUPTED, INTERRUPTED_EXIT, INTERRUPTED_FIX, failure
+from envsolver.core.errors import INTERRUPTED, INTERRUPTED_EXIT, INTERRUPTED_FIX, failure
 
 
 def run() -> None:
     try:
-        from envsolver.cli import main
+        from envsolver.cli.main import main
     except KeyboardInterrupt:
         print(f"error: {INTERRUPTED} {INTERRUPTED_FIX}", file=sys.stderr)
         if "--json" in sys.argv[1:]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the bundled snapshot of PyPI's simple pages for the projects envsolver's plans take from PyPI.
 
-    python scripts/build_pypi_snapshot.py [--out envsolver/pypi/data] [--since 0.14.0]
+    python scripts/build_pypi_snapshot.py [--out envsolver/lock/pypi/data] [--since 0.14.0]
 
 Reads each project's PEP 691 JSON simple page from https://pypi.org/simple/PROJECT/ and keeps the entries of
 its releases from --since on (the releases the knowledge base covers), as PyPI gives them (file name, URL,
@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envsolver.pypi.index import name_version  # noqa: E402
+from envsolver.lock.pypi.index import name_version  # noqa: E402
 
 PROJECTS = ("deepspeed",)
 KEEP = ("filename", "url", "hashes", "requires-python", "size", "upload-time", "yanked")

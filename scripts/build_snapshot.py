@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build envsolver's bundled offline snapshot from the real records in shared/realdata.
 
-    python scripts/build_snapshot.py [--realdata ../shared/realdata] [--out envsolver/snapshot/data]
+    python scripts/build_snapshot.py [--realdata ../shared/realdata] [--out envsolver/lock/snapshot/data]
 
 Reads every lock file and repodata.json under shared/realdata with the normaliser that ships beside them
 (extract_records.py), keeps the records of the GPU stack and their dependency closure for linux-64,

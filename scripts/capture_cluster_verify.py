@@ -19,11 +19,11 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import step
+from envsolver.install.prefixmeta import METADATA
 from envsolver.kb import default_kb
-from envsolver.prefixmeta import METADATA
 from tests.slurmlab import V100, Gpu, SlurmLab, write_env
 
 ROOT = Path("/tmp/cv-lab")

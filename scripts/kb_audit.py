@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from envsolver.errors import (
+from envsolver.core.errors import (
     INTERRUPTED,
     INTERRUPTED_EXIT,
     INTERRUPTED_FIX,
@@ -36,6 +36,7 @@ from envsolver.errors import (
     failure,
     split_fix,
 )
+from envsolver.core.printable import printable
 from envsolver.kb import load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
@@ -46,7 +47,6 @@ from envsolver.kb.upstream import facts as upstream_facts
 from envsolver.kb.upstream import render as upstream_render
 from envsolver.kb.upstream.collect import CACHE_ENV
 from envsolver.kb.upstream.compare import compare
-from envsolver.printable import printable
 
 FIX_USAGE = "Run `python scripts/kb_audit.py --help` to see the options."
 

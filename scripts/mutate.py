@@ -111,7 +111,7 @@ GROUPS = {
     ),
     "writers": Group(
         "writers",
-        ("envsolver/writers/*.py",),
+        ("envsolver/lock/writers/*.py",),
         (
             "tests/test_writers.py",
             "tests/test_fileset.py",
@@ -131,7 +131,7 @@ GROUPS = {
     ),
     "versions": Group(
         "versions",
-        ("envsolver/versions.py",),
+        ("envsolver/core/versions.py",),
         ("tests/test_versions.py", "tests/test_version_options.py"),
         SEED,
         PRELOAD,

@@ -11,7 +11,7 @@ sure by stopping the first mid-write while the second runs.
 Consistent means: the directory's environment.yml, conda-lock.yml and conda-linux-64.lock are, byte for
 byte, the complete set one of the runs writes on its own (the old set or the new one), and no temporary
 or journal file is left. After a SIGKILL the set is checked twice: as the killed run left it, and after
-the repair that the next envsolver run on the directory does first (envsolver.writers.fileset.repair,
+the repair that the next envsolver run on the directory does first (envsolver.lock.writers.fileset.repair,
 when that module exists). tests/test_outputs.py runs a few trials of each kind through this module.
 """
 
@@ -77,9 +77,9 @@ def leftovers(out: Path, lock_file_allowed: bool = False) -> list[str]:
 
 def repair(out: Path) -> bool:
     """Run the repair the next envsolver run does; False when this checkout has no such step."""
-    if importlib.util.find_spec("envsolver.writers.fileset") is None:
+    if importlib.util.find_spec("envsolver.lock.writers.fileset") is None:
         return False
-    from envsolver.writers import fileset
+    from envsolver.lock.writers import fileset
 
     fileset.repair(out)
     return True

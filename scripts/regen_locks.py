@@ -13,10 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from envsolver import lock, outputs, profile
-from envsolver.errors import EnvsolverError
-from envsolver.inputs import Options, build_target, make_command
+from envsolver.core.errors import EnvsolverError
 from envsolver.kb import default_kb
+from envsolver.lock import outputs
+from envsolver.lock import run as lock
+from envsolver.resolve import profile
+from envsolver.resolve.inputs import Options, build_target, make_command
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -112,7 +112,7 @@ def build_package(
 
 def build_channel(root: Path, name: str = "channel") -> Path:
     """A local channel with three small packages, one depending on the others, indexed by rattler."""
-    from envsolver.solve import index_channel
+    from envsolver.lock.solve import index_channel
 
     channel = root / name
     build_package(channel, "tiny-lib", "1.0", {"lib/tiny.txt": "tiny lib\n"})

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from envsolver.errors import EnvsolverError
-from envsolver.inputs import Options, build_target
+from envsolver.core.errors import EnvsolverError
 from envsolver.kb import KnowledgeBase, default_kb
-from envsolver.plan import Plan
-from envsolver.resolve import resolve
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.run import resolve
 
 DATA = Path(__file__).parent / "data"
 KB_DATA = Path(__file__).parent.parent / "envsolver" / "kb" / "data"

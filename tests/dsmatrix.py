@@ -39,9 +39,9 @@ from typing import Any
 
 from packaging.version import Version
 
+from envsolver.core.procrun import run, run_build
 from envsolver.hook import ops, register
 from envsolver.kb import KnowledgeBase
-from envsolver.procrun import run, run_build
 from envsolver.resolve import deepspeed as ds_rules
 
 ROOT = Path(__file__).resolve().parent.parent

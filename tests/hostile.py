@@ -1,7 +1,7 @@
 """Hostile text as a compute node, a server, Slurm or nvidia-smi could send it, and the check that none of it
 reaches the terminal raw: a title set (OSC 0, ended by BEL), a clear screen (CSI 2J), an 8-bit CSI (0x9b), DEL,
 rich markup and a rich emoji code (both must print literally). No line separator (a carriage return, 0x1c-0x1e,
-0x85): a parser that reads the text by lines would cut it. SHOWN is how envsolver/printable.py spells it,
+0x85): a parser that reads the text by lines would cut it. SHOWN is how envsolver/core/printable.py spells it,
 written out by hand here."""
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def channel_with_big(root: Path, big_bytes: int = 0) -> Path:
     incompressible text when BIG_BYTES > 0 (so a throttled download takes a while), indexed by rattler."""
     import secrets
 
-    from envsolver.solve import index_channel
+    from envsolver.lock.solve import index_channel
     from tests.conda_packages import build_channel, build_package
 
     channel = build_channel(root)
@@ -235,8 +235,8 @@ def channel_with_big(root: Path, big_bytes: int = 0) -> Path:
 
 def write_lock(channel: Path, out: Path, specs: tuple[str, ...] = ("tiny-app",)) -> Path:
     """conda-lock.yml for SPECS solved from CHANNEL (file:// URLs, hashes from the channel's index)."""
-    from envsolver.solve import ChannelSource, solve
-    from envsolver.writers import condalock
+    from envsolver.lock.solve import ChannelSource, solve
+    from envsolver.lock.writers import condalock
 
     source = ChannelSource(channel.as_uri(), channel.as_uri())
     records = solve(list(specs), [source], "linux-64", {"__unix": "0"}, out / "solve-cache")

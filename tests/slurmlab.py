@@ -230,7 +230,7 @@ sys.exit(done.returncode)
 
 def torch_facts(meta: Mapping[str, str], prefix: Path) -> dict[str, object]:
     """What verify's probe would report of the torch a lock pins (from its metadata), before the devices."""
-    from envsolver.archlist import parse_arch_list
+    from envsolver.core.archlist import parse_arch_list
 
     archs = parse_arch_list(meta["envsolver_torch_cuda_arch_list"])
     arch_list = [f"sm_{a.cc.sm}{a.suffix}" for a in archs] + [f"compute_{a.cc.sm}" for a in archs if a.ptx]
@@ -247,7 +247,7 @@ def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str)
     `envsolver install` keeps (etc/envsolver/lock-metadata.json), and bin/python (STAND_IN) run by `python`."""
     import json
 
-    from envsolver import prefixmeta
+    from envsolver.install import prefixmeta
 
     prefixmeta.save(prefix, platform, meta)
     stand_in = prefix / "bin" / "python"

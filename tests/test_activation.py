@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envsolver import archlist, prefixmeta
-from envsolver.cli import main
-from envsolver.errors import BadInputError
+from envsolver.cli.main import main
+from envsolver.core import archlist
+from envsolver.core.errors import BadInputError
 from envsolver.hook import activation
+from envsolver.install import prefixmeta
 from envsolver.kb import default_kb
 from envsolver.verify import run as verify_run
 

@@ -1,4 +1,4 @@
-"""envsolver.archive: reading archives (both formats, hostile bytes) and the rules for what linking may create."""
+"""envsolver.install.archive: reading archives (both formats, hostile bytes) and what linking may create."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envsolver import archive
+from envsolver.install import archive
 from tests.conda_packages import build_package
 
 

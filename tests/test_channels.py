@@ -9,11 +9,12 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from envsolver import channels, lock, snapshot
-from envsolver.cli import main
-from envsolver.errors import BadInputError
-from envsolver.inputs import Options, build_target
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError
 from envsolver.kb import load_kb
+from envsolver.lock import channels, snapshot
+from envsolver.lock import run as lock
+from envsolver.resolve.inputs import Options, build_target
 
 SNAPSHOT_CF = "https://conda.anaconda.org/conda-forge"
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from envsolver import cli
-from envsolver.cli import main
-from envsolver.errors import ConflictError
+from envsolver.cli import main as cli
+from envsolver.cli.main import main
+from envsolver.core.errors import ConflictError
 
 EXPLAIN_KEYS = {
     "gpus",
@@ -162,7 +162,7 @@ def test_auto_uses_overrides(runner: CliRunner) -> None:
 
 
 def test_auto_without_gpu_is_an_error(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
-    from envsolver import detect
+    from envsolver.resolve import detect
 
     monkeypatch.setattr(detect, "detect", lambda environ: detect.HostFacts((), None))
     result = runner.invoke(main, ["explain", "--gpu", "auto"])

@@ -13,8 +13,10 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver import lock, lockfile, pkgcache
-from envsolver.cli import main
+from envsolver.cli.main import main
+from envsolver.install import pkgcache
+from envsolver.lock import lockfile
+from envsolver.lock import run as lock
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None, "ENVSOLVER_DEBUG": None}
@@ -197,7 +199,7 @@ CHAIN = (
 
 
 def test_a_cause_chain_is_one_whole_line() -> None:
-    from envsolver.printable import one_line
+    from envsolver.core.printable import one_line
 
     line = one_line(CHAIN)
     assert "\n" not in line and "…" not in line, line
@@ -208,7 +210,7 @@ def test_a_cause_chain_is_one_whole_line() -> None:
 
 
 def test_a_long_cause_is_bounded_at_a_word_and_printable() -> None:
-    from envsolver.printable import one_line
+    from envsolver.core.printable import one_line
 
     line = one_line("word " * 1000 + "\x1b[2J")
     assert len(line) <= 1000 and line.endswith("word …"), line[-40:]

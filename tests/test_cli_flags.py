@@ -15,11 +15,14 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver import __version__, cli_hook, cli_verify, envsdir
-from envsolver import install as installer
-from envsolver import lock as lock_module
-from envsolver.cli import main
-from envsolver.errors import BadInputError, Terminated
+from envsolver import __version__
+from envsolver.cli import hook as cli_hook
+from envsolver.cli import verify as cli_verify
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError, Terminated
+from envsolver.install import envsdir
+from envsolver.install import run as installer
+from envsolver.lock import run as lock_module
 from envsolver.verify import checks as verify_checks
 
 ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None}
@@ -201,7 +204,7 @@ def test_quiet_keeps_warnings_and_errors() -> None:
 
 
 def test_quiet_silences_the_progress_console() -> None:
-    from envsolver import cli_base
+    from envsolver.cli import base as cli_base
 
     @click.command()
     @cli_base.verbosity
@@ -245,7 +248,7 @@ def _interrupt(*_: Any, **__: Any) -> Any:
 
 def _terminate(sig: signal.Signals) -> Any:
     def raising(*_: Any, **__: Any) -> Any:
-        raise Terminated(sig, sig.name)  # what envsolver.interrupts raises (tests/test_install_signals.py: real ones)
+        raise Terminated(sig, sig.name)  # what core.interrupts raises (tests/test_install_signals.py: real ones)
 
     return raising
 
@@ -265,7 +268,7 @@ def installed(tmp_path: Path) -> tuple[Path, Path, dict[str, str | None]]:
 def test_each_documented_exit_code_happens_and_no_other(
     installed: tuple[Path, Path, dict[str, str | None]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from envsolver import cli as cli_module
+    from envsolver.cli import main as cli_module
     from envsolver.verify.checks_base import Check
 
     lock, prefix, env = installed

@@ -12,19 +12,19 @@ from pathlib import Path
 import envsolver
 
 MODULES = (
-    "envsolver.cli",
-    "envsolver.cli_env",
-    "envsolver.cli_install",
-    "envsolver.cli_hook",
-    "envsolver.cli_verify",
-    "envsolver.cli_base",
-    "envsolver.cli_cluster",
+    "envsolver.cli.main",
+    "envsolver.cli.env",
+    "envsolver.cli.install",
+    "envsolver.cli.hook",
+    "envsolver.cli.verify",
+    "envsolver.cli.base",
+    "envsolver.cli.cluster",
 )
 ROOT = Path(envsolver.__file__).parent
 
 
 def _imports(order: tuple[str, ...]) -> tuple[tuple[str, ...], int, str]:
-    code = "; ".join(f"import {m}" for m in order) + "; from envsolver.cli import main; assert main.commands"
+    code = "; ".join(f"import {m}" for m in order) + "; from envsolver.cli.main import main; assert main.commands"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     return order, done.returncode, done.stderr[-600:]
 
@@ -56,16 +56,9 @@ def test_python_m_envsolver_lists_every_command() -> None:
 
 
 def test_no_command_module_imports_the_assembler() -> None:
-    """cli.py imports the command modules; none of them (nor the shared machinery) imports cli.py back."""
-    for name in (
-        "cli_env.py",
-        "cli_install.py",
-        "cli_hook.py",
-        "cli_verify.py",
-        "cli_base.py",
-        "cli_cluster.py",
-        "cli_module.py",
-    ):
+    """cli/main.py imports the command modules; none of them (nor the shared machinery) imports it back."""
+    names = ("cli/env.py", "cli/install.py", "cli/hook.py", "cli/verify.py", "cli/base.py", "cli/cluster.py")
+    for name in (*names, "cli/module.py"):
         tree = ast.parse((ROOT / name).read_text())
         imported = {
             node.module if isinstance(node, ast.ImportFrom) else alias.name
@@ -73,8 +66,8 @@ def test_no_command_module_imports_the_assembler() -> None:
             if isinstance(node, (ast.Import, ast.ImportFrom))
             for alias in node.names
         }
-        assert "envsolver.cli" not in imported, name
+        assert "envsolver.cli.main" not in imported, name
         assert not any(
-            isinstance(n, ast.ImportFrom) and n.module == "envsolver" and any(a.name == "cli" for a in n.names)
+            isinstance(n, ast.ImportFrom) and n.module == "envsolver.cli" and any(a.name == "main" for a in n.names)
             for n in ast.walk(tree)
         ), name

@@ -66,7 +66,7 @@ def test_head_dash_1_never_reports_the_pipe(args: list[str]) -> None:
 def test_only_a_closed_stdout_counts_as_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken pipe to a child process (the rattler worker's stdin) stays an error: the quiet end needs stdout's
     own reader gone."""
-    from envsolver import cli_base
+    from envsolver.cli import base as cli_base
 
     read_end, write_end = os.pipe()
     with os.fdopen(write_end, "w") as writer:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import completion, profile
+from envsolver.cli import completion
 from envsolver.kb import default_kb
+from envsolver.resolve import profile
 from envsolver.verify.checks import IDS
 
 CLUSTER = Path(__file__).parent / "data" / "cluster" / "mixed.yaml"
@@ -104,7 +105,7 @@ def test_main_help_shows_each_shell_line_and_each_works() -> None:
     """The lines `envsolver --help` documents are the ones that produce a completion script."""
     from click.testing import CliRunner
 
-    from envsolver.cli import main
+    from envsolver.cli.main import main
 
     text = CliRunner().invoke(main, ["--help"]).stdout
     for shell in ("bash", "zsh", "fish"):

@@ -28,12 +28,13 @@ from conda_lock.content_hash import backwards_compatible_content_hashes, compute
 from conda_lock.src_parser import make_lock_spec
 from conda_lock.virtual_package import virtual_package_repo_from_specification
 
-from envsolver import lock, outputs
-from envsolver.cli import main
-from envsolver.inputs import Options, build_target
+from envsolver.cli.main import main
 from envsolver.kb import KnowledgeBase
-from envsolver.resolve import resolve
-from envsolver.writers import environment, fileset, inputhash, virtualpkgs
+from envsolver.lock import outputs
+from envsolver.lock import run as lock
+from envsolver.lock.writers import environment, fileset, inputhash, virtualpkgs
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.run import resolve
 
 ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None}
 CLUSTER = Path(__file__).parent / "data" / "cluster" / "mixed.yaml"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from envsolver import detect
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.gpus import lookup
+from envsolver.resolve import detect
 from tests.conftest import DATA
 
 SMI = DATA / "nvidia_smi"

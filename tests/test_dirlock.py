@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import dirlock
+from envsolver.core import dirlock
 
 
 def test_release_removes_the_lock_file(tmp_path: Path) -> None:

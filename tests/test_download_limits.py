@@ -1,4 +1,4 @@
-"""Every download body is bounded (envsolver.bodylimit): a server that streams without end, or announces more
+"""Every download body is bounded (envsolver.net.bodylimit): a server that streams without end, or announces more
 than the limit, ends in exit 2 with the partial file removed and the disk use bounded, and is not asked again.
 The limit is the archive's size where the snapshot's repodata records it, else ENVSOLVER_MAX_DOWNLOAD.
 Servers: tests/httplab.py on 127.0.0.1; `sent` counts the body bytes it wrote, which bounds what reached disk."""
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from envsolver.errors import BadInputError
-from envsolver.http import DownloadError, download
-from envsolver.snapshot import data_dir
+from envsolver.core.errors import BadInputError
+from envsolver.lock.snapshot import data_dir
+from envsolver.net.http import DownloadError, download
 from tests.httplab import Faults, channel_with_big, serve, write_lock
 
 SLACK = 32 << 20  # socket buffers between the server and the client, on both sides (loopback autotuning)
@@ -92,14 +92,14 @@ def _fifo(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("value", "expected"), [("", 4 << 30), ("1K", 1024), ("8g", 8 << 30), ("12MiB", 12 << 20),
                                                  ("5000", 5000), (" 2T ", 2 << 40)])  # fmt: skip
 def test_the_ceiling_from_the_environment(value: str, expected: int) -> None:
-    from envsolver import bodylimit
+    from envsolver.net import bodylimit
 
     assert bodylimit.ceiling({"ENVSOLVER_MAX_DOWNLOAD": value}) == expected
 
 
 @pytest.mark.parametrize("value", ["0", "1000", "-1G", "4.5G", "lots", "1P", "1" * 17])
 def test_a_bad_ceiling_is_refused_with_the_fix(value: str) -> None:
-    from envsolver import bodylimit
+    from envsolver.net import bodylimit
 
     with pytest.raises(BadInputError, match="export ENVSOLVER_MAX_DOWNLOAD=16G"):
         bodylimit.ceiling({"ENVSOLVER_MAX_DOWNLOAD": value})
@@ -166,7 +166,7 @@ def test_a_file_whose_size_and_sha256_are_known(tmp_path: Path) -> None:
     file of the same size is refused as a Mismatch and removed; a longer one is cut at the size."""
     import hashlib
 
-    from envsolver.http import Mismatch
+    from envsolver.net.http import Mismatch
 
     (tmp_path / "srv").mkdir()
     body = b"wheel bytes " * 100

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import install as installer
-from envsolver import netconf
-from envsolver.errors import BadInputError
-from envsolver.http import DownloadError, download
-from envsolver.pkgcache import FetchError
+from envsolver.core.errors import BadInputError
+from envsolver.install import run as installer
+from envsolver.install.pkgcache import FetchError
+from envsolver.net import netconf
+from envsolver.net.http import DownloadError, download
 from tests.httplab import Faults, channel_with_big, proxy, serve, write_lock
 
 SECRET = "pw-S3CRET-9"
@@ -79,7 +79,7 @@ def test_retry_after_is_honoured(channel: Path, tmp_path: Path) -> None:
 
 
 def test_retry_after_is_capped(channel: Path, tmp_path: Path) -> None:
-    from envsolver.http import Retry
+    from envsolver.net.http import Retry
 
     with serve(channel, Faults(fail=1, status=503, retry_after="3600")) as lab:
         started = time.monotonic()
@@ -90,7 +90,7 @@ def test_retry_after_is_capped(channel: Path, tmp_path: Path) -> None:
 
 
 def test_retries_are_bounded_and_the_message_ends_with_the_fix(channel: Path, tmp_path: Path) -> None:
-    from envsolver.http import Retry
+    from envsolver.net.http import Retry
 
     url = f"http://alice:{SECRET}@127.0.0.1"
     with serve(channel, Faults(fail=99)) as lab, pytest.raises(DownloadError) as info:
@@ -121,7 +121,7 @@ def test_a_server_without_ranges_restarts_from_zero(channel: Path, tmp_path: Pat
 
 
 def test_cancel_stops_a_download_and_removes_its_file(channel: Path, tmp_path: Path) -> None:
-    from envsolver.http import Cancelled, Watch
+    from envsolver.net.http import Cancelled, Watch
 
     big = channel_with_big(tmp_path / "big", big_bytes=400_000)
     (archive,) = (big / "linux-64").glob("tiny-big-*")
@@ -134,7 +134,7 @@ def test_cancel_stops_a_download_and_removes_its_file(channel: Path, tmp_path: P
 
 def test_cancel_stops_the_wait_between_tries(channel: Path, tmp_path: Path) -> None:
     """A cancel during urllib3's wait before another try (a 503 asking for 60 s) ends it at once."""
-    from envsolver.http import Cancelled, Retry, Watch
+    from envsolver.net.http import Cancelled, Retry, Watch
 
     watch = Watch()
     threading.Timer(0.5, watch.cancel.set).start()
@@ -240,7 +240,7 @@ def test_no_proxy_bypasses_the_proxy(channel: Path, tmp_path: Path) -> None:
 
 
 def test_https_goes_through_the_proxy_with_connect_and_no_secret_is_shown(tmp_path: Path) -> None:
-    from envsolver.http import Retry
+    from envsolver.net.http import Retry
 
     with proxy() as relay, pytest.raises(DownloadError) as info:
         with_user = relay.url.replace("http://", f"http://alice:{SECRET}@")
@@ -322,7 +322,7 @@ def test_cli_install_warns_about_ssl_verify_false_before_fetching(channel: Path,
     """The warning is printed before the downloads, so a user sees it even when they fail."""
     from click.testing import CliRunner
 
-    from envsolver.cli import main
+    from envsolver.cli.main import main
 
     lock = write_lock(channel, tmp_path)
     _condarc(tmp_path / ".condarc", "ssl_verify: false\n")

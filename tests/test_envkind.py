@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import envkind
-from envsolver import install as installer
-from envsolver.cli import main
+from envsolver.cli.main import main
+from envsolver.install import envkind
+from envsolver.install import run as installer
 from tests.httplab import channel_with_big, write_lock
 
 

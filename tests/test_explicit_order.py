@@ -12,8 +12,8 @@ from conda_lock.lockfile import parse_conda_lock_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver.solve import Record
-from envsolver.writers import condalock, explicit
+from envsolver.lock.solve import Record
+from envsolver.lock.writers import condalock, explicit
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIRS = sorted(p.parent for p in (ROOT / "locks").glob("*/conda-lock.yml"))

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envsolver import dirlock
-from envsolver.errors import BadInputError
-from envsolver.writers import files, fileset
-from envsolver.writers.files import Outcome, stamp
+from envsolver.core import dirlock
+from envsolver.core.errors import BadInputError
+from envsolver.lock.writers import files, fileset
+from envsolver.lock.writers.files import Outcome, stamp
 
 COMMAND = "envsolver make --gpu a100"
 OLD = {

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver import prefixmeta
+from envsolver.install import prefixmeta
 from envsolver.kb import KnowledgeBase
 from envsolver.verify import demands, gate, run
 from envsolver.verify.checks_base import Context

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import strategies as st
 
-from envsolver import render
-from envsolver.cli import main
-from envsolver.errors import UnknownGpuError
+from envsolver.cli import render
+from envsolver.cli.main import main
+from envsolver.core.errors import UnknownGpuError
 from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.kb.gpus import closest, lookup, loose, normalize
 from tests.conftest import DATA

@@ -12,8 +12,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from envsolver import render
-from envsolver.cli import main
+from envsolver.cli import render
+from envsolver.cli.main import main
 from envsolver.kb import default_kb
 
 

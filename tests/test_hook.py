@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from envsolver import prefixmeta, procrun
+from envsolver.core import procrun
 from envsolver.hook import activation, build, buildenv, register
 from envsolver.hook import run as hook_run
+from envsolver.install import prefixmeta
 from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.verify import checks
 from envsolver.verify.checks import Check
@@ -277,7 +278,7 @@ def test_a_python_that_cannot_run_the_probe_fails_torch_import(tmp_path: Path) -
 
 
 def test_hook_needs_an_arch_list(kb: KnowledgeBase, tmp_path: Path) -> None:
-    from envsolver.errors import BadInputError
+    from envsolver.core.errors import BadInputError
 
     with pytest.raises(BadInputError, match="--arch-list"):
         hook_run.arch_list_and_platform(tmp_path, None, None, default_kb())
@@ -285,7 +286,7 @@ def test_hook_needs_an_arch_list(kb: KnowledgeBase, tmp_path: Path) -> None:
 
 def test_hook_with_an_explicit_lock_asks_for_the_arch_list(tmp_path: Path) -> None:
     """An explicit lock carries no envsolver metadata: the hook says so instead of failing inside conda-lock."""
-    from envsolver.errors import BadInputError
+    from envsolver.core.errors import BadInputError
 
     lock = tmp_path / "conda-linux-64.lock"
     lock.write_text("# platform: linux-64\n@EXPLICIT\nhttps://h/c/linux-64/pkg-1.0-h1_0.conda#" + "a" * 32 + "\n")
@@ -359,7 +360,7 @@ def test_gpu_machine_run_of_the_ops_stage(run: str) -> None:
 def test_cli_hook_print_env_and_bad_input(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from envsolver.cli import main
+    from envsolver.cli.main import main
 
     out = CliRunner().invoke(main, ["hook", "-p", str(tmp_path), "--arch-list", "9.0+PTX", "--print-env"])
     assert out.exit_code == 0 and "export TORCH_CUDA_ARCH_LIST=9.0+PTX\n" in out.output, out.output
@@ -587,7 +588,7 @@ def test_cli_hook_refuses_what_it_knows_is_bad_before_writing(tmp_path: Path) ->
 
     from click.testing import CliRunner
 
-    from envsolver.cli import main
+    from envsolver.cli.main import main
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver import render
-from envsolver.cli import main
+from envsolver.cli import render
+from envsolver.cli.main import main
 from envsolver.hook import build
 from envsolver.hook import render as hook_render
 from envsolver.hook.run import HookReport
+from envsolver.lock.writers.files import Outcome
 from envsolver.verify.checks_base import Check
-from envsolver.writers.files import Outcome
 from tests.conda_packages import build_channel
 from tests.hostile import HOSTILE, SHOWN, assert_shown
 from tests.httplab import Faults, serve, write_lock

@@ -1,4 +1,4 @@
-"""envsolver.http against real HTTP servers on 127.0.0.1 (no mocks): Basic auth from the URL or a netrc file,
+"""envsolver.net.http against real HTTP servers on 127.0.0.1 (no mocks): Basic auth from the URL or a netrc file,
 anaconda.org path tokens, redirects that must not carry credentials away, timeouts, and --mirror parsing."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import pkgcache
-from envsolver.cli import main
-from envsolver.errors import BadInputError
-from envsolver.http import DownloadError, Retry, check_url, download, parse_mirrors
-from envsolver.lockfile import LockEntry
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError
+from envsolver.install import pkgcache
+from envsolver.lock.lockfile import LockEntry
+from envsolver.net.http import DownloadError, Retry, check_url, download, parse_mirrors
 
 USER, PASSWORD = "alice", "pw-S3CRET-1"
 TOKEN = "tk-S3CRET-2"
@@ -340,7 +340,7 @@ def _tls_server(certificate: tuple[Path, Path]) -> ssl.SSLContext:
 @pytest.mark.parametrize("how", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "ssl_verify-path",
                                  "ssl_verify-false"])  # fmt: skip
 def test_https_trusts_what_the_ca_settings_name(tmp_path: Path, certificate: tuple[Path, Path], how: str) -> None:
-    """No context passed: download builds it from `environ` (envsolver.netconf), and requests' adapter uses it."""
+    """No context passed: download builds it from `environ` (envsolver.net.netconf), and requests' adapter uses it."""
     cert = str(certificate[0])
     environ = {"HOME": str(tmp_path)}
     if how.startswith("ssl_verify"):

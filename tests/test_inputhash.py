@@ -18,7 +18,7 @@ from conda_lock.virtual_package import _parse_virtual_package_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver.writers import inputhash
+from envsolver.lock.writers import inputhash
 
 NAME = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,12}[a-z0-9]", fullmatch=True)
 NUMBER = st.from_regex(r"(0|[1-9][0-9]{0,3})(\.(0|[1-9][0-9]{0,3})){0,3}", fullmatch=True)

@@ -10,12 +10,12 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver import names
-from envsolver.cli import main
-from envsolver.errors import BadInputError
-from envsolver.inputs import Options, build_target, canonical_command, make_command
+from envsolver.cli.main import main
+from envsolver.core import names
+from envsolver.core.errors import BadInputError
+from envsolver.core.redact import redact
 from envsolver.kb import KnowledgeBase
-from envsolver.redact import redact
+from envsolver.resolve.inputs import Options, build_target, canonical_command, make_command
 
 
 def parse_make(command: str) -> dict[str, Any]:

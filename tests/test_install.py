@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import install as installer
-from envsolver import lockfile
-from envsolver.cli import main
-from envsolver.errors import BadInputError
-from envsolver.solve import ChannelSource, Record, solve
-from envsolver.writers import condalock, explicit
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError
+from envsolver.install import run as installer
+from envsolver.lock import lockfile
+from envsolver.lock.solve import ChannelSource, Record, solve
+from envsolver.lock.writers import condalock, explicit
 from tests.conda_packages import build_channel
 
 
@@ -105,7 +105,7 @@ def test_interrupted_install_converges(channel: Path, tmp_path: Path) -> None:
     read = lockfile.read(lock, None)
     platform, entries = read.platform, read.entries
     lib = next(e for e in entries if e.name == "tiny-lib")
-    from envsolver import solve as solve_module
+    from envsolver.lock import solve as solve_module
 
     solve_module.install_records([(lib, lib.url)], prefix, platform, tmp_path / "other-pkgs")
     (prefix / "share" / "tiny").mkdir(parents=True)

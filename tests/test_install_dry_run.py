@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import install as installer
-from envsolver.cli import main
+from envsolver.cli.main import main
+from envsolver.install import run as installer
 from tests.httplab import channel_with_big, serve, write_lock
 
 

@@ -1,4 +1,4 @@
-"""A no-op `envsolver install` decided from what the last install recorded (envsolver/installstate.py), before the
+"""A no-op `envsolver install` decided from what the last install recorded (install/installstate.py), before the
 installer, the lock reader, conda-lock or rattler are imported; and every change that must take the full path."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import __version__, installstate
+from envsolver import __version__
+from envsolver.install import installstate
 from tests.conda_packages import build_channel
 from tests.test_install import write_lock
 from tests.test_startup import modules_at_exit
 
 # What a real install needs and a no-op must not import.
-HEAVY = ("envsolver.install", "envsolver.lockfile", "conda_lock", "pydantic", "rattler", "envsolver.hook",
-         "envsolver.verify", "envsolver.cluster", "envsolver.http", "envsolver.solve")  # fmt: skip
+HEAVY = ("envsolver.install.run", "envsolver.lock.lockfile", "conda_lock", "pydantic", "rattler", "envsolver.hook",
+         "envsolver.verify", "envsolver.cluster", "envsolver.net.http", "envsolver.lock.solve")  # fmt: skip
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -97,7 +98,7 @@ def test_any_change_takes_the_full_path(
     asked = installstate.request(lock, None, (), __version__)
     assert installstate.unchanged(prefix, asked) is None, "the record still answered after the change"
     loaded = modules_at_exit(tmp_path, "install", str(lock), "-p", str(prefix), "--no-hook")
-    assert "envsolver.install" in loaded, "the full path was not taken"
+    assert "envsolver.install.run" in loaded, "the full path was not taken"
     done = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(list((prefix / "conda-meta").glob("tiny-*.json"))) == 3, "the full path did not restore the prefix"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from tests.conda_packages import build_channel, build_package, explicit_lock
 from tests.test_install import snapshot_tree, write_lock
 
@@ -296,7 +296,7 @@ def test_stale_staging_of_this_host_is_removed_and_other_hosts_are_left(tmp_path
     a shared home directory also holds other hosts' live ones: those stay."""
     import socket
 
-    from envsolver import pkgcache
+    from envsolver.install import pkgcache
 
     cache = tmp_path / "cache"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -311,7 +311,7 @@ def test_stale_staging_of_this_host_is_removed_and_other_hosts_are_left(tmp_path
 
 
 def test_a_lock_for_another_platform_is_refused_unless_platform_says_so(tmp_path: Path) -> None:
-    from envsolver.detect import host_platform
+    from envsolver.resolve.detect import host_platform
 
     here = host_platform()
     other = "linux-aarch64" if here == "linux-64" else "linux-64"

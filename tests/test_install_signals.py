@@ -97,7 +97,7 @@ def test_after_sigkill_the_next_install_cleans_up_and_completes(tmp_path: Path) 
 def test_the_next_install_sweeps_the_partial_cache_copies_of_dead_installs(tmp_path: Path) -> None:
     """A SIGKILL inside pkgcache._keep leaves cache/verified/.NAME.HOST-pidPID-XXXX.part: the next install's
     staging_dir removes those of this host's dead processes, and keeps a live writer's and another host's."""
-    from envsolver import pkgcache
+    from envsolver.install import pkgcache
 
     verified = tmp_path / "verified"
     verified.mkdir()

@@ -21,11 +21,13 @@ from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver import cli, lock, render
-from envsolver import install as installer
-from envsolver.cli import main
-from envsolver.errors import KINDS, ConflictError, KnowledgeBaseError, split_fix
+from envsolver.cli import main as cli
+from envsolver.cli import render
+from envsolver.cli.main import main
+from envsolver.core.errors import KINDS, ConflictError, KnowledgeBaseError, split_fix
 from envsolver.hook import run as hook_run
+from envsolver.install import run as installer
+from envsolver.lock import run as lock
 from envsolver.verify import run as verify_run
 from tests.conda_packages import build_channel
 from tests.fuzz import strategies as fs
@@ -409,10 +411,10 @@ def test_sigint_to_a_real_process(tmp_path: Path) -> None:
 
 
 class _InterruptingFinder(importlib.abc.MetaPathFinder):
-    """Raises KeyboardInterrupt when envsolver.cli is imported: a Ctrl-C while the CLI is still loading."""
+    """Raises KeyboardInterrupt when envsolver.cli.main is imported: a Ctrl-C while the CLI is still loading."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if name == "envsolver.cli":
+        if name == "envsolver.cli.main":
             raise KeyboardInterrupt
         return None
 
@@ -423,7 +425,7 @@ def test_ctrl_c_while_loading(
 ) -> None:
     from envsolver import __main__
 
-    monkeypatch.delitem(sys.modules, "envsolver.cli")
+    monkeypatch.delitem(sys.modules, "envsolver.cli.main")
     monkeypatch.setattr(sys, "meta_path", [_InterruptingFinder(), *sys.meta_path])
     monkeypatch.setattr(sys, "argv", ["envsolver", *argv])
     with pytest.raises(SystemExit) as exited:
@@ -545,7 +547,7 @@ def test_every_error_class_has_its_own_kind() -> None:
     import pkgutil
 
     import envsolver
-    from envsolver.errors import EnvsolverError
+    from envsolver.core.errors import EnvsolverError
 
     for module in pkgutil.walk_packages(envsolver.__path__, "envsolver."):
         if not module.name.endswith("__main__"):
@@ -563,7 +565,7 @@ def test_every_error_class_has_its_own_kind() -> None:
 
 
 def test_kinds_are_documented() -> None:
-    import envsolver.errors as errors
+    import envsolver.core.errors as errors
 
     assert errors.__doc__ is not None
     documented = [line.split()[0] for line in errors.__doc__.splitlines() if line.startswith("  ") and line.split()]

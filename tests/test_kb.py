@@ -15,13 +15,13 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from envsolver import versions
-from envsolver.errors import KnowledgeBaseError
+from envsolver.core import versions
+from envsolver.core.errors import KnowledgeBaseError
+from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase, load_kb
 from envsolver.kb.gpus import lookup, loose, normalize
 from envsolver.resolve import deepspeed as ds_rules
 from envsolver.resolve.archs import first_toolkit_for
-from envsolver.versions import MajorMinor
 from tests.conftest import KB_DATA
 
 

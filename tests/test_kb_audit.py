@@ -24,14 +24,14 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from envsolver import snapshot
+from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase, audit_deepspeed, audit_torch, load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
 from envsolver.kb.findings import Report, render
 from envsolver.kb.repodata import RepoData, combine, read_channel, snapshot_data
-from envsolver.snapshot import coverage
-from envsolver.versions import MajorMinor
+from envsolver.lock import snapshot
+from envsolver.lock.snapshot import coverage
 
 ROOT = Path(__file__).resolve().parent.parent
 KB_DATA = ROOT / "envsolver" / "kb" / "data"

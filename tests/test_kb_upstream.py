@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase, load_kb
 from envsolver.kb.upstream import collect, compare, facts, render, sdists, wheels
-from envsolver.pypi import index
-from envsolver.versions import MajorMinor
+from envsolver.lock.pypi import index
 
 ROOT = Path(__file__).resolve().parent.parent
 KB_DATA = ROOT / "envsolver" / "kb" / "data"

@@ -11,12 +11,12 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from envsolver import cli
-from envsolver.cli_base import Group
+from envsolver.cli import main as cli
+from envsolver.cli.base import Group
 
 LOADED = """\
 import click, sys
-from envsolver.cli import LAZY, main
+from envsolver.cli.main import LAZY, main
 for name in LAZY:
     main.get_command(click.Context(main), name)
 assert set(LAZY) <= set(main.commands)
@@ -44,7 +44,7 @@ def test_each_summary_is_the_first_paragraph_of_the_commands_help(name: str) -> 
 def test_help_lists_the_same_lines_as_with_every_command_imported(columns: str) -> None:
     env = {"COLUMNS": columns, "PATH": "/usr/bin:/bin"}
     lazy = subprocess.run(
-        [sys.executable, "-c", "from envsolver.cli import main; main(prog_name='envsolver')", "--help"],
+        [sys.executable, "-c", "from envsolver.cli.main import main; main(prog_name='envsolver')", "--help"],
         capture_output=True,
         text=True,
         env=env,

@@ -12,15 +12,16 @@ import yaml
 from click.testing import CliRunner
 from conda_lock.lockfile import parse_conda_lock_file
 
-from envsolver import lock, lockcheck, outputs, snapshot
-from envsolver.cli import main
-from envsolver.errors import ConflictError
-from envsolver.inputs import Options, build_target
+from envsolver.cli.main import main
+from envsolver.core.errors import ConflictError
+from envsolver.core.redact import redact
 from envsolver.kb import KnowledgeBase
-from envsolver.redact import redact
-from envsolver.resolve import resolve
-from envsolver.solve import ChannelSource, SolveFailed, solve
-from envsolver.writers import condalock
+from envsolver.lock import lockcheck, outputs, snapshot
+from envsolver.lock import run as lock
+from envsolver.lock.solve import ChannelSource, SolveFailed, solve
+from envsolver.lock.writers import condalock
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.run import resolve
 
 SCHEMA_PATH = Path(conda_lock_v1.__file__).parent / "conda-lock-v1.schema.json"
 
@@ -291,7 +292,7 @@ def test_credentials_never_reach_a_written_file(kb: KnowledgeBase, tmp_path: Pat
     )
     for leaked in ("hunter2", "alice", "bob:pw", "tok-123"):
         assert leaked not in text
-    from envsolver.inputs import make_command
+    from envsolver.resolve.inputs import make_command
 
     command = make_command(target, channels=("https://u:p@mirror.example.org/t/tok-9/conda-forge",))
     assert "u:p@" not in command and "tok-9" not in command

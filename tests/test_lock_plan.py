@@ -17,12 +17,13 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from envsolver import lock, lockcheck, outputs, snapshot
-from envsolver.cli import main
-from envsolver.inputs import Options, build_target
+from envsolver.cli.main import main
 from envsolver.kb import KnowledgeBase
-from envsolver.resolve import resolve
-from envsolver.solve import SolveFailed, solve
+from envsolver.lock import lockcheck, outputs, snapshot
+from envsolver.lock import run as lock
+from envsolver.lock.solve import SolveFailed, solve
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.run import resolve
 
 ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None}
 SUGGESTION = re.compile(r"`([^`]*)`")
@@ -146,7 +147,7 @@ def test_the_legacy_road_offline_is_refused_saying_why(tmp_path: Path) -> None:
 def _snapshot_solution(kb: KnowledgeBase, plan_options: dict[str, object], tmp: Path) -> tuple[object, list]:  # type: ignore[type-arg]
     """The plan for these options within the snapshot, and its real records as the snapshot solves them."""
     target = build_target(Options(**plan_options), kb).target  # type: ignore[arg-type]
-    from envsolver.resolve import choose
+    from envsolver.resolve.run import choose
 
     plan = choose(target, lock.snapshot_kb(kb))
     specs = [str(s) for s in plan.specs]
@@ -228,7 +229,7 @@ def test_the_legacy_lock_records_its_recipes_own_driver_floor(kb: KnowledgeBase)
 def test_a_solve_failure_is_named_in_plain_words_and_the_raw_text_kept_for_verbose(
     kb: KnowledgeBase, tmp_path: Path
 ) -> None:
-    from envsolver import unsolved
+    from envsolver.lock import unsolved
 
     target = build_target(Options(gpus=("rtx4090",), driver="550.54.15", torch="2.5"), kb).target
     live = resolve(target, kb)

@@ -34,7 +34,7 @@ def test_locks_are_reproducible(tmp_path: Path) -> None:
 
 
 def test_every_profile_is_locked_or_explained() -> None:
-    from envsolver import profile
+    from envsolver.resolve import profile
 
     locked = {p.name for p in (ROOT / "locks").iterdir() if p.is_dir()}
     skipped = (ROOT / "locks" / "SKIPPED.md").read_text()
@@ -47,9 +47,11 @@ def test_every_profile_locks_without_network(tmp_path: Path, monkeypatch: pytest
     and writes a lock that conda-lock's parser accepts."""
     from conda_lock.lockfile import parse_conda_lock_file
 
-    from envsolver import lock, outputs, profile
-    from envsolver.inputs import Options, build_target, make_command
     from envsolver.kb import default_kb
+    from envsolver.lock import outputs
+    from envsolver.lock import run as lock
+    from envsolver.resolve import profile
+    from envsolver.resolve.inputs import Options, build_target, make_command
 
     monkeypatch.setattr(lock, "LIVE_LOCATION", "https://127.0.0.1:9")  # nothing listens on loopback port 9
     kb = default_kb()

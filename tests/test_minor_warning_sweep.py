@@ -19,7 +19,7 @@ import re
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from tests.test_suggestions import DRIVERS, ENV, GPUS, TORCHES, apply
 
 SUGGESTION = re.compile(r"`([^`]*)`")

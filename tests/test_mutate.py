@@ -224,7 +224,7 @@ def test_a_baseline_that_fails_stops_the_run_before_any_mutant(tmp_path: Path) -
 def test_list_prints_the_mutants_of_a_group_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert mutate.main(["versions", "--list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert listed and all(m["key"].startswith("envsolver/versions.py::") for m in listed)
+    assert listed and all(m["key"].startswith("envsolver/core/versions.py::") for m in listed)
     assert {"where", "function", "mutation", "key", "kind"} <= set(listed[0])
 
 

@@ -11,9 +11,11 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envsolver import lock, lockfile, names
-from envsolver.cli import main
-from envsolver.errors import BadInputError
+from envsolver.cli.main import main
+from envsolver.core import names
+from envsolver.core.errors import BadInputError
+from envsolver.lock import lockfile
+from envsolver.lock import run as lock
 
 VALID = ["train", "envsolver-a100", "my_env.2", "a=b", "$HOME", "données", "日本語", "x" * 255, "...", "a-"]
 INVALID = {

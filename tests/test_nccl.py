@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl
 from tests.conftest import DATA
 

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import grammar, slurm_launch
 from envsolver.cluster.model import SlurmOptions
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl, nccl_run
 from tests.dist import needs_torch
 

@@ -435,7 +435,7 @@ def test_trusted_users_are_named_or_numbered() -> None:
 def test_an_unknown_trusted_user_is_bad_input(tmp_path: Path, command: str) -> None:
     from click.testing import CliRunner
 
-    from envsolver.cli import main
+    from envsolver.cli.main import main
 
     where = ["-p", str(tmp_path), "--arch-list", "9.0"] if command == "hook" else ["-p", str(tmp_path), "x.yml"]
     out = CliRunner().invoke(main, [command, *where, "--op-cache-trust", "no-such-user-xq"])

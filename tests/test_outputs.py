@@ -25,12 +25,13 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from envsolver import lock, outputs
-from envsolver.cli import main
-from envsolver.errors import BadInputError
-from envsolver.inputs import Options, build_target, make_command
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError
 from envsolver.kb import KnowledgeBase
-from envsolver.lock import LockResult
+from envsolver.lock import outputs
+from envsolver.lock import run as lock
+from envsolver.lock.run import LockResult
+from envsolver.resolve.inputs import Options, build_target, make_command
 
 ROOT = Path(__file__).resolve().parent.parent
 SET = ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock")

@@ -38,11 +38,11 @@ def test_wheel_contents(tmp_path: Path) -> None:
     wheel = next(tmp_path.glob("envsolver-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
-        "envsolver/cli.py",
+        "envsolver/cli/main.py",
         "envsolver/kb/data/gpus.yaml",
         "envsolver/kb/data/meta.yaml",
-        "envsolver/snapshot/data/provenance.json",
-        "envsolver/snapshot/data/conda-forge/linux-64/repodata.json",
+        "envsolver/lock/snapshot/data/provenance.json",
+        "envsolver/lock/snapshot/data/conda-forge/linux-64/repodata.json",
         "envsolver/hook/op_runner.py",
         "envsolver/verify/probe.py",
         "envsolver/profiles/a100.yaml",

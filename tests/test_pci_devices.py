@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import detect
-from envsolver.cli import main
-from envsolver.errors import UnknownGpuError
+from envsolver.cli.main import main
+from envsolver.core.errors import UnknownGpuError
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.driver_table import parse_pci_ids, parse_readme
 from envsolver.kb.gpus import identify, lookup
+from envsolver.resolve import detect
 from tests.conftest import DATA
 
 TABLE = DATA / "driver_table"

@@ -1,4 +1,4 @@
-"""The PyPI part of a lock (envsolver.pypi.index, pins): reading a real simple page, choosing the release's file,
+"""The PyPI part of a lock (envsolver.lock.pypi.index, pins): reading a real simple page, choosing the release's file,
 the live index and its fallback to the bundled snapshot, and the check that the conda part holds every run
 requirement of what pip installs without dependencies.
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from envsolver.errors import ConflictError, EnvsolverError
+from envsolver.core.errors import ConflictError, EnvsolverError
+from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase
-from envsolver.pypi import index, pins
-from envsolver.solve import Record
-from envsolver.versions import MajorMinor
+from envsolver.lock.pypi import index, pins
+from envsolver.lock.solve import Record
 from tests import httplab
 from tests.conftest import plan_for
 

@@ -26,14 +26,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import howto, lockfile
-from envsolver.cli import main
-from envsolver.errors import EnvsolverError
-from envsolver.pypi import index, pins
-from envsolver.pypi import install as pypi_install
-from envsolver.pypi.record import PipRecord
-from envsolver.solve import ChannelSource, index_channel, solve
-from envsolver.writers import condalock, explicit, pipreqs
+from envsolver.cli.main import main
+from envsolver.core.errors import EnvsolverError
+from envsolver.install import pypi as pypi_install
+from envsolver.lock import howto, lockfile
+from envsolver.lock.pypi import index, pins
+from envsolver.lock.pypi.record import PipRecord
+from envsolver.lock.solve import ChannelSource, index_channel, solve
+from envsolver.lock.writers import condalock, explicit, pipreqs
 from tests import httplab
 from tests.conda_packages import build_package
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from envsolver import render
-from envsolver.inputs import Options, build_target
+from envsolver.cli import render
 from envsolver.kb import default_kb
-from envsolver.plan import Plan
-from envsolver.resolve import resolve
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.run import resolve
 
 
 def _rich() -> tuple[Console, io.StringIO]:
@@ -59,7 +59,7 @@ def test_plain_prints_what_rich_prints_off_a_terminal(plan: object) -> None:
 
 
 def test_made_prints_the_same_on_plain_and_rich(tmp_path: Path) -> None:
-    from envsolver.writers.files import Outcome
+    from envsolver.lock.writers.files import Outcome
 
     p = _plan("a100")
     written = {tmp_path / "environment.yml": Outcome.WRITTEN}

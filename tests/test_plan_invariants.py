@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 import rattler
 
-from envsolver.archlist import parse_arch_list
-from envsolver.errors import ConflictError
+from envsolver.core.archlist import parse_arch_list
+from envsolver.core.errors import ConflictError
 from envsolver.kb import KnowledgeBase, default_kb
-from envsolver.plan import Plan
 from envsolver.resolve.archs import cc_for_toolkit
+from envsolver.resolve.plan import Plan
 from tests.conftest import plan_for
 
 TARGETS = [

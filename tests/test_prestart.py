@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from envsolver import solve
-from envsolver.cli import main
-from envsolver.solve import ChannelSource, WorkerCrashed
+from envsolver.cli.main import main
+from envsolver.lock import solve
+from envsolver.lock.solve import ChannelSource, WorkerCrashed
 from tests.conda_packages import build_channel
 from tests.test_rattler_abort import crash_rattler
 
@@ -101,7 +101,7 @@ def test_a_worker_that_crashes_after_taking_its_request_is_still_an_error(
 
 
 def test_a_spare_nobody_takes_ends_with_its_process() -> None:
-    code = "from envsolver import solve; solve.prestart(); print(solve._spare[0].pid, flush=True)"
+    code = "from envsolver.lock import solve; solve.prestart(); print(solve._spare[0].pid, flush=True)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     pid = int(done.stdout)
     assert not _alive(pid)  # killed and reaped at exit, not left importing rattler
@@ -123,7 +123,7 @@ def test_an_interrupted_make_leaves_no_worker(tmp_path: Path) -> None:
     # Interrupt right after the worker was prestarted, while the parent loads the knowledge base.
     (hook / "sitecustomize.py").write_text(
         "import os, signal, sys\n"
-        "from envsolver import solve\n"
+        "from envsolver.lock import solve\n"
         "real = solve.prestart\n"
         "def prestart():\n"
         "    real()\n"

@@ -1,4 +1,4 @@
-"""envsolver/printable.py: every control character from outside is spelled out, a newline only where the caller
+"""envsolver/core/printable.py: every control character from outside is spelled out, a newline only where the caller
 allows one, and everything else (a backslash, accents, CJK, emoji, a right-to-left script) stays as it is."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envsolver.printable import printable
+from envsolver.core.printable import printable
 from tests.hostile import HOSTILE, RAW, SHOWN
 
 

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import profile
-from envsolver.cli import main
-from envsolver.errors import BadInputError
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError
 from envsolver.kb import KnowledgeBase
+from envsolver.resolve import profile
 from tests.conftest import plan_for
 
 REQUIRED = {
@@ -107,7 +107,7 @@ def test_unreadable_profile(tmp_path: Path) -> None:
 
 def test_a_directory_named_like_a_profile_does_not_hide_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--profile gh200` in a directory that holds a folder called gh200 (an --out from an earlier run)."""
-    from envsolver import profile
+    from envsolver.resolve import profile
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "gh200").mkdir()

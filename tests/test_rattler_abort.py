@@ -2,7 +2,7 @@
 panic, no traceback, nothing written after an interrupt.
 
 py-rattler's Rust threads used to outlive the call that started them and abort the process at exit (see
-envsolver/rattler_worker.py), so each case runs several fresh processes: RUNS in the default suite, FUZZ_RUNS
+envsolver/lock/rattler_worker.py), so each case runs several fresh processes: RUNS in the default suite, FUZZ_RUNS
 (the issue's count) under `-m fuzz`.
 
 An interrupt ends with exit 130 and `error: interrupted (Ctrl-C).` on stderr.
@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from envsolver import solve
-from envsolver.solve import ChannelSource
-from envsolver.writers import explicit
+from envsolver.lock import solve
+from envsolver.lock.solve import ChannelSource
+from envsolver.lock.writers import explicit
 from tests.conda_packages import build_package
 
 SNAPSHOT = Path(__file__).parent.parent / "envsolver" / "snapshot" / "data"

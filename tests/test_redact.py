@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from envsolver import lock
-from envsolver.cli import main
-from envsolver.errors import BadInputError
-from envsolver.redact import MASK, SECRET_KEY_PARTS, redact, redact_text
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError
+from envsolver.core.redact import MASK, SECRET_KEY_PARTS, redact, redact_text
+from envsolver.lock import run as lock
 from tests.test_http import Server, send, serve
 
 SNAPSHOT = Path(__file__).parent.parent / "envsolver" / "snapshot" / "data"
@@ -319,7 +319,7 @@ def test_custom_channel_public_form(tmp_path: Path) -> None:
 
 def test_solver_errors_are_redacted(tmp_path: Path) -> None:
     """A channel that answers 401: the solver's error text (it names the URL) reaches the user redacted."""
-    from envsolver.solve import ChannelSource, ChannelsUnreachable, solve
+    from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, solve
 
     with serve(lambda handler: send(handler, b"", 401)) as server:
         location = server.url.replace("http://", f"http://{USER}:{PASSWORD}@") + f"/t/{TOKEN}/conda-forge"
@@ -330,7 +330,7 @@ def test_solver_errors_are_redacted(tmp_path: Path) -> None:
 
 
 def test_a_channel_rattler_cannot_parse_is_an_error_not_a_traceback(tmp_path: Path) -> None:
-    from envsolver.solve import ChannelSource, ChannelsUnreachable, solve
+    from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, solve
 
     with pytest.raises(ChannelsUnreachable, match="not valid") as info:
         solve(

@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver.cli import main
-from envsolver.errors import ConflictError
-from envsolver.inputs import Options, build_target
+from envsolver.cli.main import main
+from envsolver.core.errors import ConflictError
 from envsolver.kb import KnowledgeBase
-from envsolver.resolve import refusals, resolve
+from envsolver.resolve import refusals
+from envsolver.resolve.inputs import Options, build_target
 from envsolver.resolve.refusals import Refused
+from envsolver.resolve.run import resolve
 from tests.test_suggestions import DRIVERS, ENV, GPUS, TORCHES
 
 V100_470 = (

@@ -11,12 +11,13 @@ from dataclasses import replace
 import pytest
 from packaging.version import Version
 
-from envsolver import versions
-from envsolver.inputs import Options, build_target
+from envsolver.core import versions
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.model import DeepSpeedRelease, Holding, Toolkit, TorchBuild
-from envsolver.plan import Plan
-from envsolver.resolve import archs, candidates, deepspeed, driver, resolve, specs, ways_out
+from envsolver.resolve import archs, candidates, deepspeed, driver, specs, ways_out
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.run import resolve
 from tests.conftest import error_for, plan_for
 
 # (id, options, expected: torch, torch CUDA build, toolkit CUDA, python, arch list, compatibility, deepspeed)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import snapshot
 from envsolver.kb import KnowledgeBase
-from envsolver.snapshot import coverage
+from envsolver.lock import snapshot
+from envsolver.lock.snapshot import coverage
 
 ROOT = Path(__file__).resolve().parent.parent
 REALDATA = ROOT.parent / "shared" / "realdata"
@@ -64,7 +64,7 @@ def test_every_channel_a_plan_names_is_in_the_snapshot(kb: KnowledgeBase) -> Non
     """The legacy plans name pytorch, nvidia and conda-forge, the channels the real records came from."""
     from envsolver.resolve.candidates import pick
     from envsolver.resolve.specs import channels
-    from envsolver.target import Target
+    from envsolver.resolve.target import Target
 
     held = set(snapshot.channels())
     for source in ("conda-forge", "pytorch"):

@@ -1,4 +1,4 @@
-"""The KB restricted to the snapshot, kept compiled (envsolver/snapshot/restricted.py, issue 13): read back it
+"""The KB restricted to the snapshot, kept compiled (envsolver/lock/snapshot/restricted.py, issue 13): read back it
 equals the uncached restriction exactly; a change to the snapshot's files, a KB from elsewhere, or a broken
 file never serves a stale or foreign restriction."""
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import lock, snapshot
 from envsolver.kb import cache, load_kb
 from envsolver.kb.model import KnowledgeBase
-from envsolver.snapshot import restricted
+from envsolver.lock import run as lock
+from envsolver.lock import snapshot
+from envsolver.lock.snapshot import restricted
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""envsolver/solve.py and its worker process (envsolver/rattler_worker.py): answers, errors, crashes, requests.
+"""envsolver/lock/solve.py and its worker (envsolver/lock/rattler_worker.py): answers, errors, crashes, requests.
 
 The process-level cases (whole `envsolver` runs, interrupts, repeated runs) are in tests/test_rattler_abort.py.
 """
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envsolver import rattler_worker, solve
-from envsolver.errors import EnvsolverError
-from envsolver.solve import ChannelSource, ChannelsUnreachable, SolveFailed, WorkerCrashed
+from envsolver.core.errors import EnvsolverError
+from envsolver.lock import rattler_worker, solve
+from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, SolveFailed, WorkerCrashed
 from tests.conda_packages import build_channel
 from tests.test_rattler_abort import CRASHES, crash_rattler
 
@@ -81,7 +81,7 @@ def test_unreadable_channel_is_unreachable(tmp_path: Path, case: str) -> None:
 
 def test_install_failure_names_the_prefix(channel: Path, tmp_path: Path) -> None:
     records = solve.solve(["tiny-lib"], [ChannelSource(channel.as_uri(), channel.as_uri())], "linux-64", UNIX, tmp_path)
-    from envsolver.lockfile import LockEntry
+    from envsolver.lock.lockfile import LockEntry
 
     lib = records[0]
     entry = LockEntry(lib.name, lib.version, lib.build, lib.subdir, "linux-64", lib.url, None, lib.sha256, lib.depends)

@@ -53,7 +53,7 @@ def _top(modules: set[str]) -> set[str]:
 def test_the_hook_sees_what_a_command_imports(tmp_path: Path) -> None:
     """The check can fail: the list holds what the command itself loaded (click, the KB model)."""
     loaded = modules_at_exit(tmp_path, "gpus")
-    assert {"click", "envsolver.kb.model", "envsolver.cli"} <= loaded
+    assert {"click", "envsolver.kb.model", "envsolver.cli.main"} <= loaded
 
 
 def test_make_offline_imports_neither_conda_lock_nor_pydantic(tmp_path: Path) -> None:
@@ -70,27 +70,35 @@ def test_explain_and_gpus_import_neither_conda_lock_pydantic_nor_rattler(tmp_pat
 
 # What each command must not import (issue 13): the modules of the other commands, and what only they need.
 OTHER_COMMANDS = (
-    "envsolver.cli_env",
-    "envsolver.cli_install",
-    "envsolver.cli_hook",
-    "envsolver.cli_verify",
-    "envsolver.cli_cluster",
-    "envsolver.install",
-    "envsolver.http",
-    "envsolver.transport",
-    "requests",  # imported by envsolver.transport when a download over http(s) begins, by nothing else
+    "envsolver.cli.env",
+    "envsolver.cli.install",
+    "envsolver.cli.hook",
+    "envsolver.cli.verify",
+    "envsolver.cli.cluster",
+    "envsolver.install.run",
+    "envsolver.net.http",
+    "envsolver.net.transport",
+    "requests",  # imported by envsolver.net.transport when a download over http(s) begins, by nothing else
     "urllib3",
     "envsolver.hook",
     "envsolver.verify",
     "envsolver.cluster",
-    "envsolver.lockfile",
+    "envsolver.lock.lockfile",
 )
 NOT_IMPORTED = {
-    "gpus": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "envsolver.resolve", "rattler", "rich"),
-    "explain": (*OTHER_COMMANDS, "envsolver.lock", "envsolver.solve", "rattler", "rich"),
+    "gpus": (
+        *OTHER_COMMANDS,
+        "envsolver.lock.run",
+        "envsolver.lock.solve",
+        "envsolver.resolve.run",
+        "envsolver.resolve.candidates",
+        "rattler",
+        "rich",
+    ),
+    "explain": (*OTHER_COMMANDS, "envsolver.lock.run", "envsolver.lock.solve", "rattler", "rich"),
     "make": (*OTHER_COMMANDS, "rattler", "rich"),
-    "--help": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
-    "--version": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.render", "envsolver.lock", "rich", "rattler"),
+    "--help": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.cli.render", "envsolver.lock.run", "rich", "rattler"),
+    "--version": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.cli.render", "envsolver.lock.run", "rich", "rattler"),
 }
 ARGS = {
     "gpus": ("gpus",),
@@ -110,7 +118,7 @@ def test_each_command_imports_only_its_own_modules(tmp_path: Path, command: str)
     """On a pipe, `gpus`, `explain` and `make` print without rich, `gpus` and `explain` without the locker; no
     command imports another command's modules."""
     loaded = modules_at_exit(tmp_path, *ARGS[command])
-    assert "envsolver.cli" in loaded
+    assert "envsolver.cli.main" in loaded
     assert _under(loaded, NOT_IMPORTED[command]) == []
 
 

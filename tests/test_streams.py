@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.verify import run as verify_run
 from tests.conda_packages import build_channel
 from tests.test_install import write_lock

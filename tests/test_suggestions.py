@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver import lock, profile
-from envsolver.cli import main
+from envsolver.cli.main import main
+from envsolver.lock import run as lock
+from envsolver.resolve import profile
 
 SUGGESTION = re.compile(r"`([^`]*)`")
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.model import TorchBuild
-from envsolver.versions import MajorMinor
 
 
 def rows(kb: KnowledgeBase, version: str, platform: str, variant: str | None = None) -> list[TorchBuild]:

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.kb import KnowledgeBase
-from envsolver.lockfile import LockEntry
-from envsolver.pypi.record import PipRecord
+from envsolver.lock.lockfile import LockEntry
+from envsolver.lock.pypi.record import PipRecord
 from envsolver.verify import checks, probe
 from envsolver.verify import run as verify_run
 from tests.conftest import DATA

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from envsolver import envkind, lockfile
-from envsolver.cli import main
+from envsolver.cli.main import main
+from envsolver.install import envkind
 from envsolver.kb import KnowledgeBase
+from envsolver.lock import lockfile
 from envsolver.verify import checks, checks_base
 from envsolver.verify import run as verify_run
 from tests.conftest import DATA

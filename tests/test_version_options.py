@@ -11,14 +11,14 @@ import shlex
 import pytest
 from click.testing import CliRunner
 
-from envsolver import versions
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import planning
-from envsolver.detect import detect
-from envsolver.errors import BadInputError
-from envsolver.inputs import Options, build_target
+from envsolver.core import versions
+from envsolver.core.errors import BadInputError
 from envsolver.kb import KnowledgeBase, default_kb
+from envsolver.resolve.detect import detect
+from envsolver.resolve.inputs import Options, build_target
 
 ENV = {"ENVSOLVER_GPUS": None, "ENVSOLVER_DRIVER": None}
 

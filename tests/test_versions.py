@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from envsolver import versions
-from envsolver.errors import BadInputError
-from envsolver.target import torch_specifier
+from envsolver.core import versions
+from envsolver.core.errors import BadInputError
+from envsolver.resolve.target import torch_specifier
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The rattler worker's answer is bounded in time and in size (envsolver/solve.py): a worker that stalls is
+"""The rattler worker's answer is bounded in time and in size (envsolver/lock/solve.py): a worker that stalls is
 killed at its limit (ENVSOLVER_RATTLER_TIMEOUT) and `make` ends in exit 2 with a message; an answer past
 MAX_ANSWER is refused as it arrives, without reading it all, and the reading process stays small.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import solve
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
+from envsolver.lock import solve
 
 SITE = """
 import sys
@@ -44,7 +44,7 @@ if sys.argv[-1:] and sys.argv[-1].endswith("rattler_worker.py"):
 # `envsolver make` in this process, then its exit code and peak RSS (kB) as the last line of stderr.
 MAKE = """
 import json, sys
-from envsolver.cli import main
+from envsolver.cli.main import main
 try:
     main(sys.argv[1:], prog_name="envsolver")
     code = 0

@@ -16,15 +16,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from envsolver import __version__, lockfile
-from envsolver.errors import BadInputError
-from envsolver.inputs import Options, build_target
+from envsolver import __version__
+from envsolver.core.errors import BadInputError
 from envsolver.kb import KnowledgeBase
-from envsolver.plan import Plan
-from envsolver.pypi.record import PipRecord
-from envsolver.resolve import resolve
-from envsolver.solve import Record
-from envsolver.writers import condalock, environment, explicit, files, virtualpkgs
+from envsolver.lock import lockfile
+from envsolver.lock.pypi.record import PipRecord
+from envsolver.lock.solve import Record
+from envsolver.lock.writers import condalock, environment, explicit, files, virtualpkgs
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.run import resolve
 from tests.conftest import DATA
 
 GOLDEN = DATA / "golden"
@@ -283,8 +284,8 @@ def render_with_conda_locks_models(
     from conda_lock.lockfile.v1.models import HashModel, LockedDependency, Lockfile, LockMeta
 
     from envsolver import __version__
-    from envsolver.redact import redact
-    from envsolver.writers import yamlemit
+    from envsolver.core.redact import redact
+    from envsolver.lock.writers import yamlemit
 
     def dependencies(record: Record) -> dict[str, str]:
         deps: dict[str, str] = {}
@@ -581,10 +582,10 @@ def test_written_files_are_0666_less_the_umask_and_the_umask_is_kept(tmp_path: P
 
 RENDER_ALL = """
 import sys
-from envsolver.inputs import Options, build_target
+from envsolver.resolve.inputs import Options, build_target
 from envsolver.kb import default_kb
-from envsolver.resolve import resolve
-from envsolver.writers import condalock, environment, explicit
+from envsolver.resolve.run import resolve
+from envsolver.lock.writers import condalock, environment, explicit
 from tests.test_writers import RECORDS, UNSORTED
 
 kb = default_kb()
@@ -788,7 +789,7 @@ def test_reason_words_an_error_the_table_lacks_by_its_own_text() -> None:
 def test_a_key_past_1000_characters_is_written_as_an_explicit_key(length: int, explicit: bool) -> None:
     """YAML 1.2 (7.4) and PyYAML's scanner stop implicit keys at 1024 characters; yamlemit switches to `? key`
     past 1000, both ways of the boundary, and either form reads back as the same mapping."""
-    from envsolver.writers import yamlemit
+    from envsolver.lock.writers import yamlemit
 
     key = "k" * length
     text = yamlemit.dump({key: 1})

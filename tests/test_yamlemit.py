@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from envsolver.writers import yamlemit
+from envsolver.lock.writers import yamlemit
 
 ROOT = Path(__file__).resolve().parent.parent
 TRICKY = [

@@ -15,18 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from envsolver.archlist import Arch, parse_arch_list
 from envsolver.cluster.model import Cluster, Partition
 from envsolver.cluster.parse import Probe
-from envsolver.errors import UnknownGpuError
+from envsolver.core.archlist import Arch, parse_arch_list
+from envsolver.core.errors import UnknownGpuError
+from envsolver.core.versions import DriverVersion, MajorMinor, leading_major_minor
+from envsolver.core.versions import driver as parse_driver
 from envsolver.kb.gpus import lookup
 from envsolver.kb.model import KnowledgeBase
-from envsolver.lockfile import ARCH_LIST_KEY
+from envsolver.lock.lockfile import ARCH_LIST_KEY
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify.checks_base import Check, Context
 from envsolver.verify.checks_lock import check_host_vs_lock
-from envsolver.versions import DriverVersion, MajorMinor, leading_major_minor
-from envsolver.versions import driver as parse_driver
 
 IDS = ("lock_partition", "lock_driver", "lock_glibc", "lock_arch", "cluster_file")
 # uname -m -> the platform a cluster file names

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from envsolver.cluster.model import ASSUMED, Partition
 from envsolver.cluster.parse import Probe
 from envsolver.cluster.survey import Group, ProbeKey, Surveyed
-from envsolver.detect import host_platform
-from envsolver.errors import UnknownGpuError
+from envsolver.core.errors import UnknownGpuError
+from envsolver.core.versions import DriverVersion, MajorMinor
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.gpus import closest, identify, lookup
 from envsolver.kb.model import Gpu, Platform
-from envsolver.versions import DriverVersion, MajorMinor
+from envsolver.resolve.detect import host_platform
 
 # What a group's probe step saw: one Probe per node it reached (a lone Probe: one node), or why it could not run.
 ProbeResult = Probe | tuple[Probe, ...] | str

@@ -23,7 +23,7 @@ from envsolver.cluster.draft import Draft, build, parse_maps
 from envsolver.cluster.nodes import LeftOut
 from envsolver.cluster.parse import Probe, parse_probe
 from envsolver.cluster.survey import Group, ProbeKey, Survey, facts, survey
-from envsolver.errors import split_fix
+from envsolver.core.errors import split_fix
 from envsolver.kb import KnowledgeBase
 
 Progress = Callable[[str], None]  # lines holding what Slurm and the nodes said: the CLI prints them escaped

@@ -17,7 +17,7 @@ from envsolver.cluster import grammar
 from envsolver.cluster.decide import PROBE, SPLIT, Inputs, ProbeResult, decide
 from envsolver.cluster.model import Cluster, Partition
 from envsolver.cluster.survey import Facts, Group, ProbeKey, Survey, Surveyed, facts, survey
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.gpus import lookup
 from envsolver.kb.model import Gpu

@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from envsolver import safeyaml, versions
 from envsolver.cluster import grammar
 from envsolver.cluster.model import BY_HAND, FACTS, FORMAT, UNKNOWN, Cluster, Partition, Skipped, SlurmOptions
-from envsolver.errors import BadInputError, UnknownGpuError
+from envsolver.core import safeyaml, versions
+from envsolver.core.errors import BadInputError, UnknownGpuError
+from envsolver.core.versions import DriverVersion, MajorMinor
 from envsolver.kb import KnowledgeBase
 from envsolver.kb.gpus import lookup
 from envsolver.kb.model import PLATFORMS, Gpu, Platform
-from envsolver.versions import DriverVersion, MajorMinor
-from envsolver.writers import files, yamlemit
+from envsolver.lock.writers import files, yamlemit
 
 T = TypeVar("T")
 MAX_BYTES = 256 * 1024  # a cluster of 500 partitions is about 200 KiB

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envsolver import prefixmeta
 from envsolver.cluster import step
+from envsolver.install import prefixmeta
 from envsolver.kb.model import KnowledgeBase
 from envsolver.verify import demands, gate, run
 

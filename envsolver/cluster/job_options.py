@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from envsolver.cluster import grammar
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 
 _MEM = re.compile(r"0|[1-9][0-9]{0,8}[KMGT]?")
 _MEM_PER_GPU = re.compile(r"[1-9][0-9]{0,8}[KMGT]?")

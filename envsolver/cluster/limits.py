@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envsolver.cluster import parse, slurm
-from envsolver.errors import EnvsolverError, Kind
+from envsolver.core.errors import EnvsolverError, Kind
 
 NODE_FORMAT = "%N|%T|%c|%f|%G"
 # Node states a job cannot start on (sinfo's long forms); and the flag of a node that does not answer.

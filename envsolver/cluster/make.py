@@ -12,16 +12,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsolver import lock, outputs
 from envsolver.cluster import planning
 from envsolver.cluster.model import Cluster
-from envsolver.errors import ConflictError
-from envsolver.inputs import Options, cluster_make_command
+from envsolver.core.errors import ConflictError
 from envsolver.kb.model import KnowledgeBase
-from envsolver.lock import LockResult, Mode
-from envsolver.plan import Plan
-from envsolver.resolve import choose
-from envsolver.writers import files
+from envsolver.lock import outputs
+from envsolver.lock import run as lock
+from envsolver.lock.run import LockResult, Mode
+from envsolver.lock.writers import files
+from envsolver.resolve.inputs import Options, cluster_make_command
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.run import choose
 
 
 @dataclass(frozen=True)

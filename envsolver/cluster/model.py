@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from envsolver.core.versions import DriverVersion, MajorMinor
 from envsolver.kb.model import Gpu, Platform
-from envsolver.versions import DriverVersion, MajorMinor
 
 FORMAT = 1
 # The keys a partition's provenance may describe, in the order files list them.

@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from envsolver import __version__, prefixmeta
-from envsolver.archlist import canonical
+from envsolver import __version__
 from envsolver.cluster import lua
-from envsolver.errors import BadInputError
+from envsolver.core.archlist import canonical
+from envsolver.core.errors import BadInputError
 from envsolver.hook import activation
 from envsolver.hook.activation import Part, Ref
-from envsolver.writers import files
+from envsolver.install import prefixmeta
+from envsolver.lock.writers import files
 
 ACTIVATE = Path("etc") / "conda" / "activate.d" / "envsolver.sh"
 MAX_SCRIPT = 64 * 1024

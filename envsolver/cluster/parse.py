@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from envsolver.errors import BadInputError
-from envsolver.versions import MAX_DIGITS, DriverVersion, MajorMinor, driver
+from envsolver.core.errors import BadInputError
+from envsolver.core.versions import MAX_DIGITS, DriverVersion, MajorMinor, driver
 
 MAX_LINE = 64 * 1024  # longer lines are not read (a real scontrol line is about 1 KiB)
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from envsolver.cluster.model import Cluster, Partition
-from envsolver.errors import BadInputError, ConflictError
-from envsolver.inputs import Options, build_target
+from envsolver.core.errors import BadInputError, ConflictError
 from envsolver.kb.model import KnowledgeBase, Platform
-from envsolver.plan import Plan
 from envsolver.resolve import driver as drivers
-from envsolver.target import DEFAULT_GLIBC, Target
+from envsolver.resolve.inputs import Options, build_target
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.target import DEFAULT_GLIBC, Target
 
 Planner = Callable[[Target], Plan]
 FitKind = Literal["full", "minor", "assumed"]

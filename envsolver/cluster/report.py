@@ -9,7 +9,7 @@ from typing import Any
 from envsolver.cluster.discover import Discovery
 from envsolver.cluster.file import to_document
 from envsolver.cluster.parse import Probe
-from envsolver.printable import printable
+from envsolver.core.printable import printable
 
 
 def lines(found: Discovery, path: Path, outcome: str) -> list[str]:

@@ -1,5 +1,5 @@
 """The Slurm commands envsolver has running (every one starts in slurm.run, which registers it here), and how
-to end them so that no step is left running: on Ctrl-C, SIGTERM or SIGHUP (envsolver.interrupts runs end_all),
+to end them so that no step is left running: on Ctrl-C, SIGTERM or SIGHUP (envsolver.core.interrupts runs end_all),
 and for a command past its timeout (end).
 
 How srun ends its step (Slurm 22.05, `man srun`, and what the lab shows):
@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from envsolver import interrupts, pipes
+from envsolver.core import interrupts, pipes
 
 END_WAIT_S = 8.0  # srun ends its step within a second or two in the lab (it waits up to KillWait for the tasks)
 CANCEL_WAIT_S = 5.0

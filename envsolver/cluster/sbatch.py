@@ -56,13 +56,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-from envsolver import prefixmeta
 from envsolver.cluster import gate_step, grammar, job_options, job_shell, parse, slurm, slurm_launch
 from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
+from envsolver.core.printable import has_controls
+from envsolver.install import prefixmeta
 from envsolver.kb import default_kb
-from envsolver.printable import has_controls
 from envsolver.verify import nccl_run
 
 LAUNCHER = Path(slurm_launch.__file__).resolve()

@@ -1,7 +1,7 @@
 """The only module that runs Slurm's commands (sinfo, scontrol, srun). Every command is an argument list with
 a timeout; a missing command, a controller that does not answer, a step Slurm refuses and a timeout each
 become a SlurmError (exit 2) whose message ends with the fix. The output is returned as text for parse.py.
-What a command prints is read as it arrives and bounded (envsolver.pipes): of stdout the first MAX_OUTPUT
+What a command prints is read as it arrives and bounded (envsolver.core.pipes): of stdout the first MAX_OUTPUT
 bytes and the last MAX_OUTPUT_TAIL, of stderr the first and last MAX_ERRORS, whatever a node prints.
 
 Slurm finds its controller through SLURM_CONF (or its built-in path, or DNS SRV records) exactly as the
@@ -16,10 +16,10 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from envsolver import interrupts, pipes
 from envsolver.cluster import running
 from envsolver.cluster.parse import MARK, SINFO_ARGV
-from envsolver.errors import EnvsolverError, Kind
+from envsolver.core import interrupts, pipes
+from envsolver.core.errors import EnvsolverError, Kind
 
 QUERY_TIMEOUT_S = 60.0  # sinfo and scontrol answer in well under a second on a healthy controller
 # A probe: `--immediate` gives up when no node of the partition is free within that many seconds; the step
@@ -132,7 +132,7 @@ def run(argv: Sequence[str], timeout: float, what: str, fix: str | None = None) 
             + (fix or "Check that the controller answers (`scontrol ping`), then run the same command again."),
             f"no answer within {timeout:.0f} s",
         ) from None
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (envsolver.interrupts): end every step, this one too
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (envsolver.core.interrupts): end every step, this one too
         interrupts.clean_up()
         running.stop(started)
         raise

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver import lockfile
 from envsolver.cluster.model import Partition
 from envsolver.cluster.parse import Probe, parse_probe
 from envsolver.cluster.slurm import PROBE_SCRIPT
 from envsolver.kb.model import KnowledgeBase
+from envsolver.lock import lockfile
 from envsolver.verify import render, run
 from envsolver.verify.checks_base import Check
 from envsolver.verify.probe import OP_RUNNER

@@ -10,7 +10,7 @@ from envsolver.cluster import grammar
 from envsolver.cluster.model import Skipped, SlurmOptions
 from envsolver.cluster.nodes import LeftOut, split
 from envsolver.cluster.parse import NodeInfo, SinfoRow, parse_config, parse_scontrol_nodes, parse_sinfo
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 
 DEFAULT_NAME = "cluster"
 ProbeKey = tuple[str, str | None]  # (partition, GRES type or None for untyped GPUs)

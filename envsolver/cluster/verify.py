@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver import lockfile, prefixmeta
 from envsolver.cluster import compare, fanout, nodes, slurm, step
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster.model import Cluster, Partition
 from envsolver.cluster.nodes import LeftOut
 from envsolver.cluster.parse import SINFO_ARGV, NodeInfo, SinfoRow, parse_scontrol_nodes, parse_sinfo
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
+from envsolver.install import prefixmeta
 from envsolver.kb.model import KnowledgeBase
+from envsolver.lock import lockfile
 from envsolver.verify import run
 from envsolver.verify.checks_base import Check
 from envsolver.verify.run import VerifyError

@@ -13,8 +13,8 @@ from typing import Any
 
 from envsolver.cluster import compare, step
 from envsolver.cluster.verify import NodeOutcome, Outcome, Report
-from envsolver.errors import split_fix
-from envsolver.printable import printable
+from envsolver.core.errors import split_fix
+from envsolver.core.printable import printable
 from envsolver.verify.checks import IDS as NODE_IDS
 from envsolver.verify.checks_base import Check
 

@@ -5,7 +5,7 @@ CUDA_HOME and CPATH point into the prefix only when the probe found the CUDA too
 headers: `toolkit`); otherwise the scripts leave both as they are, and deactivate restores only what activate set.
 
 Every activation sources these scripts, so no input text is ever pasted into them: the arch list is parsed and
-rebuilt in its canonical form (envsolver.archlist), and every literal is single-quoted (shlex.quote), so the
+rebuilt in its canonical form (envsolver.core.archlist), and every literal is single-quoted (shlex.quote), so the
 shell expands nothing but the fixed `${CONDA_PREFIX}` and `${CPATH}` references written here.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsolver.archlist import canonical
-from envsolver.writers import files
+from envsolver.core.archlist import canonical
+from envsolver.lock.writers import files
 
 VARIABLES = ("CUDA_HOME", "CPATH", "TORCH_CUDA_ARCH_LIST", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR")
 TOOLKIT_VARIABLES = ("CUDA_HOME", "CPATH")  # set only for a prefix that holds the toolkit

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsolver.core.procrun import Runner, run
 from envsolver.hook.opkey import CPU_OPS
-from envsolver.procrun import Runner, run
 
 RUNNER = Path(__file__).with_name("op_runner.py")
 DEFAULT_OPS = ("fused_adam", "cpu_adam", "fused_lamb")

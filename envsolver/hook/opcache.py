@@ -34,7 +34,7 @@ from typing import BinaryIO
 
 from envsolver.hook import optrust
 from envsolver.hook.ds_ops_site import MODULE_NAME, OP
-from envsolver.writers import files
+from envsolver.lock.writers import files
 
 MANIFEST = "manifest.json"
 MANIFEST_MAX = 64 * 1024  # a manifest is ~600 bytes

@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envsolver.core.procrun import Runner
 from envsolver.hook import opcache, opkey, register
 from envsolver.hook.build import RUNNER, OpResult, _json_line, compiler_line, list_sass
-from envsolver.procrun import Runner
 
 OPS_DIR = Path("lib") / "envsolver-ops"
 STATE = "state.json"

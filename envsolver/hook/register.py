@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsolver.hook import ds_ops_site
-from envsolver.writers import files
+from envsolver.lock.writers import files
 
 MODULE = "envsolver_ds_ops"
 SOURCE = Path(__file__).with_name("ds_ops_site.py")

@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from envsolver.core.printable import printable
 from envsolver.hook.run import HookReport
-from envsolver.printable import printable
 
 MARK = {
     "ok": "[green]ok[/]  ",

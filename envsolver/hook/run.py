@@ -10,18 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envsolver import prefixmeta
-from envsolver.archlist import canonical, parse_arch_list
-from envsolver.detect import host_platform
-from envsolver.errors import BadInputError
+from envsolver.core.archlist import canonical, parse_arch_list
+from envsolver.core.errors import BadInputError
+from envsolver.core.procrun import Runner, run, run_build
 from envsolver.hook import activation, build, buildenv, opkey
 from envsolver.hook import ops as ops_stage
+from envsolver.install import prefixmeta
 from envsolver.kb.model import KnowledgeBase
-from envsolver.procrun import Runner, run, run_build
+from envsolver.lock.writers import files
+from envsolver.resolve.detect import host_platform
 from envsolver.verify import archplan, checks
 from envsolver.verify import run as verify_run
 from envsolver.verify.checks import Check, Context
-from envsolver.writers import files
 
 
 @dataclass
@@ -59,7 +59,7 @@ def arch_list_and_platform(prefix: Path, lock: Path | None, given: str | None, k
     platform: str = host_platform() or "linux-64"
     custom: dict[str, str] = {}
     if lock is not None:
-        from envsolver import lockfile
+        from envsolver.lock import lockfile
 
         read = lockfile.read(lock, None)
         platform, custom = read.platform, read.metadata
@@ -146,7 +146,7 @@ def preflight(facts: Mapping[str, Any], kb: KnowledgeBase, meta: Mapping[str, st
 
 def _metadata(prefix: Path, lock: Path | None) -> dict[str, str]:
     if lock is not None:
-        from envsolver import lockfile
+        from envsolver.lock import lockfile
 
         return dict(lockfile.read(lock, None).metadata)
     kept = prefixmeta.load(prefix)

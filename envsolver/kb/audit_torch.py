@@ -14,6 +14,7 @@ from fnmatch import fnmatchcase
 
 from packaging.version import Version
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb.findings import Collector, Severity, missing
 from envsolver.kb.model import KnowledgeBase, TorchBuild
 from envsolver.kb.records import (
@@ -31,7 +32,6 @@ from envsolver.kb.records import (
     version_of,
 )
 from envsolver.kb.repodata import RepoData
-from envsolver.versions import MajorMinor
 
 PACKAGE = "pytorch"
 

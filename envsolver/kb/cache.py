@@ -8,7 +8,7 @@ version and arch-list parsers), so an edit to any of them names another file and
 YAML again. Only a KB that loaded without a problem is ever written, atomically (a temporary file, then
 os.replace).
 
-The KB restricted to the bundled snapshot (envsolver/snapshot/restricted.py) is kept the same way, in a file
+The KB restricted to the bundled snapshot (envsolver/lock/snapshot/restricted.py) is kept the same way, in a file
 named by the compiled KB's name, the snapshot's content digest and the restricting modules' source (PREFIX
 `snapshot-kb-`); `key_of` gives the name of a KB this module read or wrote, so that file can be found.
 
@@ -38,7 +38,7 @@ MAX_BYTES = 64 << 20  # the compiled KB is ~0.3 MB
 PREFIX = "kb-"
 SUFFIX = ".pickle"
 # The modules whose source decides what the YAML becomes (relative to the envsolver package).
-SOURCES = ("kb/load.py", "kb/pypi_rows.py", "kb/model.py", "kb/cache.py", "versions.py", "archlist.py")
+SOURCES = ("kb/load.py", "kb/pypi_rows.py", "kb/model.py", "kb/cache.py", "core/versions.py", "core/archlist.py")
 # Every class a KnowledgeBase pickle needs: its row types and the values inside them.
 ALLOWED = frozenset(
     {
@@ -67,9 +67,9 @@ ALLOWED = frozenset(
         )
     }
     | {
-        ("envsolver.archlist", "Arch"),
-        ("envsolver.versions", "DriverVersion"),
-        ("envsolver.versions", "MajorMinor"),
+        ("envsolver.core.archlist", "Arch"),
+        ("envsolver.core.versions", "DriverVersion"),
+        ("envsolver.core.versions", "MajorMinor"),
         ("packaging.version", "Version"),
     }
 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb.audit_deepspeed import CHANNEL
 from envsolver.kb.model import KnowledgeBase
 from envsolver.kb.records import (
@@ -33,7 +34,6 @@ from envsolver.kb.records import (
     version_of,
 )
 from envsolver.kb.repodata import RepoData
-from envsolver.versions import MajorMinor
 
 Keys = tuple[tuple[str, str | list[str] | None], ...]
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from packaging.version import Version
 
-from envsolver.printable import printable
-from envsolver.versions import MajorMinor
+from envsolver.core.printable import printable
+from envsolver.core.versions import MajorMinor
 
 Severity = Literal["contradiction", "note"]
 
@@ -120,7 +120,7 @@ def render(report: Report, notes: bool = True) -> list[str]:
 
 def diff(report: Report, notes: bool = True) -> list[str]:
     """The findings as a diff, then the verdict; text from outside (record names, requirements, file names)
-    printable (envsolver.printable)."""
+    printable (envsolver.core.printable)."""
     lines = []
     for finding in report.contradictions + (report.notes if notes else ()):
         lines += [

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from envsolver.errors import BadInputError, UnknownGpuError
+from envsolver.core.errors import BadInputError, UnknownGpuError
 from envsolver.kb import pci
 from envsolver.kb.model import Gpu, KnowledgeBase, PciDevice
 

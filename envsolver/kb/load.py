@@ -2,7 +2,7 @@
 
 Every row is checked (types, required and unknown keys, source ids, every value of every list) and every
 problem is collected; `load_kb` raises one KnowledgeBaseError listing them all with file and row. The files
-are read with size, nesting and alias limits (envsolver.safeyaml).
+are read with size, nesting and alias limits (envsolver.core.safeyaml).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any, TypeVar, cast
 
 from packaging.version import InvalidVersion, Version
 
-from envsolver import versions
-from envsolver.archlist import parse_arch_list
-from envsolver.errors import BadInputError, KnowledgeBaseError
+from envsolver.core import versions
+from envsolver.core.archlist import parse_arch_list
+from envsolver.core.errors import BadInputError, KnowledgeBaseError
+from envsolver.core.versions import DriverVersion, MajorMinor
 from envsolver.kb import cache, pypi_rows
 from envsolver.kb.model import (
     CHANNELS,
@@ -44,7 +45,6 @@ from envsolver.kb.model import (
     TorchBuild,
     TorchRelease,
 )
-from envsolver.versions import DriverVersion, MajorMinor
 
 T = TypeVar("T")
 FILES = ("gpus.yaml", "cuda.yaml", "torch.yaml", "deepspeed.yaml", "conda.yaml", "chips.yaml", "pci_devices.yaml")
@@ -486,7 +486,7 @@ def _fact(key: str) -> Callable[[_Row], Fact]:
 def _read_doc(data_dir: Path | None, name: str, problems: list[str], given: Mapping[str, bytes]) -> Any:
     """The parsed file (from `given` when it holds the file's bytes), or {} with its problem recorded
     (unreadable, too large, not UTF-8, not valid YAML)."""
-    from envsolver import safeyaml  # only when the YAML is read: a compiled KB needs no YAML parser
+    from envsolver.core import safeyaml  # only when the YAML is read: a compiled KB needs no YAML parser
 
     limits = safeyaml.Limits(chars=MAX_BYTES, depth=16, aliases=1000, nodes=200_000)
     try:
@@ -612,7 +612,7 @@ def _packaged_bytes() -> dict[str, bytes] | None:
 
 
 def _date_of(text: str) -> str:
-    from envsolver import safeyaml
+    from envsolver.core import safeyaml
 
     doc = safeyaml.load(text)
     return str(doc["kb_date"]) if isinstance(doc, dict) and "kb_date" in doc else "unknown"

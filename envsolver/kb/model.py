@@ -7,8 +7,8 @@ from typing import Literal
 
 from packaging.version import Version
 
-from envsolver.archlist import Arch
-from envsolver.versions import DriverVersion, MajorMinor
+from envsolver.core.archlist import Arch
+from envsolver.core.versions import DriverVersion, MajorMinor
 
 Channel = Literal["conda-forge", "pytorch"]
 Platform = Literal["linux-64", "linux-aarch64"]

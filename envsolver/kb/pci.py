@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import Gpu, KnowledgeBase, PciDevice
-from envsolver.versions import MajorMinor
 
 # The forms a device ID is given in: "0x2233", and as nvidia-smi's pci.device_id prints it, the device then
 # NVIDIA's vendor ID: "0x223310DE". The 0x is required: "a100" is a name, not device 0xA100.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from envsolver.versions import MajorMinor
+from envsolver.core.versions import MajorMinor
 
 _CUDA_BUILD = re.compile(r"(?:^|_)cuda([0-9]+(?:\.[0-9]+)?)")
 _MM = re.compile(r"([0-9]{1,9})(?:\.([0-9]{1,9}))?")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import KnowledgeBase, Toolkit
-from envsolver.versions import MajorMinor
 
 
 def cc_for_toolkit(kb: KnowledgeBase, cc: MajorMinor, cuda: MajorMinor) -> MajorMinor:

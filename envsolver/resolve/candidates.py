@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import KnowledgeBase, Toolkit, TorchBuild
-from envsolver.plan import Rejected
 from envsolver.resolve import archs, driver
 from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, no_conda_text
+from envsolver.resolve.plan import Rejected
 from envsolver.resolve.refusals import Refused
-from envsolver.target import Target
-from envsolver.versions import MajorMinor
+from envsolver.resolve.target import Target
 
 # envsolver's default Python: the newest the torch build supports, at most this one. 3.13 is the
 # newest Python with a conda-forge deepspeed CUDA build in the KB (deepspeed-0.18.8-cuda129_py313).

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import (
     DeepSpeedCondaBuild,
     DeepSpeedDefaultCcs,
@@ -18,7 +19,6 @@ from envsolver.kb.model import (
     PypiCondaName,
     TorchBuild,
 )
-from envsolver.versions import MajorMinor
 
 if TYPE_CHECKING:  # packaging's requirement parser costs ~25 ms: imported where a requirement is read
     from packaging.requirements import Requirement

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from envsolver.core.versions import DriverVersion, MajorMinor
 from envsolver.kb.model import KnowledgeBase, Toolkit
-from envsolver.versions import DriverVersion, MajorMinor
 
 Support = Literal["full", "minor", "none"]
 

@@ -8,10 +8,10 @@ import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
-from envsolver.errors import EnvsolverError
-from envsolver.plan import Plan
+from envsolver.core.errors import EnvsolverError
 from envsolver.resolve import ways_out
-from envsolver.target import Target
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.target import Target
 
 # A pinned option the search may leave to the planner: how the target drops it, how the plan names its value,
 # and how the sentence names what the user pinned.

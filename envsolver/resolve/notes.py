@@ -4,7 +4,7 @@ of cards without GPU peer-to-peer (the KB's gpus.yaml multi_gpu rows). Pure."""
 from __future__ import annotations
 
 from envsolver.kb.model import KnowledgeBase
-from envsolver.target import Target
+from envsolver.resolve.target import Target
 
 PREFIX = "multi-GPU nodes:"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envsolver.errors import RejectedBuilds
+from envsolver.core.errors import RejectedBuilds
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envsolver.kb.model import KnowledgeBase, Toolkit
-from envsolver.plan import CondaSpec, Reason
 from envsolver.resolve import deepspeed as ds_rules
 from envsolver.resolve.candidates import Candidate
 from envsolver.resolve.deepspeed import no_conda_text
-from envsolver.target import Target
+from envsolver.resolve.plan import CondaSpec, Reason
+from envsolver.resolve.target import Target
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 
 from packaging.version import InvalidVersion, Version
 
-from envsolver import versions
-from envsolver.errors import EnvsolverError
+from envsolver.core import versions
+from envsolver.core.errors import EnvsolverError
 from envsolver.kb.model import KnowledgeBase
-from envsolver.plan import Plan
-from envsolver.target import Target, torch_specifier
+from envsolver.resolve.plan import Plan
+from envsolver.resolve.target import Target, torch_specifier
 
 Planner = Callable[[Target], Plan]
 Options = tuple[tuple[str, str | None], ...]  # (flag, value or None for a bare flag), in command order

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envsolver.archlist import parse_arch_list
+from envsolver.core.archlist import parse_arch_list
+from envsolver.core.versions import leading_major_minor
 from envsolver.kb.model import KnowledgeBase
-from envsolver.versions import leading_major_minor
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from envsolver import envkind
+from envsolver.core.versions import DriverVersion
+from envsolver.core.versions import driver as parse_driver
+from envsolver.install import envkind
 from envsolver.kb.model import KnowledgeBase
-from envsolver.lockfile import LockEntry
-from envsolver.pypi.record import PipRecord
-from envsolver.versions import DriverVersion
-from envsolver.versions import driver as parse_driver
+from envsolver.lock.lockfile import LockEntry
+from envsolver.lock.pypi.record import PipRecord
 
 Status = Literal["pass", "fail", "warn", "skip"]
 # Every status, in the order the summary counts them.

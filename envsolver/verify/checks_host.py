@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import shlex
 
-from envsolver import toolchain
-from envsolver.archlist import canonical, parse_arch_list
+from envsolver.core.archlist import canonical, parse_arch_list
+from envsolver.core.versions import leading_major_minor
 from envsolver.kb.gpus import identify
 from envsolver.resolve import driver as driver_rules
+from envsolver.resolve import toolchain
 from envsolver.verify import archplan
 from envsolver.verify.checks_base import (
     Check,
@@ -21,7 +22,6 @@ from envsolver.verify.checks_base import (
     torch_facts,
 )
 from envsolver.verify.checks_deepspeed import unset_arch_list
-from envsolver.versions import leading_major_minor
 
 
 def check_driver(ctx: Context) -> Check:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from envsolver.core.versions import DriverVersion, leading_major_minor
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import demands
 from envsolver.verify.checks_base import Check, Context, conda_env, driver_version, new_env_fix, prefix_of, remake_fix
-from envsolver.versions import DriverVersion, leading_major_minor
 
 
 def check_lock_drift(ctx: Context) -> Check:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import shlex
 
-from envsolver import toolchain
+from envsolver.core.versions import leading_major_minor
 from envsolver.resolve import driver as driver_rules
+from envsolver.resolve import toolchain
 from envsolver.verify import gate
 from envsolver.verify.checks_base import (
     Check,
@@ -19,7 +20,6 @@ from envsolver.verify.checks_base import (
     remake_fix,
     torch_facts,
 )
-from envsolver.versions import leading_major_minor
 
 
 def check_torch_import(ctx: Context) -> Check:

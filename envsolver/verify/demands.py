@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envsolver.core.versions import DriverVersion, MajorMinor, leading_major_minor
+from envsolver.core.versions import driver as parse_driver
 from envsolver.kb.model import KnowledgeBase
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import gate
-from envsolver.versions import DriverVersion, MajorMinor, leading_major_minor
-from envsolver.versions import driver as parse_driver
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.verify.checks_base import Check, Status
 
 CHECK_IDS = (

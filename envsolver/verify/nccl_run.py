@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver import interrupts, pipes
 from envsolver.cluster import grammar, running, slurm, slurm_launch
 from envsolver.cluster.model import SlurmOptions
-from envsolver.errors import BadInputError
+from envsolver.core import interrupts, pipes
+from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl
 from envsolver.verify import render as verify_render
 from envsolver.verify.checks_base import Check
@@ -560,7 +560,7 @@ def run_slurm(
     except subprocess.TimeoutExpired:
         running.stop(command, environ)
         out, err, code = pipes.Kept(STDOUT), pipes.Kept(STDERR), None
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (envsolver.interrupts): every step ends, this one too
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (envsolver.core.interrupts): every step ends, this one too
         interrupts.clean_up()
         running.stop(command, environ)
         raise

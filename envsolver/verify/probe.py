@@ -486,7 +486,7 @@ def main(argv: list[str]) -> int:
             "version": platform.python_version(),
             "prefix": sys.prefix,
             "machine": platform.machine(),
-            # what kind of environment sys.prefix is (envsolver/envkind.py decides it from these two)
+            # what kind of environment sys.prefix is (envsolver/install/envkind.py decides it from these two)
             "conda_meta": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
             "pyvenv_cfg": os.path.isfile(os.path.join(sys.prefix, "pyvenv.cfg")),
         },

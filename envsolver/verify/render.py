@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from envsolver.printable import printable
+from envsolver.core.printable import printable
 from envsolver.verify.checks_base import STATUSES, Check, Status
 
 WORD: dict[Status, str] = {"pass": "pass", "warn": "warn", "fail": "FAIL", "skip": "skip"}

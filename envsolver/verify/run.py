@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsolver import envkind, lockfile, prefixmeta
-from envsolver.errors import EnvsolverError, Kind
+from envsolver.core.errors import EnvsolverError, Kind
+from envsolver.install import envkind, prefixmeta
 from envsolver.kb.model import KnowledgeBase
-from envsolver.pypi.record import PipRecord
+from envsolver.lock import lockfile
+from envsolver.lock.pypi.record import PipRecord
 from envsolver.verify.checks import HOST_ONLY, IDS, Check, Context, run
 
 PROBE = Path(__file__).with_name("probe.py")

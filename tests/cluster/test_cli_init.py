@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import file as cluster_file
+from envsolver.core.versions import MajorMinor, driver
 from envsolver.kb import KnowledgeBase
-from envsolver.versions import MajorMinor, driver
 from tests.hostile import HOSTILE, assert_shown
 from tests.slurmlab import V100, Gpu, SlurmLab
 

@@ -8,9 +8,9 @@ import pytest
 from envsolver.cluster import draft, parse
 from envsolver.cluster.draft import Facts, Survey
 from envsolver.cluster.model import ASSUMED
-from envsolver.errors import BadInputError, UnknownGpuError, split_fix
+from envsolver.core.errors import BadInputError, UnknownGpuError, split_fix
+from envsolver.core.versions import MajorMinor, driver
 from envsolver.kb import KnowledgeBase
-from envsolver.versions import MajorMinor, driver
 from tests.conftest import DATA
 
 SLURM = DATA / "slurm"

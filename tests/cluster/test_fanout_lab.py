@@ -31,7 +31,7 @@ def test_every_nodes_output_is_split_back_whole(lab: SlurmLab) -> None:
     argv = fanout.argv(
         ("--partition=pair", "--gres=gpu:a100:1"), ("gpu05", "gpu06"), 10, 2, "envsolver-test", ("sh", "-c", SCRIPT)
     )
-    # Read as slurm.py reads it (envsolver.pipes): bytes decoded with U+FFFD for what is not UTF-8.
+    # Read as slurm.py reads it (envsolver.core.pipes): bytes decoded with U+FFFD for what is not UTF-8.
     done = subprocess.run(list(argv), capture_output=True, timeout=60, env=lab.env, check=False)
     stdout, stderr = done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
     assert done.returncode == 0, (shlex.join(argv), stderr)

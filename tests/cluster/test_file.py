@@ -12,9 +12,9 @@ import yaml
 
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster.model import BY_HAND, Cluster, SlurmOptions
-from envsolver.errors import BadInputError, split_fix
+from envsolver.core.errors import BadInputError, split_fix
+from envsolver.core.versions import MajorMinor, driver
 from envsolver.kb import KnowledgeBase
-from envsolver.versions import MajorMinor, driver
 
 VALID: dict[str, Any] = {
     "format": 1,

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster.model import BY_HAND, UNKNOWN
 from envsolver.kb import KnowledgeBase

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from tests.slurmlab import SlurmLab
 
 

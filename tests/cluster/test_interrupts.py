@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import running, slurm
 from tests.signals import default_dispositions
 from tests.slurmlab import SlurmLab

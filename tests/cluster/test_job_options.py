@@ -7,7 +7,7 @@ import pytest
 
 from envsolver.cluster import job_options
 from envsolver.cluster.job_options import JobOptions
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 
 ACCEPTED = [
     JobOptions(constraint="a100&ib", qos="high", mem="200G", exclusive=True),

@@ -14,14 +14,14 @@ import yaml
 from click.testing import CliRunner, Result
 from conda_lock.lockfile import parse_conda_lock_file
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import planning
 from envsolver.cluster.file import parse
-from envsolver.inputs import Options, cluster_make_command
+from envsolver.core.versions import DriverVersion, MajorMinor, driver
 from envsolver.kb import default_kb
 from envsolver.resolve import driver as drivers
-from envsolver.resolve import resolve
-from envsolver.versions import DriverVersion, MajorMinor, driver
+from envsolver.resolve.inputs import Options, cluster_make_command
+from envsolver.resolve.run import resolve
 
 DATA = Path(__file__).parent.parent / "data" / "cluster"
 MIXED = DATA / "mixed.yaml"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from envsolver.cli import main
-from envsolver.writers import fileset
+from envsolver.cli.main import main
+from envsolver.lock.writers import fileset
 
 MIXED = Path(__file__).parent.parent / "data" / "cluster" / "mixed.yaml"
 SUGGESTED = re.compile(r"e\.g\.: (envsolver make .*)$")

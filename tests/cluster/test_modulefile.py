@@ -16,14 +16,15 @@ from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envsolver import lockfile, prefixmeta
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import lua, modulefile
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.hook import activation
 from envsolver.hook import run as hook_run
+from envsolver.install import prefixmeta
 from envsolver.kb import default_kb
-from envsolver.writers import files
+from envsolver.lock import lockfile
+from envsolver.lock.writers import files
 from tests.test_hook import BASE, fake_prefix
 
 ROOT = Path(__file__).resolve().parent.parent.parent

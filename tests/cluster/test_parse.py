@@ -6,7 +6,7 @@ import pytest
 
 from envsolver.cluster import parse
 from envsolver.cluster.parse import Gres
-from envsolver.versions import MajorMinor, driver
+from envsolver.core.versions import MajorMinor, driver
 from tests.conftest import DATA
 
 SLURM = DATA / "slurm"

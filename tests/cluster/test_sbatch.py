@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import gate_step, parse, sbatch
 from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.kb import KnowledgeBase
-from envsolver.writers import files
+from envsolver.lock.writers import files
 from tests.conftest import DATA
 
 CLUSTER = """\
@@ -416,7 +416,7 @@ def test_cli_refusals_end_with_the_fix(files_here: tuple[Path, Path], tmp_path: 
 
 
 def test_cli_refuses_an_environment_of_another_platform(files_here: tuple[Path, Path]) -> None:
-    from envsolver import prefixmeta
+    from envsolver.install import prefixmeta
 
     path, prefix = files_here
     prefixmeta.save(prefix, "linux-64", {"envsolver_cluster_partitions": "v100;a100;h100"})

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from tests.cluster.test_sbatch_lab import init_cluster, stand_in_env, submit
 from tests.dist import needs_deepspeed, needs_torch
 from tests.slurmlab import SlurmLab

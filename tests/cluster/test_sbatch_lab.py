@@ -22,9 +22,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from envsolver import prefixmeta
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import gate_step, slurm_launch
+from envsolver.install import prefixmeta
 from envsolver.verify import nccl, nccl_run
 from tests.cluster.captures import ENV
 from tests.cluster.test_sbatch_launch import TRAIN, trained

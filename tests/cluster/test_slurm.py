@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envsolver.cluster import discover, fanout, parse, slurm
-from envsolver.errors import split_fix
+from envsolver.core.errors import split_fix
 from tests.slurmlab import NODES, PARTITIONS, SlurmLab
 
 

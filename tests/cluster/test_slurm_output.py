@@ -1,4 +1,4 @@
-"""What a Slurm command or a compute node prints is read as it arrives and bounded (envsolver.pipes through
+"""What a Slurm command or a compute node prints is read as it arrives and bounded (envsolver.core.pipes through
 envsolver.cluster.slurm.run, which `cluster init`'s probes and `verify --cluster`'s steps go through): 700 MB of
 output keeps the reading process under 200 MB of memory (its own VmHWM, read from /proc), and what was kept
 is the start and the end, with a line saying how much was left out.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envsolver import pipes
+from envsolver.core import pipes
 
 FLOOD = 700_000_000
 MAX_RSS_KB = 200 * 1024

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import verify as cluster_verify
 from envsolver.cluster import verify_report
 from envsolver.kb import default_kb

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.cluster import file as cluster_file
 from envsolver.kb import default_kb
 from envsolver.verify.run import PROBE

@@ -307,8 +307,8 @@ def test_a_file_that_does_not_know_the_driver_or_glibc_is_a_warning(kb: Knowledg
 
 
 def test_the_sass_and_ptx_rules(kb: KnowledgeBase) -> None:
-    from envsolver.archlist import parse_arch_list
-    from envsolver.versions import MajorMinor
+    from envsolver.core.archlist import parse_arch_list
+    from envsolver.core.versions import MajorMinor
 
     archs = parse_arch_list("7.0;8.0;9.0a;10.0f;12.0+PTX")
     assert compare.covering(archs, MajorMinor(7, 5)) == ("sass", "7.0")

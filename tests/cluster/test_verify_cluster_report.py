@@ -12,7 +12,7 @@ from envsolver.cluster import compare, fanout, step, verify_report
 from envsolver.cluster.file import parse
 from envsolver.cluster.model import Cluster
 from envsolver.cluster.verify import NodeOutcome, Outcome, Report, status_of
-from envsolver.errors import split_fix
+from envsolver.core.errors import split_fix
 from envsolver.kb import KnowledgeBase, default_kb
 from envsolver.verify.checks_base import Check
 from tests.cluster.captures import captured, read

@@ -16,7 +16,7 @@ import pytest
 from envsolver.cluster import fanout, step
 from envsolver.cluster.file import parse
 from envsolver.kb import KnowledgeBase, default_kb
-from envsolver.lockfile import read as read_lock
+from envsolver.lock.lockfile import read as read_lock
 from envsolver.verify import run
 from tests.cluster.captures import ONLY, PREFIX, captured, read
 from tests.dist import needs_torch

@@ -21,7 +21,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 from envsolver.verify import nccl, nccl_run
 from tests.cluster.test_sbatch_lab import init_cluster, submit
 from tests.dist import needs_torch

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver.cli import main
+from envsolver.cli.main import main
 
 
 @pytest.mark.parametrize(

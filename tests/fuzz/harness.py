@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import envsolver
-from envsolver.cli import INTERNAL, main
+from envsolver.cli.main import INTERNAL, main
 from tests.hostile import RAW
 
 FIXED_SEED = 20261129
@@ -60,7 +60,7 @@ def hard_limit(seconds: float = HARD_LIMIT_S) -> Iterator[None]:
 
 
 def cause(exc: BaseException) -> str:
-    """'KeyError at envsolver/detect.py:151 (detect)': the type and the innermost envsolver frame."""
+    """'KeyError at envsolver/resolve/detect.py:151 (detect)': the type and the innermost envsolver frame."""
     frames = traceback.extract_tb(exc.__traceback__)
     ours = [f for f in frames if f.filename.startswith(ENVSOLVER_DIR)]
     where = ours[-1] if ours else (frames[-1] if frames else None)
@@ -182,7 +182,7 @@ def invoke(args: Sequence[str], env: Mapping[str, str] | None = None) -> Outcome
     if f"error: {INTERNAL}" in output:
         return Outcome(result.exit_code, output, f"an {INTERNAL} reported")
     raw = RAW.search(output)
-    if raw is not None:  # JSON spells control characters out, text output must too (envsolver/printable.py)
+    if raw is not None:  # JSON spells control characters out, text output must too (envsolver/core/printable.py)
         return Outcome(result.exit_code, output, f"a raw control character ({raw.group()!r}) in the output")
     return Outcome(result.exit_code, output, None)
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import detect, profile, versions
-from envsolver.cli import main
-from envsolver.errors import BadInputError
-from envsolver.target import torch_specifier
+from envsolver.cli.main import main
+from envsolver.core import versions
+from envsolver.core.errors import BadInputError
+from envsolver.resolve import detect, profile
+from envsolver.resolve.target import torch_specifier
 
 HUGE = "9" * 4400
 MD5 = "0123456789abcdef" * 2

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from envsolver import detect
+from envsolver.resolve import detect
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_cli, modes, run_property
 

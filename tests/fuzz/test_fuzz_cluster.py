@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from envsolver.cluster import draft, grammar, parse
 from envsolver.cluster import file as cluster_file
-from envsolver.errors import BadInputError, UnknownGpuError
+from envsolver.core.errors import BadInputError, UnknownGpuError
 from envsolver.kb import default_kb
 from tests.cluster.test_file import VALID
 from tests.fuzz import strategies as fs

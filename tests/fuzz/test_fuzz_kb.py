@@ -14,7 +14,7 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from envsolver.errors import KnowledgeBaseError
+from envsolver.core.errors import KnowledgeBaseError
 from envsolver.kb.load import FILES, load_kb
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_function, modes, run_property

@@ -22,13 +22,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from envsolver import snapshot
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.kb import load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
 from envsolver.kb.findings import render
 from envsolver.kb.repodata import read_channel
+from envsolver.lock import snapshot
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, cause, check_function, hard_limit, modes, run_property
 

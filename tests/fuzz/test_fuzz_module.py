@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from envsolver.hook import activation
-from envsolver.writers import files
+from envsolver.lock.writers import files
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_cli, modes, run_property
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl
 from tests.conftest import DATA
 from tests.fuzz import strategies as fs

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from envsolver import bodylimit, http, install, netconf, progress, solve
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
+from envsolver.install import run as install
+from envsolver.lock import solve
+from envsolver.net import bodylimit, http, netconf, progress
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_function, modes, run_property
 

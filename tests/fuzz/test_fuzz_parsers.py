@@ -9,9 +9,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from envsolver import detect, lockfile, profile, versions
-from envsolver.errors import BadInputError
-from envsolver.target import torch_specifier
+from envsolver.core import versions
+from envsolver.core.errors import BadInputError
+from envsolver.lock import lockfile
+from envsolver.resolve import detect, profile
+from envsolver.resolve.target import torch_specifier
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_function, modes, run_property
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from envsolver.cluster import grammar, job_shell, limits, parse, sbatch, slurm_launch
 from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
-from envsolver.errors import BadInputError
+from envsolver.core.errors import BadInputError
 from envsolver.kb import default_kb
 from tests.cluster.test_sbatch import CLUSTER
 from tests.fuzz import strategies as fs

@@ -10,8 +10,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from envsolver import envsdir, versions
-from envsolver.errors import BadInputError
+from envsolver.core import versions
+from envsolver.core.errors import BadInputError
+from envsolver.install import envsdir
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_cli, check_function, modes, run_property
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from envsolver import cli
-from envsolver.errors import BadInputError
+from envsolver.cli import main as cli
+from envsolver.core.errors import BadInputError
 from tests.fuzz.harness import Tally, check_cli, check_function
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from envsolver import lockfile
-from envsolver.cli import main
-from envsolver.errors import BadInputError
+from envsolver.cli.main import main
+from envsolver.core.errors import BadInputError
+from envsolver.lock import lockfile
 
 MD5 = "0123456789abcdef" * 2
 SHA = "0123456789abcdef" * 4

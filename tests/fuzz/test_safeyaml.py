@@ -1,4 +1,4 @@
-"""envsolver.safeyaml: bounded, alias-safe YAML loading and bounded file reading."""
+"""envsolver.core.safeyaml: bounded, alias-safe YAML loading and bounded file reading."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 
-from envsolver import safeyaml
+from envsolver.core import safeyaml
 from tests.fuzz import strategies as fs
 from tests.fuzz.strategies import BOMB_LIST, BOMB_MERGE
 

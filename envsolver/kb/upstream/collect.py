@@ -1,7 +1,7 @@
 """Read the upstream facts live: PyPI's simple index (PEP 503, the page pip reads) of torch, deepspeed and NVIDIA's
 CUDA runtime, nvcc and crt wheels; each torch release's core metadata (PEP 658, the wheel's METADATA served beside
 it); DeepSpeed's sdists and NVIDIA's nvcc and crt wheels, each proven by the sha256 the index gives before it is
-read. Every read goes through envsolver.http: bounded in size (the ceilings below) and time, proxies and
+read. Every read goes through envsolver.net.http: bounded in size (the ceilings below) and time, proxies and
 certificates as for conda downloads.
 
 (PyPI's JSON API, https://pypi.org/pypi/NAME/json, gives the same versions, but only the newest release's
@@ -21,13 +21,13 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from envsolver import http
-from envsolver.errors import EnvsolverError, Kind
+from envsolver.core.errors import EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.kb.upstream import sdists, wheels
 from envsolver.kb.upstream.facts import DeepSpeedSdist, Facts, Nvcc, TorchRelease
-from envsolver.pypi import index
-from envsolver.pypi.index import PypiFile
+from envsolver.lock.pypi import index
+from envsolver.lock.pypi.index import PypiFile
+from envsolver.net import http
 
 MAX_METADATA = 1 << 20  # torch 2.14.0's METADATA is 37 KiB
 MAX_SDIST = 64 << 20  # deepspeed 0.19.8's sdist is 1.6 MiB

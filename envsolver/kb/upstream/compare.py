@@ -26,12 +26,12 @@ from typing import Protocol, TypeVar
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from envsolver.core.versions import MajorMinor
 from envsolver.kb.findings import Collector, Report
 from envsolver.kb.model import KnowledgeBase
 from envsolver.kb.records import major_minor
 from envsolver.kb.upstream import wheels
 from envsolver.kb.upstream.facts import Facts, TorchRelease
-from envsolver.versions import MajorMinor
 
 
 def compare(kb: KnowledgeBase, facts: Facts) -> Report:

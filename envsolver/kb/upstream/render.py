@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from envsolver.core.printable import printable
 from envsolver.kb.findings import Report, diff, to_json
 from envsolver.kb.upstream.facts import Facts
-from envsolver.printable import printable
 
 
 def render(report: Report, facts: Facts, notes: bool = True) -> list[str]:

@@ -19,8 +19,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envsolver.errors import EnvsolverError, Kind
-from envsolver.versions import MajorMinor
+from envsolver.core.errors import EnvsolverError, Kind
+from envsolver.core.versions import MajorMinor
 
 MAX_HEADER = 1 << 20  # host_config.h is 11 KiB (nvidia-cuda-crt 13.5.37)
 MAX_TOOL = 256 << 20  # bin/nvcc is 35 MiB, bin/ptxas 49 MiB (nvidia-cuda-nvcc 13.5.37)

@@ -1,0 +1,1 @@
+"""The `envsolver` command: every click command, and the rendering of what they print."""

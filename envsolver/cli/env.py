@@ -1,0 +1,78 @@
+"""What the environment commands (install: cli_install.py, hook: cli_hook.py, verify: cli_verify.py) share: the
+prefix from -p or -n, and the op cache's options. Each command lives in its own module so that running one imports
+only what it needs (a no-op install imports no hook, verify or cluster code)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+# hook's and install's --op-cache (install runs the hook)
+
+OP_CACHE = click.option(
+    "--op-cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="ENVSOLVER_OP_CACHE",
+    help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
+    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
+)
+
+
+def _op_cache_trust(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> frozenset[int]:
+    if not values:
+        return frozenset()
+    try:
+        from envsolver.hook import optrust  # only when the option is given
+
+        return optrust.parse(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+# hook's and install's --op-cache-trust: the op cache's trust model is in SECURITY.md
+OP_CACHE_TRUST = click.option(
+    "--op-cache-trust",
+    "op_cache_trust",
+    multiple=True,
+    metavar="USER",
+    envvar="ENVSOLVER_OP_CACHE_TRUST",
+    callback=_op_cache_trust,
+    help="Also use op cache entries written by USER (a user name or uid; repeatable; env "
+    "ENVSOLVER_OP_CACHE_TRUST, space-separated). Entries by you, root and the cache directory's owner are used "
+    "without it; an entry anyone else could have written is refused and the op is built.",
+)
+
+# verify --help's list of checks: what each id looks at, one line each (help text only; the checks themselves
+# live in envsolver/verify). tests/test_cli_flags.py holds it to verify_checks.IDS.
+
+
+def _install_prefix(prefix: Path | None, name: str | None) -> Path:
+    """-p PREFIX, or -n NAME under conda's envs directory (envsdir.py); exactly one of them."""
+    return _prefix_or_name(
+        prefix, name, False, "the environment to install into. Pass -p PREFIX (a directory), or -n NAME for a named "
+        "environment under conda's envs directory.",
+    )  # fmt: skip
+
+
+def _hook_prefix(prefix: Path | None, name: str | None) -> Path:
+    """-p PREFIX, or -n NAME of an existing environment (envsdir.existing); exactly one of them."""
+    return _prefix_or_name(
+        prefix, name, True, "the environment to set up. Pass -p PREFIX, or -n NAME for a named environment (as "
+        "conda-lock install -n NAME made it).",
+    )  # fmt: skip
+
+
+def _prefix_or_name(prefix: Path | None, name: str | None, existing: bool, missing: str) -> Path:
+    """The prefix -p gives, or -n NAME's: an existing environment found as conda finds it (EXISTING), else the
+    directory conda's -n NAME names. Raises click.UsageError for both or neither (MISSING: what it is for)."""
+    if prefix is not None and name is not None:
+        raise click.UsageError("-n/--name and -p/--prefix exclude each other. Pass one of them.")
+    if name is not None:
+        from envsolver.install import envsdir
+
+        return envsdir.existing(name, os.environ) if existing else envsdir.prefix_for(name, os.environ)
+    if prefix is None:
+        raise click.UsageError(f"Missing option '-p' / '--prefix' (or '-n' / '--name'): {missing}")
+    return prefix

@@ -1,0 +1,141 @@
+"""Whether `envsolver install LOCK -p PREFIX` has nothing to do, decided from what the last install recorded, before
+anything a real install needs (conda-lock's models, rattler, the downloader) is imported. Standard library only.
+
+After an install that left PREFIX holding exactly the lock, install records (PREFIX/etc/envsolver/installed.json):
+  - the request: the sha256 of the lock file's bytes, --platform, the --mirror values as given, this host's
+    platform and envsolver's version (so the same command, here, by the same envsolver);
+  - the prefix as it was left: its path and a digest of every package record (conda-meta/*.json: name, size,
+    mtime), of the PyPI part's record, the prefix's lock metadata and every site-packages *.dist-info (name,
+    METADATA's size and mtime);
+  - what the report said (platform, package count, the PyPI files in place).
+A later install whose request and prefix digest are equal prints that report ("already up to date") without
+reading the lock. Any difference (an edited lock, another mirror, a package removed or added by conda or pip, a
+record touched) takes the full path, which decides from the lock and the records as before and proves what it
+changes. The record is only a shortcut to that decision: a wrong or hand-made one can make install skip work, never
+install or trust a file (what is installed is what the prefix's owner put there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform as host
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+STATE = Path("etc") / "envsolver" / "installed.json"
+FORMAT = 1
+MAX_LOCK_BYTES = 64 << 20  # a lock larger than this is read the full way (which has its own bounds)
+MAX_STATE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the install that left the prefix reported."""
+
+    platform: str
+    packages: int
+    pip: tuple[str, ...]  # 'deepspeed 0.19.8' for each PyPI file in place
+
+
+def request(lock_path: Path, platform: str | None, mirrors: Sequence[str], version: str) -> str | None:
+    """The digest of what is asked: the lock's bytes, the options that change what install does, this host, this
+    envsolver. None when the lock cannot be read (or is too large): then the full path decides."""
+    digest = hashlib.sha256(f"envsolver-install-request {FORMAT}\0{version}\0".encode())
+    try:
+        with lock_path.open("rb") as handle:
+            size = 0
+            while chunk := handle.read(1 << 20):
+                size += len(chunk)
+                if size > MAX_LOCK_BYTES:
+                    return None
+                digest.update(chunk)
+    except OSError:
+        return None
+    parts = [str(platform), f"{sys.platform}-{host.machine()}", *mirrors]
+    digest.update("\0".join(["", *parts]).encode())
+    return digest.hexdigest()
+
+
+def _stat(path: Path) -> str:
+    try:
+        st = path.stat()
+    except OSError:
+        return "-"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def prefix_digest(prefix: Path) -> str | None:
+    """The digest of the prefix's package records as they are now; None without conda-meta/."""
+    meta = prefix / "conda-meta"
+    try:
+        records = sorted(e.name for e in os.scandir(meta) if e.name.endswith(".json"))
+    except OSError:
+        return None
+    digest = hashlib.sha256(f"envsolver-prefix-records 1\0{prefix.absolute()}\0".encode())
+    for name in records:
+        digest.update(f"conda-meta/{name}\0{_stat(meta / name)}\0".encode())
+    for name in ("pip-part.json", "lock-metadata.json"):
+        digest.update(f"etc/envsolver/{name}\0{_stat(prefix / 'etc' / 'envsolver' / name)}\0".encode())
+    for site in sorted((prefix / "lib").glob("python3*/site-packages")):
+        try:
+            infos = sorted(e.name for e in os.scandir(site) if e.name.endswith(".dist-info"))
+        except OSError:
+            continue
+        for info in infos:
+            digest.update(f"{site.relative_to(prefix)}/{info}\0{_stat(site / info / 'METADATA')}\0".encode())
+    return digest.hexdigest()
+
+
+def unchanged(prefix: Path, asked: str | None) -> Recorded | None:
+    """What the last install reported, when the request digest `asked` and the prefix's records are what it
+    recorded; None otherwise (then the full path decides)."""
+    if asked is None:
+        return None
+    try:
+        with (prefix / STATE).open("rb") as handle:
+            doc = json.loads(handle.read(MAX_STATE_BYTES))
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("request") != asked:
+            return None
+        if doc.get("prefix") != prefix_digest(prefix):
+            return None
+        pip = doc["pip"]
+        if not isinstance(pip, list) or not all(isinstance(p, str) for p in pip):
+            return None
+        if not isinstance(doc["platform"], str) or type(doc["packages"]) is not int:
+            return None
+        return Recorded(doc["platform"], doc["packages"], tuple(pip))
+    except (OSError, ValueError, KeyError, RecursionError):
+        return None
+
+
+def record(prefix: Path, asked: str | None, done: Recorded) -> None:
+    """Keep the request and the prefix's records as this install left them. Best effort: a record that cannot be
+    written only means the next install takes the full path."""
+    from envsolver.lock.writers import files  # only when an install wrote something
+
+    if asked is None:
+        return
+    doc = {
+        "format": FORMAT,
+        "request": asked,
+        "prefix": prefix_digest(prefix),
+        "platform": done.platform,
+        "packages": done.packages,
+        "pip": list(done.pip),
+    }
+    try:
+        files.replace_with(prefix / STATE, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    except OSError:
+        return
+
+
+def forget(prefix: Path) -> None:
+    """Remove the record (before an install changes the prefix: a run that fails halfway leaves none)."""
+    try:
+        (prefix / STATE).unlink()
+    except OSError:
+        return

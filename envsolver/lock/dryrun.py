@@ -1,0 +1,67 @@
+"""`make --dry-run`: what writing a set of files into a directory would do, decided as writers/fileset.py
+decides it, with nothing written.
+
+Each member is `create` (no file yet), `unchanged` (the same stamped text), `overwrite` (a file envsolver wrote,
+whose hash still matches), `remove` (a member an earlier run wrote that this set has not), or `refused` (edited by
+hand, or not written by envsolver, and no --force). One refused member refuses the whole set, as a real run does.
+Pure apart from reading the directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from envsolver.lock.writers import files, fileset
+from envsolver.lock.writers.fileset import MEMBER
+
+ACTIONS = ("create", "overwrite", "unchanged", "remove", "refused")
+
+
+def preview(out_dir: Path, texts: Mapping[str, str], force: bool) -> dict[Path, str]:
+    """Path -> action (one of ACTIONS) for writing `texts` (member name -> text, unstamped) into `out_dir`."""
+    stamped = {name: files.stamp(text) for name, text in texts.items()}
+    try:
+        present = {name for name in os.listdir(out_dir) if MEMBER.fullmatch(name)}
+    except OSError:
+        present = set()  # no directory yet (or unreadable: the real run names that error)
+    actions: dict[Path, str] = {}
+    for name in [*stamped, *sorted(present - set(stamped))]:
+        path = out_dir / name
+        try:
+            current = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            actions[path] = "create"
+            continue
+        except OSError:
+            actions[path] = "refused"
+            continue
+        if name in stamped and current == stamped[name]:
+            actions[path] = "unchanged"
+        elif files.edited_by_hand(current) and not force:
+            actions[path] = "refused"
+        else:
+            actions[path] = "overwrite" if name in stamped else "remove"
+    return actions
+
+
+def would_write(actions: Mapping[Path, str]) -> bool:
+    """False when a refused member stops the whole set."""
+    return "refused" not in actions.values()
+
+
+def lines(actions: Mapping[Path, str]) -> list[str]:
+    """The text `make --dry-run` prints: one line per file (action, path), then, when a real run would write
+    them, how to write them (when it would refuse, `refusal` is the error)."""
+    out = [f"{action:<9}  {path}" for path, action in actions.items()]
+    if would_write(actions):
+        out.append("dry run: nothing was written. Run the same command without --dry-run to write these files.")
+    return out
+
+
+def refusal(actions: Mapping[Path, str]) -> str | None:
+    """The error a dry run ends with (exit 2, as the real run's) when the real run would refuse; None when it
+    would write."""
+    refused = [str(path) for path, action in actions.items() if action == "refused"]
+    return f"dry run: a real run would refuse: {fileset.edited_refusal(refused)}" if refused else None

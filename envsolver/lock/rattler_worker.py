@@ -1,0 +1,250 @@
+"""The child process that makes envsolver's rattler calls (solve, install, index), one call per process.
+
+Why a child: py-rattler 0.28 (pyo3 0.29, pyo3-async-runtimes) runs each call on tokio threads through
+future_into_py. The Rust side of a call outlives `asyncio.run`: after an error, or after Ctrl-C cancelled the
+awaitable, it runs on and then attaches to the interpreter (Python::attach in a blocking task) to hand over
+its result. When that happens while the interpreter finalizes, the process dies (`Fatal Python error:
+PyGILState_Release: thread state ... must be current when releasing`, exit 134; a segfault, 139) or prints a
+Rust panic ("The Python interpreter is not initialized"). This process is never finalized: it writes its answer
+and leaves through os._exit, and its parent kills it on an interrupt.
+
+Protocol: one JSON request on stdin (one line), one JSON answer on stdout, then exit 0:
+  {"op": "solve", "channels": [URL], "specs": [str], "platforms": [str],
+   "virtual_packages": [[name, version, build]], "cache_dir": str, "timeout_s": float}
+      -> {"ok": true, "records": [{name, version, build, build_number, subdir, url, md5, sha256, size,
+                                   depends, constrains, noarch}], "warnings": [str]}
+  {"op": "install", "records": [{name, version, build, subdir, depends, sha256, md5, file_name, url,
+                                 channel}], "prefix": str, "platform": str, "cache_dir": str,
+   "reinstall": [str]}                                        -> {"ok": true, "warnings": [str]}
+  {"op": "index", "path": str}                                -> {"ok": true, "warnings": [str]}
+  any failure -> {"ok": false, "kind": "bad-request" | "channel" | "fetch" | "solver" | "error", "message": str}
+SIGINT is ignored (the parent decides what an interrupt stops), and the process leaves as soon as its stdin
+closes, so a parent that is killed takes it along.
+
+Started by path (envsolver/lock/solve.py) with the standard library and rattler only, so that nothing in the working
+directory or the envsolver package is imported on the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import signal
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+OPS = ("solve", "install", "index")
+EXIT_ORPHANED = 3
+
+
+class BadRequest(Exception):
+    """The request is not one this worker understands."""
+
+
+def _field(request: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = request.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise BadRequest(f"{key!r} must be {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+    return value
+
+
+def _strings(request: dict[str, Any], key: str) -> list[str]:
+    value = _field(request, key, list)
+    if not all(isinstance(item, str) for item in value):
+        raise BadRequest(f"{key!r} must be a list of strings")
+    return list(value)
+
+
+def parse_request(text: str) -> dict[str, Any]:
+    """The request as a dict whose fields have the types its op needs. Raises BadRequest."""
+    try:
+        request = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"the request is not JSON: {exc}") from None
+    if not isinstance(request, dict) or request.get("op") not in OPS:
+        raise BadRequest(f"the request must be an object whose 'op' is one of {', '.join(OPS)}")
+    if request["op"] == "solve":
+        for key in ("channels", "specs", "platforms"):
+            _strings(request, key)
+        _field(request, "cache_dir", str)
+        _field(request, "timeout_s", (int, float))
+        triples = _field(request, "virtual_packages", list)
+        if not all(isinstance(t, list) and len(t) == 3 and all(isinstance(v, str) for v in t) for t in triples):
+            raise BadRequest("'virtual_packages' must be a list of [name, version, build] strings")
+    elif request["op"] == "install":
+        for key in ("prefix", "platform", "cache_dir"):
+            _field(request, key, str)
+        _strings(request, "reinstall")
+        records = _field(request, "records", list)
+        keys = ("name", "version", "build", "subdir", "sha256", "md5", "file_name", "url", "channel")
+        for record in records:
+            if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in keys):
+                raise BadRequest(f"every install record must be an object with the strings {', '.join(keys)}")
+            _strings(record, "depends")
+    else:
+        _field(request, "path", str)
+    return request
+
+
+def _record_doc(rec: Any) -> dict[str, Any]:
+    return {
+        "name": rec.name.normalized,
+        "version": str(rec.version),
+        "build": str(rec.build),
+        "build_number": rec.build_number,
+        "subdir": rec.subdir,
+        "url": rec.url,
+        "md5": rec.md5.hex() if rec.md5 else "",
+        "sha256": rec.sha256.hex() if rec.sha256 else "",
+        "size": rec.size,
+        "depends": list(rec.depends),
+        "constrains": list(rec.constrains),
+        "noarch": "python" if rec.noarch.python else ("generic" if rec.noarch.generic else None),
+    }
+
+
+async def _solve(request: dict[str, Any]) -> dict[str, Any]:
+    import rattler
+    from rattler.channel import ChannelPriority
+    from rattler.package.build_string import BuildString
+
+    virtual = [
+        rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), BuildString(build))
+        for name, version, build in request["virtual_packages"]
+    ]
+    solved = await rattler.solve(
+        [rattler.Channel(url) for url in request["channels"]],
+        request["specs"],
+        gateway=rattler.Gateway(cache_dir=request["cache_dir"]),
+        platforms=[rattler.Subdir(p) for p in request["platforms"]],
+        virtual_packages=virtual,
+        channel_priority=ChannelPriority.Strict,
+        timeout=datetime.timedelta(seconds=request["timeout_s"]),
+        timestamp_policy="allow-missing",
+    )
+    return {"records": [_record_doc(rec) for rec in solved]}
+
+
+async def _install(request: dict[str, Any]) -> dict[str, Any]:
+    import rattler
+    from rattler.package.build_string import BuildString
+
+    records = []
+    for doc in request["records"]:
+        package = rattler.PackageRecord(
+            name=doc["name"],
+            version=doc["version"],
+            build=BuildString(doc["build"]),
+            build_number=0,
+            subdir=doc["subdir"],
+            depends=doc["depends"],
+            sha256=bytes.fromhex(doc["sha256"]) if doc["sha256"] else None,
+            md5=bytes.fromhex(doc["md5"]) if doc["md5"] else None,
+        )
+        records.append(rattler.RepoDataRecord(package, doc["file_name"], doc["url"], doc["channel"]))
+    await rattler.install(
+        records,
+        Path(request["prefix"]),
+        cache_dir=Path(request["cache_dir"]),
+        platform=rattler.Subdir(request["platform"]),
+        reinstall_packages=set(request["reinstall"]) or None,
+        execute_link_scripts=False,
+        show_progress=False,
+    )
+    return {}
+
+
+async def _index(request: dict[str, Any]) -> dict[str, Any]:
+    from rattler.index import index_fs
+
+    await index_fs(channel_directory=Path(request["path"]), write_zst=False, write_shards=False)
+    return {}
+
+
+RUN: dict[str, Callable[[dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]] = {
+    "solve": _solve,
+    "install": _install,
+    "index": _index,
+}
+
+
+def _kind(exc: Exception) -> str:
+    from rattler.exceptions import FetchRepoDataError, GatewayError, InvalidChannelError, SolverError
+
+    if isinstance(exc, SolverError):
+        return "solver"
+    if isinstance(exc, (FetchRepoDataError, GatewayError)):
+        return "fetch"
+    if isinstance(exc, InvalidChannelError):
+        return "channel"
+    return "error"
+
+
+def _message(exc: Exception) -> str:
+    """rattler's own errors by their text, as they read in-process; anything else with its type."""
+    import rattler.exceptions
+
+    if getattr(rattler.exceptions, type(exc).__name__, None) is type(exc) and str(exc):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def answer(text: str) -> dict[str, Any]:
+    """Carry out one request; every outcome is an answer (rattler's own errors as kind and message)."""
+    try:
+        request = parse_request(text)
+    except BadRequest as exc:
+        return {"ok": False, "kind": "bad-request", "message": str(exc)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = asyncio.run(RUN[request["op"]](request))
+        except Exception as exc:  # rattler raises its own types for IO, fetching, solving, extracting, linking
+            return {"ok": False, "kind": _kind(exc), "message": _message(exc)}
+    return {"ok": True, **result, "warnings": [str(w.message) for w in caught]}
+
+
+def _exit_when_orphaned(stdin: Any) -> None:
+    stdin.read()  # returns at end of file: the parent closed the pipe or is gone
+    os._exit(EXIT_ORPHANED)
+
+
+def _warm() -> None:
+    """Import rattler before the request is read: a worker started ahead of its request (solve.prestart) does
+    this while its parent is still working out what to ask. An import that fails here fails again, and is
+    answered, where the op imports it."""
+    try:
+        import rattler
+        import rattler.exceptions  # noqa: F401
+        from rattler.channel import ChannelPriority  # noqa: F401
+        from rattler.package.build_string import BuildString  # noqa: F401
+    except Exception:  # answered by the op
+        return
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # whatever else writes to stdout lands on stderr; stdout carries the answer alone
+    _warm()
+    stdin = sys.stdin.buffer
+    request = stdin.readline().decode("utf-8", "replace")
+    threading.Thread(target=_exit_when_orphaned, args=(stdin,), daemon=True).start()
+    try:
+        doc = answer(request)
+    except BaseException as exc:  # a bug here still answers, as an error the parent reports
+        doc = {"ok": False, "kind": "error", "message": f"{type(exc).__name__}: {exc}"}
+    out.write(json.dumps(doc) + "\n")
+    out.flush()
+    # Never finalize: rattler's threads may still be about to attach to this interpreter.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

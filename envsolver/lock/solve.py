@@ -1,0 +1,452 @@
+"""The one module that reaches rattler: solve a set of specs for a target platform, index a local channel,
+install records into a prefix.
+
+Every call runs in a child process of the same Python (envsolver/lock/rattler_worker.py, one per call): py-rattler's
+Rust threads outlive the call that started them, and when they reach the interpreter while it shuts down the
+process aborts or panics (the worker's docstring says how). Here a rattler error comes back as an answer, a
+child that dies becomes WorkerCrashed (exit 2), and a KeyboardInterrupt kills and reaps the child before it goes
+on, so an interrupted call never returns a result and nothing of it runs on.
+
+The answer is bounded (envsolver.core.pipes): an answer past MAX_ANSWER bytes is refused as it arrives, unread, and
+a worker that has not answered within its time (LIMITS_S for its op, or $ENVSOLVER_RATTLER_TIMEOUT seconds) is
+killed; both are WorkerCrashed (exit 2) with a message. Of its stderr only the last ERRORS_TAIL bytes are read.
+
+Results come back as envsolver's own `Record` type, with URLs in their public form (a record read from a
+local copy of a channel, such as the bundled snapshot, gets the public channel's URL).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from envsolver.core import pipes
+from envsolver.core.errors import BadInputError, ConflictError, EnvsolverError, Kind
+from envsolver.core.redact import redact, redact_text
+
+if TYPE_CHECKING:  # the lock reader (and the YAML parser it imports) is needed by install alone
+    from envsolver.lock.lockfile import LockEntry
+
+WORKER = Path(__file__).with_name("rattler_worker.py")
+# The worker runs by path, without the '' (the working directory) that -c puts on sys.path: nothing there can
+# stand in for a standard module or for rattler.
+_BOOT = (
+    "import sys; sys.path[:] = filter(None, sys.path); import runpy; runpy.run_path(sys.argv[1], run_name='__main__')"
+)
+MAX_ANSWER = 32 << 20  # bytes; a solve of a whole CUDA training stack answers about 1 MB
+ERRORS_TAIL = 64 << 10  # bytes read of the end of a dead worker's stderr
+TIMEOUT_ENV = "ENVSOLVER_RATTLER_TIMEOUT"
+# Seconds a worker may take before it is killed: a solve fetches the channels' repodata first (conda-forge's is
+# hundreds of MB over a slow link) and then solves within its own timeout_s; an install extracts and links a
+# CUDA stack of several GB, on a shared filesystem; an index reads a local channel (tests).
+LIMITS_S = {"solve": 1800.0, "install": 3600.0, "index": 600.0}
+
+
+@dataclass(frozen=True)
+class ChannelSource:
+    """A channel to read (`location`: https:// or file://) and the URL it stands for in written files."""
+
+    public: str
+    location: str
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str
+    version: str
+    build: str
+    build_number: int
+    subdir: str
+    channel: str
+    url: str
+    md5: str
+    sha256: str
+    size: int | None
+    depends: tuple[str, ...]
+    constrains: tuple[str, ...]
+    noarch: str | None = None
+
+    @property
+    def file_name(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+class SolveFailed(ConflictError):
+    """The solver found no solution (exit 1); the message carries its explanation."""
+
+    kind: Kind = "solve_failed"
+
+
+class ChannelsUnreachable(EnvsolverError):
+    """Repodata could not be fetched from a channel (exit 2)."""
+
+    kind: Kind = "fetch"
+
+
+class WorkerCrashed(EnvsolverError):
+    """rattler's child process ended without a readable answer (exit 2)."""
+
+    kind: Kind = "failed"
+
+
+def _public_url(url: str, sources: Sequence[ChannelSource]) -> tuple[str, str]:
+    for source in sources:
+        location = source.location.rstrip("/")
+        if url.startswith(location + "/"):
+            return source.public.rstrip("/") + url[len(location) :], source.public.rstrip("/")
+    return url, url.rsplit("/", 2)[0]
+
+
+def _how(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}" if code else "its answer was not readable"
+
+
+def worker_command() -> list[str]:
+    """The command that starts a worker: this Python, running envsolver/lock/rattler_worker.py by path."""
+    return [sys.executable, "-c", _BOOT, str(WORKER)]
+
+
+def _cause(errors: bytes) -> str:
+    """The line of a dead worker's stderr that says why: Python's fatal error or a Rust panic, else the last."""
+    lines = [line.strip() for line in errors.decode("utf-8", "replace").splitlines() if line.strip()]
+    telling = [line for line in lines if line.startswith("Fatal Python error") or "panicked at" in line]
+    line = (telling or lines[-1:] or [""])[0]
+    return f": {redact_text(line)[:300]}" if line else ""
+
+
+def read_answer(raw: bytes) -> dict[str, Any] | None:
+    """The worker's answer: a JSON object with a boolean `ok` on one line, else None (a child that died)."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("ok"), bool) else None
+
+
+# A worker started ahead of its request (prestart): the child, its stderr file, and the environment it got.
+_Started = tuple[subprocess.Popen[bytes], IO[bytes]]
+_spare: tuple[subprocess.Popen[bytes], IO[bytes], tuple[str, dict[str, str]]] | None = None
+
+
+def _start() -> _Started:
+    """A new worker process, waiting for its request on stdin; its stderr goes to a temporary file."""
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _call, or by discard_spare)
+    try:
+        child = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+    except BaseException:
+        errors.close()
+        raise
+    return child, errors
+
+
+def prestart() -> None:
+    """Start the next call's worker now, so that its Python start and rattler's import run while this process
+    does its own work (imports, the knowledge base, the plan). The next _call takes it; a worker never taken is
+    killed and reaped when this process exits (atexit), and it leaves by itself when its stdin closes. Best
+    effort: a worker that cannot be started here is started (and its failure reported) by the call."""
+    global _spare
+    if _spare is not None:
+        return
+    try:
+        child, errors = _start()
+    except OSError:
+        return
+    _spare = (child, errors, (sys.executable, dict(os.environ)))
+    atexit.register(discard_spare)
+
+
+def discard_spare() -> None:
+    """Kill and reap a prestarted worker that no call took."""
+    global _spare
+    if _spare is None:
+        return
+    child, errors, _ = _spare
+    _spare = None
+    child.kill()
+    child.wait()
+    for stream in (child.stdin, child.stdout, errors):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _take_spare() -> _Started | None:
+    """The prestarted worker, if one is waiting, alive, and was started with this Python and this environment
+    (else it is discarded, and the call starts a new one: a changed PYTHONPATH must reach the worker)."""
+    global _spare
+    if _spare is None:
+        return None
+    child, errors, started_with = _spare
+    if started_with != (sys.executable, dict(os.environ)) or child.poll() is not None:
+        discard_spare()
+        return None
+    _spare = None
+    return child, errors
+
+
+def time_limit(default: float, environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds a worker may take: $ENVSOLVER_RATTLER_TIMEOUT when set, else `default`. Raises BadInputError
+    (exit 2) for a value that is not a whole number of seconds from 1 to 604800 (a week)."""
+    value = environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit() and len(value) <= 6 and 1 <= int(value) <= 604800):
+        defaults = ", ".join(f"{op} {seconds:g} s" for op, seconds in LIMITS_S.items())
+        raise BadInputError(
+            f"{TIMEOUT_ENV}={value!r} is not a number of seconds. Set it to a whole number from 1 to 604800 (e.g. "
+            f"export {TIMEOUT_ENV}=3600), or unset it for the defaults ({defaults})."
+        )
+    return float(value)
+
+
+def _call(request: dict[str, Any], doing: str, fix: str, limit_s: float) -> dict[str, Any]:
+    """Carry out one request in a worker process (the prestarted one, else a new one) and return its answer
+    (`ok` true or false). Whatever stops the wait (KeyboardInterrupt above all) kills and reaps the child before
+    it goes on. Raises WorkerCrashed (exit 2) when the child dies without answering, answers more than
+    MAX_ANSWER bytes or has not answered within `limit_s` seconds; `fix` ends the first message."""
+    started = _take_spare()
+    if started is None:
+        try:
+            started = _start()
+        except OSError as exc:
+            raise WorkerCrashed(
+                f"could not start a Python process for rattler while {doing} ({exc.strerror or exc}). {fix}"
+            ) from None
+    child, stderr_file = started
+    with stderr_file as errors:
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            with contextlib.suppress(BrokenPipeError):  # a child gone already: its exit status says how
+                child.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+                child.stdin.flush()
+            answer, _ = pipes.collect(child, limit_s, pipes.Bound(MAX_ANSWER))
+            code = child.wait()
+        except subprocess.TimeoutExpired:
+            pipes.stop(child, signal.SIGKILL)
+            raise WorkerCrashed(
+                f"rattler gave no answer within {limit_s:g} s while {doing}, so it was stopped. If it needs longer "
+                f"(a slow channel, a large environment), export {TIMEOUT_ENV}=SECONDS and run the same command "
+                "again; else run it again as it is."
+            ) from None
+        except pipes.TooLarge:
+            pipes.stop(child, signal.SIGKILL)
+            raise WorkerCrashed(
+                f"rattler's answer while {doing} is larger than {MAX_ANSWER >> 20} MiB, so it was not read and the "
+                "worker was stopped. Run the same command again; if it stops the same way, report it."
+            ) from None
+        except BaseException:
+            child.kill()
+            child.wait()
+            raise
+        finally:
+            child.stdout.close()
+            with contextlib.suppress(BrokenPipeError):
+                child.stdin.close()
+        doc = read_answer(answer.bytes()) if code == 0 else None
+        if doc is None:
+            raise WorkerCrashed(
+                f"rattler stopped without an answer while {doing} ({_how(code)}){_cause(_end_of(errors))}. {fix}"
+            )
+    said = doc.get("warnings")
+    for text in said if isinstance(said, list) else ():
+        warnings.warn(redact_text(str(text)), RuntimeWarning, stacklevel=3)
+    return doc
+
+
+def _end_of(errors: IO[bytes]) -> bytes:
+    """The last ERRORS_TAIL bytes of the worker's stderr file."""
+    size = errors.seek(0, os.SEEK_END)
+    errors.seek(max(size - ERRORS_TAIL, 0))
+    return errors.read(ERRORS_TAIL)
+
+
+def _failure(doc: dict[str, Any]) -> tuple[str, str]:
+    kind, message = doc.get("kind"), doc.get("message")
+    if kind == "bad-request":  # only a bug in this module builds a request the worker refuses
+        raise RuntimeError(f"rattler's worker refused envsolver's request: {message}")
+    return str(kind), redact_text(str(message))
+
+
+def _unreadable(what: str) -> WorkerCrashed:
+    return WorkerCrashed(f"rattler's answer holds {what}; nothing was written. Run the same command again.")
+
+
+def _text(doc: dict[str, Any], key: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str):
+        raise _unreadable(f"a record whose {key!r} is not text")
+    return value
+
+
+def _texts(doc: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = doc.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _unreadable(f"a record whose {key!r} is not a list of text")
+    return tuple(value)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def records_from_answer(doc: dict[str, Any], sources: Sequence[ChannelSource]) -> list[Record]:
+    """The solved records of a worker's answer, sorted by name, with public URLs. Raises WorkerCrashed (exit 2)
+    when the answer does not hold records of the expected shape."""
+    docs = doc.get("records")
+    if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
+        raise _unreadable("no list of records")
+    out = []
+    for rec in docs:
+        number, size, noarch = rec.get("build_number"), rec.get("size"), rec.get("noarch")
+        if not _count(number) or not (size is None or _count(size)):
+            raise _unreadable("a record whose build number or size is not a whole number")
+        if noarch not in (None, "python", "generic"):
+            raise _unreadable(f"a record with the unknown noarch kind {noarch!r}")
+        url, channel = _public_url(_text(rec, "url"), sources)
+        out.append(
+            Record(
+                name=_text(rec, "name"),
+                version=_text(rec, "version"),
+                build=_text(rec, "build"),
+                build_number=number,
+                subdir=_text(rec, "subdir"),
+                channel=channel,
+                url=url,
+                md5=_text(rec, "md5"),
+                sha256=_text(rec, "sha256"),
+                size=size,
+                depends=_texts(rec, "depends"),
+                constrains=_texts(rec, "constrains"),
+                noarch=noarch,
+            )
+        )
+    return sorted(out, key=lambda r: r.name)
+
+
+def _solve(
+    specs: Sequence[str],
+    sources: Sequence[ChannelSource],
+    platform: str,
+    virtual_packages: dict[str, str],
+    cache_dir: Path,
+    timeout_s: float,
+) -> list[Record]:
+    virtual = []
+    for name, value in sorted(virtual_packages.items()):
+        version, _, build = value.partition(" ")
+        virtual.append([name, version, build or "0"])
+    request = {
+        "op": "solve",
+        "channels": [s.location for s in sources],
+        "specs": list(specs),
+        "platforms": [platform, "noarch"],
+        "virtual_packages": virtual,
+        "cache_dir": str(cache_dir),
+        "timeout_s": timeout_s,
+    }
+    doing, again = f"solving for {platform}", "Run the same command again; if it stops the same way, report it."
+    doc = _call(request, doing, again, time_limit(max(LIMITS_S["solve"], timeout_s + 300)))
+    if doc["ok"]:
+        return records_from_answer(doc, sources)
+    kind, message = _failure(doc)
+    if kind == "solver":  # rattler's texts may name a channel URL: redacted
+        raise SolveFailed(f"no solution for {platform}:\n{message}")
+    if kind == "fetch":
+        raise ChannelsUnreachable(f"could not fetch repodata: {message}")
+    if kind == "channel":
+        raise ChannelsUnreachable(f"a channel URL is not valid: {message}. Pass http(s):// or file:// channel URLs.")
+    raise ChannelsUnreachable(
+        f"rattler could not read the channels for {platform}: {message}. Check that the channels can be read and "
+        f"that the cache directory {str(cache_dir)!r} is writable (ENVSOLVER_CACHE_DIR chooses another), then run "
+        "the same command again."
+    )
+
+
+def solve(
+    specs: Sequence[str],
+    sources: Sequence[ChannelSource],
+    platform: str,
+    virtual_packages: dict[str, str],
+    cache_dir: Path,
+    timeout_s: float = 300.0,
+) -> list[Record]:
+    """Solve `specs` for `platform` (plus noarch) with strict channel priority and exactly these virtual
+    packages (never the host's). A channel whose URL carries credentials is read through a private repodata
+    cache that is removed afterwards. Raises SolveFailed (exit 1) or ChannelsUnreachable (exit 2)."""
+    if not any(redact(s.location) != s.location for s in sources):
+        return _solve(specs, sources, platform, virtual_packages, cache_dir, timeout_s)
+    # rattler's repodata cache records the URL it fetched; a URL with credentials gets a cache of its own,
+    # removed afterwards, so no credential is left in a file.
+    with tempfile.TemporaryDirectory(prefix="envsolver-solve-") as private:
+        return _solve(specs, sources, platform, virtual_packages, Path(private), timeout_s)
+
+
+def index_channel(path: Path) -> None:
+    """Write repodata.json for every subdir of a local channel directory (tests build channels this way).
+    Raises EnvsolverError (exit 2)."""
+    doc = _call(
+        {"op": "index", "path": str(path)}, f"indexing {str(path)!r}", "Run the same command again.",
+        time_limit(LIMITS_S["index"]),
+    )  # fmt: skip
+    if not doc["ok"]:
+        _, message = _failure(doc)
+        raise EnvsolverError(f"indexing the channel {str(path)!r} failed: {message}. Fix the cause and run it again.")
+
+
+def install_records(
+    entries: Sequence[tuple[LockEntry, str]],
+    prefix: Path,
+    platform: str,
+    cache_dir: Path,
+    reinstall: set[str] | None = None,
+) -> None:
+    """Link lock entries into `prefix` with rattler; each comes with the URL of its already-verified archive.
+    Packages in the prefix that the lock does not list are removed; those named in `reinstall` are linked
+    again even where the prefix has the same name, version and build. Link scripts are not run. Raises
+    EnvsolverError (exit 2); a KeyboardInterrupt stops the linking where it is."""
+    records = [
+        {
+            "name": entry.name,
+            "version": entry.version,
+            "build": entry.build,
+            "subdir": entry.subdir,
+            "depends": list(entry.depends),
+            "sha256": entry.sha256 or "",
+            "md5": entry.md5 or "",
+            "file_name": entry.file_name,
+            "url": url,
+            "channel": entry.url.rsplit("/", 2)[0],
+        }
+        for entry, url in entries
+    ]
+    request = {
+        "op": "install",
+        "records": records,
+        "prefix": str(prefix),
+        "platform": platform,
+        "cache_dir": str(cache_dir),
+        "reinstall": sorted(reinstall or ()),
+    }
+    again = "Run the same command again; it picks up where it stopped."
+    doc = _call(request, f"installing into {str(prefix)!r}", again, time_limit(LIMITS_S["install"]))
+    if not doc["ok"]:
+        _, message = _failure(doc)
+        raise EnvsolverError(
+            f"installing into {str(prefix)!r} failed: {message}. Fix the cause and {again[0].lower()}{again[1:]}"
+        )

@@ -1,0 +1,166 @@
+"""Write generated files atomically, never over a user's edits.
+
+Each generated file carries `# envsolver-sha256: <hex>` on its last header line, the hash of the text
+that follows it (`-- envsolver-sha256: <hex>` in a Lua file: `comment` names the line-comment mark).
+On rewrite: identical content is left alone; a file whose hash still matches (or that
+does not exist) is replaced atomically; anything else was edited by hand and needs `force`.
+write() does this for one file; writers/fileset.py for a set of files that must change together.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import tempfile
+from enum import Enum
+from pathlib import Path
+
+from envsolver.core.errors import BadInputError
+
+MARK = "# envsolver-sha256: "
+
+
+class Outcome(str, Enum):
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"
+    REMOVED = "removed"  # a file of an earlier set that the new set does not have
+
+
+def _mark(comment: str) -> str:
+    return MARK if comment == "#" else f"{comment}{MARK[1:]}"
+
+
+def stamp(text: str, comment: str = "#") -> str:
+    """Insert the hash line after the leading comment block (lines starting with `comment`)."""
+    lines = text.splitlines(keepends=True)
+    split = next((i for i, line in enumerate(lines) if not line.startswith(comment)), len(lines))
+    body = "".join(lines[split:])
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    return "".join(lines[:split]) + f"{_mark(comment)}{digest}\n" + body
+
+
+def edited_by_hand(text: str, comment: str = "#") -> bool:
+    """True when the file has no envsolver hash line or its body no longer matches it."""
+    _, sep, body = text.partition(_mark(comment))
+    if not sep:
+        return True
+    digest, _, rest = body.partition("\n")
+    return hashlib.sha256(rest.encode()).hexdigest() != digest.strip()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write(path: Path, text: str, force: bool = False, comment: str = "#") -> Outcome:
+    """Write stamped `text` to `path` atomically (`comment`: the file's line-comment mark, for the hash line).
+    Raises BadInputError when a hand edit would be lost."""
+    stamped = stamp(text, comment)
+    if path.exists():
+        current = path.read_text(encoding="utf-8", errors="replace")
+        if current == stamped:
+            return Outcome.UNCHANGED
+        if not force:
+            refuse_hand_edit(path, current, comment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(stamped)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Outcome.WRITTEN
+
+
+def refuse_hand_edit(path: Path, current: str | None = None, comment: str = "#") -> None:
+    """Raise BadInputError when the file at `path` (its text: `current`, read when None) was edited by hand: a
+    command that would overwrite it checks this before its slow work, and write checks it again."""
+    if current is None:
+        try:
+            current = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return
+    if edited_by_hand(current, comment):
+        raise BadInputError(
+            f"{str(path)!r} was edited by hand (or not written by envsolver); it was left as "
+            "it is. Move your changes elsewhere, or pass --force to overwrite it."
+        )
+
+
+def write_new(path: Path, text: str) -> None:
+    """Create `path` afresh with `text`, mode 0666 less the umask, and fsync it. A file or symbolic link
+    already at `path` is removed first, never followed. Raises OSError; a partial file is removed."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def replace_with(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically: written whole beside it (write_new, never through a link), then
+    renamed over it. Raises OSError; the file beside it is removed on failure."""
+    tmp = path.with_name(f".{path.name}.envsolver-new")
+    write_new(tmp, text)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (creations, renames, removals) durable. Raises OSError."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF):  # file systems that cannot sync a directory
+            raise
+    finally:
+        os.close(fd)
+
+
+_REASONS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "it is on a read-only file system",
+    errno.ENOSPC: "no space is left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.ENAMETOOLONG: "a name in the path is too long",
+    errno.ENOTDIR: "a part of the path is not a directory",
+    errno.EISDIR: "a directory is in the way",
+    errno.ELOOP: "a symbolic link is in the way",
+    errno.ENOLCK: "the file system cannot lock files",
+}
+
+
+def reason(exc: OSError) -> str:
+    """Why a write failed, in words: 'permission denied', 'it is on a read-only file system', ..."""
+    if exc.errno in _REASONS:
+        return _REASONS[exc.errno]
+    return exc.strerror or str(exc)
+
+
+def blocking_file(path: Path) -> Path | None:
+    """The first of `path` and its parents that exists and is not a directory (so `path` cannot be one)."""
+    for candidate in (path, *path.parents):
+        try:
+            if candidate.exists() and not candidate.is_dir():
+                return candidate
+        except OSError:
+            continue
+    return None

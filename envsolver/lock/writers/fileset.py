@@ -1,0 +1,367 @@
+"""Write make's files into one directory as a set: a reader finds the old complete set or the new one.
+
+A commit, under the directory's lock (envsolver/core/dirlock.py), with SIGHUP, SIGINT, SIGQUIT and SIGTERM held
+(signals_held):
+  1. finish what an interrupted commit left (its journal), or delete its temporaries;
+  2. compare every stamped text with its file: identical files are left alone, and a hand edit in any
+     member refuses the whole set (unless forced) before anything is written;
+  3. write each changed member to DIR/.NAME.envsolver-new, fsynced, then the journal DIR/.envsolver-commit
+     that names them (itself written aside, fsynced and renamed into place);
+  4. rename each temporary onto its member, fsync DIR, remove the journal.
+Held signals arrive once the commit is done. Only SIGKILL or a crash can stop it between two renames; the
+temporaries were complete before the journal existed, so the next run on DIR rolls the set forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shlex
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from envsolver.core import dirlock
+from envsolver.core.errors import BadInputError
+from envsolver.lock.writers import files
+from envsolver.lock.writers.files import Outcome
+
+# The files a set may hold: environment.yml, conda-lock.yml, virtual-packages.yml, conda-<platform>.lock
+# (linux-64, osx-arm64, ...) and conda-<platform>.pip.txt (an explicit lock's PyPI part).
+MEMBER = re.compile(
+    r"environment\.yml|conda-lock\.yml|virtual-packages\.yml|conda-[a-z0-9]+-[a-z0-9]+\.(?:lock|pip\.txt)"
+)
+LOCK = ".envsolver.lock"
+JOURNAL = ".envsolver-commit"
+JOURNAL_NEW = JOURNAL + ".new"
+TEMP_SUFFIX = ".envsolver-new"
+HEADER = "envsolver-commit 1"
+HELD = {signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM}
+WAIT_S = 120.0
+
+
+def temp_name(member: str) -> str:
+    return f".{member}{TEMP_SUFFIX}"
+
+
+REMOVE = "remove "
+
+
+def journal_text(members: tuple[str, ...], removed: tuple[str, ...] = ()) -> str:
+    return "\n".join([HEADER, *members, *(REMOVE + name for name in removed)]) + "\n"
+
+
+def parse_journal(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(members to rename into place, members to remove) as a journal names them, in order.
+
+        envsolver-commit 1
+        environment.yml
+        conda-lock.yml
+        remove conda-linux-aarch64.lock
+
+    Raises ValueError naming what is wrong."""
+    if not text.endswith("\n"):
+        raise ValueError("it does not end with a newline")
+    header, *lines = text[:-1].split("\n")
+    if header != HEADER:
+        raise ValueError(f"its first line is not {HEADER!r}")
+    if not lines:
+        raise ValueError("it names no file")
+    written = tuple(line for line in lines if not line.startswith(REMOVE))
+    removed = tuple(line[len(REMOVE) :] for line in lines if line.startswith(REMOVE))
+    for name in written + removed:
+        if not MEMBER.fullmatch(name):
+            raise ValueError(f"{name!r} is not a file envsolver writes")
+    if len(set(written + removed)) != len(written) + len(removed):
+        raise ValueError("it names a file twice")
+    return written, removed
+
+
+def commit(
+    out_dir: Path,
+    texts: Mapping[str, str],
+    *,
+    force: bool,
+    command: str,
+    wait_s: float = WAIT_S,
+    on_wait: Callable[[str], None] | None = None,
+) -> dict[Path, Outcome]:
+    """Write `texts` (member name -> text, stamped here) to `out_dir` as one set; `command` is the make
+    command that wrote them, for the fix in messages. `on_wait` gets a one-line notice when another writer
+    makes this one wait. Raises BadInputError (exit 2) for a hand edit, a directory that cannot be written
+    (naming it, with a fix), or another writer that holds the directory longer than `wait_s`."""
+    for name in texts:
+        if not MEMBER.fullmatch(name):
+            raise BadInputError(
+                f"refusing to write {name!r}: it is not a file envsolver writes (environment.yml, conda-lock.yml, "
+                "virtual-packages.yml, conda-<platform>.lock, conda-<platform>.pip.txt). Pass --platform linux-64 or "
+                "linux-aarch64."
+            )
+    stamped = {name: files.stamp(text) for name, text in texts.items()}
+    _make_dir(out_dir, command)
+    notice = None if on_wait is None else lambda: on_wait(_waiting(out_dir, wait_s))
+    try:
+        lock = dirlock.acquire(out_dir / LOCK, wait_s, notice)
+    except TimeoutError:
+        raise BadInputError(
+            f"another envsolver is still writing to {str(out_dir)!r} after {wait_s:g} s (it holds "
+            f"{str(out_dir / LOCK)!r}); nothing was written. "
+            + _out_fix("Wait for it to finish and run this again, or pass --out another directory", out_dir, command)
+        ) from None
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and not _pending(out_dir):
+            try:
+                unchanged = _changes(out_dir, stamped, force, command) == ([], [])
+            except BadInputError:
+                unchanged = False
+            if unchanged:  # an up-to-date set where nothing may be written: nothing to do
+                return {out_dir / name: Outcome.UNCHANGED for name in stamped}
+        raise _cannot_write(out_dir, exc, command) from None
+    with _holding(lock):
+        _roll_forward(out_dir, command)
+        changed, stale = _changes(out_dir, stamped, force, command)
+        if changed or stale:
+            _write(out_dir, {name: stamped[name] for name in changed}, tuple(stale), command)
+    result = {out_dir / name: Outcome.WRITTEN if name in changed else Outcome.UNCHANGED for name in stamped}
+    return result | {out_dir / name: Outcome.REMOVED for name in stale}
+
+
+def repair(out_dir: Path, command: str = "envsolver make", wait_s: float = WAIT_S) -> None:
+    """What every commit does first: finish the set an interrupted commit left in `out_dir`, or delete its
+    temporaries. Raises BadInputError like commit."""
+    try:
+        lock = dirlock.acquire(out_dir / LOCK, wait_s)
+    except TimeoutError:
+        raise BadInputError(
+            f"another envsolver is still writing to {str(out_dir)!r} after {wait_s:g} s; nothing was repaired. "
+            "Run this again when it has finished."
+        ) from None
+    except OSError as exc:
+        raise _cannot_write(out_dir, exc, command) from None
+    with _holding(lock):
+        _roll_forward(out_dir, command)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGHUP, SIGINT, SIGQUIT and SIGTERM over the block, then deliver those that came, once each.
+
+    Blocking them with pthread_sigmask is not enough: the kernel hands a process-wide signal to any thread
+    that does not block it (rattler's worker threads), and the default action ends the whole process. So
+    in the main thread a recording handler replaces each one's handler; elsewhere, where Python cannot set
+    handlers, this thread blocks them."""
+    if threading.current_thread() is not threading.main_thread():
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        return
+    came: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum)) for sig in HELD}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def _holding(lock: dirlock.DirLock) -> Iterator[None]:
+    """The critical section: signals held, and the lock let go before they arrive."""
+    with signals_held():
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+def _make_dir(out_dir: Path, command: str) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cannot_write(out_dir, exc, command) from None
+
+
+def _pending(out_dir: Path) -> bool:
+    """True when an interrupted commit left something in `out_dir` that a writer must clear first."""
+    try:
+        return any(_leftover(name) for name in os.listdir(out_dir))
+    except OSError:
+        return True
+
+
+def _leftover(name: str) -> bool:
+    if name in (JOURNAL, JOURNAL_NEW):
+        return True
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX) and bool(MEMBER.fullmatch(name[1 : -len(TEMP_SUFFIX)]))
+
+
+def _changes(out_dir: Path, stamped: Mapping[str, str], force: bool, command: str) -> tuple[list[str], list[str]]:
+    """(members whose file differs from their text, members an earlier run wrote that this set has not: a lock
+    for another platform, or the locks a --no-lock run leaves out). Raises BadInputError, before anything is
+    written, when any of them was edited by hand and `force` is off."""
+    changed: list[str] = []
+    stale: list[str] = []
+    edited: list[str] = []
+    try:
+        present = sorted(name for name in os.listdir(out_dir) if MEMBER.fullmatch(name))
+    except OSError as exc:
+        raise _cannot_write(out_dir, exc, command) from None
+    for name in sorted(set(stamped) | set(present)):
+        path = out_dir / name
+        try:
+            current = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            changed.append(name)
+            continue
+        except OSError as exc:
+            raise _cannot_write(path, exc, command, out_dir) from None
+        if name in stamped and current == stamped[name]:
+            continue
+        (changed if name in stamped else stale).append(name)
+        if files.edited_by_hand(current):
+            edited.append(str(path))
+    if edited and not force:
+        raise BadInputError(edited_refusal(edited))
+    return [n for n in stamped if n in changed], stale
+
+
+def edited_refusal(edited: Sequence[str]) -> str:
+    """Why a set with files edited by hand is not written, and the fix (a real run and `make --dry-run` alike)."""
+    them = "it" if len(edited) == 1 else "them"
+    return (
+        f"{', '.join(repr(e) for e in edited)} {'was' if len(edited) == 1 else 'were'} edited by hand (or not "
+        f"written by envsolver); nothing was written. Move your changes elsewhere, or pass --force to "
+        f"overwrite {them}."
+    )
+
+
+def _write(out_dir: Path, stamped: Mapping[str, str], stale: tuple[str, ...], command: str) -> None:
+    try:
+        for name, text in stamped.items():
+            files.write_new(out_dir / temp_name(name), text)
+        files.write_new(out_dir / JOURNAL_NEW, journal_text(tuple(stamped), stale))
+        files.fsync_dir(out_dir)
+        os.replace(out_dir / JOURNAL_NEW, out_dir / JOURNAL)
+        files.fsync_dir(out_dir)
+    except OSError as exc:
+        for name in [*(temp_name(n) for n in stamped), JOURNAL_NEW, JOURNAL]:
+            (out_dir / name).unlink(missing_ok=True)
+        raise _cannot_write(out_dir, exc, command) from None
+    _apply(out_dir, tuple(stamped), stale)
+
+
+def _apply(out_dir: Path, members: tuple[str, ...], stale: tuple[str, ...]) -> None:
+    """Rename the journal's temporaries onto their members, remove the stale members, then the journal."""
+    try:
+        for name in members:
+            try:
+                os.replace(out_dir / temp_name(name), out_dir / name)
+            except FileNotFoundError:
+                continue  # renamed before the interruption
+        for name in stale:
+            (out_dir / name).unlink(missing_ok=True)
+        files.fsync_dir(out_dir)
+        (out_dir / JOURNAL).unlink()
+        files.fsync_dir(out_dir)
+    except OSError as exc:
+        raise BadInputError(
+            f"writing the files in {str(out_dir)!r} stopped halfway ({files.reason(exc)}); the journal "
+            f"{str(out_dir / JOURNAL)!r} keeps the rest. Fix the cause, then run the same envsolver make "
+            "again: it completes the set first."
+        ) from None
+
+
+def _roll_forward(out_dir: Path, command: str) -> None:
+    """Complete the commit a journal names, then delete temporaries no journal names."""
+    journal = out_dir / JOURNAL
+    try:
+        members, stale = parse_journal(journal.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        members, stale = (), ()
+    except (ValueError, OSError) as exc:
+        raise BadInputError(
+            f"{str(journal)!r} is not a journal envsolver wrote ({exc}); nothing was changed. Look at it, "
+            f"then remove it: rm {shlex.quote(str(journal))}"
+        ) from None
+    if members or stale:
+        _apply(out_dir, members, stale)
+    try:
+        for name in os.listdir(out_dir):
+            if _leftover(name):
+                (out_dir / name).unlink(missing_ok=True)
+    except OSError as exc:
+        raise _cannot_write(out_dir, exc, command) from None
+
+
+def _waiting(out_dir: Path, wait_s: float) -> str:
+    return f"waiting for another envsolver that is writing to {str(out_dir)!r} (up to {wait_s:g} s)"
+
+
+def _cannot_write(path: Path, exc: OSError, command: str, out_dir: Path | None = None) -> BadInputError:
+    """The error for a path that cannot be written, naming it, with a fix the user can run."""
+    out_dir = out_dir or path
+    blocker = files.blocking_file(path)
+    if blocker is not None and blocker != path and exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return BadInputError(
+            f"cannot create {str(path)!r}: {str(blocker)!r} is a file, not a directory; nothing was written. "
+            + _out_fix("Pass --out a directory that does not go through a file", out_dir, command)
+        )
+    lead = "Pass --out a directory you can write to"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        target = next((p for p in (out_dir, *out_dir.parents) if p.is_dir()), out_dir.parent)  # what exists
+        lead = f"Make it writable (chmod u+w {shlex.quote(str(target))}), or pass --out a directory you can write to"
+    return BadInputError(
+        f"cannot write to {str(path)!r}: {files.reason(exc)}; nothing was written. " + _out_fix(lead, out_dir, command)
+    )
+
+
+def _out_fix(lead: str, out_dir: Path, command: str) -> str:
+    """`lead`, then ', e.g.: <command> --out <a directory this user can create>' when one is found. A command
+    that has its own `--out DIR` (make --cluster: it writes DIR/<platform>) has it replaced, and the directory
+    suggested stands for DIR."""
+    command, given = _without_out(command)
+    if given is not None and (out_dir == given or given in out_dir.parents):
+        out_dir = given
+    leaf = out_dir.name
+    if leaf in ("", ".", "..") or len(leaf.encode("utf-8", "surrogateescape")) > 64 or not leaf.isprintable():
+        leaf = "env"
+    bases = [Path(tempfile.gettempdir()) / "envsolver"]
+    with contextlib.suppress(RuntimeError):  # no home directory
+        bases.insert(0, Path.home() / "envs")
+    for base in bases:
+        for candidate in [base / leaf, *(base / f"{leaf}-{n}" for n in range(2, 10))]:
+            if candidate != out_dir and out_dir not in candidate.parents and _can_create(candidate):
+                return f"{lead}, e.g.: {command} --out {shlex.quote(str(candidate))}"
+    return f"{lead}."
+
+
+def _without_out(command: str) -> tuple[str, Path | None]:
+    """(the command without its `--out DIR`, DIR), or (the command, None) when it has none or cannot be split."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command, None
+    if "--out" not in words[:-1]:
+        return command, None
+    at = words.index("--out")
+    given = Path(words[at + 1])
+    return shlex.join(words[:at] + words[at + 2 :]), given
+
+
+def _can_create(path: Path) -> bool:
+    """True when `path` is an empty writable directory, or could be made as one by this user."""
+    try:
+        if path.exists():
+            return path.is_dir() and not any(path.iterdir()) and os.access(path, os.W_OK | os.X_OK)
+        existing = next(p for p in path.parents if p.exists())
+        return existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+    except (OSError, StopIteration):
+        return False
