@@ -19,6 +19,7 @@ from envsolver.hook import activation, build, buildenv, register
 from envsolver.hook import run as hook_run
 from envsolver.install import prefixmeta
 from envsolver.kb import KnowledgeBase, default_kb
+from envsolver.resolve import toolchain
 from envsolver.verify import checks
 from envsolver.verify.checks import Check
 from tests.conftest import DATA
@@ -308,7 +309,7 @@ def test_parsers() -> None:
     elf = "ELF file    1: fused_adam.1.sm_75.cubin\nELF file    2: fused_adam.2.sm_90.cubin\n"
     assert build.parse_elf_list(elf) == (75, 90)
     log = "In file included from x.cu:1:\n/env/include/ATen/cuda/CUDAContextLight.h:8:10: fatal error: cusparse.h: No"
-    assert "fatal error: cusparse.h" in build.compiler_line(log)
+    assert "fatal error: cusparse.h" in toolchain.compiler_line(log)
 
 
 def test_gpu_machine_run_report() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from envsolver.core.procrun import Runner, run
 from envsolver.hook.opkey import CPU_OPS
+from envsolver.resolve.toolchain import compiler_line
 
 RUNNER = Path(__file__).with_name("op_runner.py")
 DEFAULT_OPS = ("fused_adam", "cpu_adam", "fused_lamb")
@@ -61,17 +62,6 @@ def _json_line(out: str) -> dict[str, object]:
         if isinstance(doc, dict):
             return doc
     return {"ok": False, "error": out.strip()[-2000:] or "no output"}
-
-
-def compiler_line(text: str) -> str:
-    """The compiler's own error line from a failed build log (fatal error / nvcc fatal / error:)."""
-    for line in text.splitlines():
-        if "fatal error" in line or "nvcc fatal" in line or re.search(r"\berror\b:", line):
-            return line.strip()
-    for line in text.splitlines():
-        if re.match(r"^\w+(Error|Exception): ", line.strip()):
-            return line.strip()
-    return text.strip().splitlines()[-1] if text.strip() else ""
 
 
 def build_ops(

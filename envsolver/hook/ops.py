@@ -21,7 +21,8 @@ from pathlib import Path
 
 from envsolver.core.procrun import Runner
 from envsolver.hook import opcache, opkey, register
-from envsolver.hook.build import RUNNER, OpResult, _json_line, compiler_line, list_sass
+from envsolver.hook.build import RUNNER, OpResult, _json_line, list_sass
+from envsolver.resolve.toolchain import compiler_line
 
 OPS_DIR = Path("lib") / "envsolver-ops"
 STATE = "state.json"

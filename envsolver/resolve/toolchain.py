@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from envsolver.core.versions import MajorMinor
@@ -56,3 +57,14 @@ def gcc_vs_nvcc(cxx: str, major: int, nvcc: MajorMinor | None, limit: int) -> tu
             f"conda install -c conda-forge 'gxx<{limit + 1}' 'gxx_linux-64<{limit + 1}'",
         )
     return "ok", f"{cxx} is GCC {major} (nvcc {nvcc} accepts <= {limit})", ""
+
+
+def compiler_line(text: str) -> str:
+    """The compiler's own error line from a failed build log (fatal error / nvcc fatal / error:)."""
+    for line in text.splitlines():
+        if "fatal error" in line or "nvcc fatal" in line or re.search(r"\berror\b:", line):
+            return line.strip()
+    for line in text.splitlines():
+        if re.match(r"^\w+(Error|Exception): ", line.strip()):
+            return line.strip()
+    return text.strip().splitlines()[-1] if text.strip() else ""

@@ -10,9 +10,9 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from envsolver.core.versions import MajorMinor, leading_major_minor
-from envsolver.hook.build import compiler_line
 from envsolver.kb.model import DeepSpeedDefaultCcs
 from envsolver.resolve import deepspeed as ds_rules
+from envsolver.resolve.toolchain import compiler_line
 from envsolver.verify import archplan
 from envsolver.verify.checks_base import Check, Context, Status, conda_env, new_env_fix, prefix_of, torch_facts
 from envsolver.verify.checks_torch import cuda_torch_fix
