@@ -41,12 +41,13 @@ from envsolver.kb import load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
 from envsolver.kb.findings import render, to_json
-from envsolver.kb.repodata import RepoData, combine, read_channel, snapshot_data
+from envsolver.kb.repodata import RepoData, combine, read_channel
 from envsolver.kb.upstream import collect
 from envsolver.kb.upstream import facts as upstream_facts
 from envsolver.kb.upstream import render as upstream_render
 from envsolver.kb.upstream.collect import CACHE_ENV
 from envsolver.kb.upstream.compare import compare
+from envsolver.lock.snapshot import snapshot_data
 
 FIX_USAGE = "Run `python scripts/kb_audit.py --help` to see the options."
 

@@ -29,9 +29,9 @@ from envsolver.kb import KnowledgeBase, audit_deepspeed, audit_torch, load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
 from envsolver.kb.findings import Report, render
-from envsolver.kb.repodata import RepoData, combine, read_channel, snapshot_data
+from envsolver.kb.repodata import RepoData, combine, read_channel
 from envsolver.lock import snapshot
-from envsolver.lock.snapshot import coverage
+from envsolver.lock.snapshot import coverage, snapshot_data
 
 ROOT = Path(__file__).resolve().parent.parent
 KB_DATA = ROOT / "envsolver" / "kb" / "data"

@@ -17,7 +17,6 @@ from typing import Any
 
 from envsolver.core.errors import BadInputError
 from envsolver.kb.records import Record, dep_name
-from envsolver.lock import snapshot
 
 # conda-forge's linux-64 repodata.json was a few hundred MB in 2026; the limit stops /dev/zero, not it.
 MAX_BYTES = 4 << 30
@@ -167,12 +166,3 @@ def _records(doc: dict[str, Any], channel: str, subdir: str, file: Path) -> list
             )
         )
     return out
-
-
-def snapshot_data() -> RepoData:
-    """The bundled offline snapshot (envsolver/lock/snapshot/data): real records, but only those that lock files and
-    repodata in shared/realdata carried, so partial for every channel and subdir."""
-    parts = [
-        read_channel(name, snapshot.data_dir() / name, complete=False) for name in snapshot.provenance()["channels"]
-    ]
-    return combine(parts, f"the bundled snapshot ({snapshot.date()})")

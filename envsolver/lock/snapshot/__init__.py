@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,10 @@ class SnapshotRecord:
     name: str
     version: str
     build: str
+
+
+if TYPE_CHECKING:
+    from envsolver.kb.repodata import RepoData
 
 
 def data_dir() -> Path:
@@ -81,3 +85,12 @@ def size_of(sha256: str | None, md5: str | None) -> int | None:
         if digest and digest.lower() in sizes:
             return sizes[digest.lower()]
     return None
+
+
+def snapshot_data() -> RepoData:
+    """The bundled offline snapshot (envsolver/lock/snapshot/data): real records, but only those that lock files and
+    repodata in shared/realdata carried, so partial for every channel and subdir."""
+    from envsolver.kb.repodata import combine, read_channel
+
+    parts = [read_channel(name, data_dir() / name, complete=False) for name in provenance()["channels"]]
+    return combine(parts, f"the bundled snapshot ({date()})")
