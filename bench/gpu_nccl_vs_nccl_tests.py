@@ -252,6 +252,7 @@ esac
 def launcher_path(python: str, env: dict[str, str], out: Path) -> dict[str, Any]:
     """Two 'nodes' of one GPU each through the node command srun starts for `verify --nccl --nodes 2`."""
     sys.path.insert(0, str(ROOT))
+    from envsolver.cluster import nccl_nodes
     from envsolver.verify import nccl, nccl_run
 
     with socket.socket() as probe:
@@ -265,9 +266,9 @@ def launcher_path(python: str, env: dict[str, str], out: Path) -> dict[str, Any]
         options = nccl_run.Options(
             "gloo" if BACKEND == "gloo" else "nccl", sizes=tuple(SIZES), timeout=LAUNCHER_PATH_TIMEOUT_S / 6
         )
-        job = nccl_run.SlurmJob(python, 2, 1, str(Path(tmp) / "ranks"), port=port, options=options)
-        command = nccl_run.node_command(job)
-        base = nccl_run.slurm_environ(None, {**env, "PATH": f"{bin_dir}:{env.get('PATH', '')}"})
+        job = nccl_nodes.SlurmJob(python, 2, 1, str(Path(tmp) / "ranks"), port=port, options=options)
+        command = nccl_nodes.node_command(job)
+        base = nccl_nodes.slurm_environ(None, {**env, "PATH": f"{bin_dir}:{env.get('PATH', '')}"})
         base.update(SLURM_JOB_ID="4242", SLURM_STEP_ID="0", SLURM_STEP_NODELIST="node[1-2]", SLURM_STEP_NUM_NODES="2")
         base.update(SLURM_STEP_TASKS_PER_NODE="1(x2)")
         log("$ " + shlex.join(command) + "  (x2: SLURM_NODEID=0,1, CUDA_VISIBLE_DEVICES=0,1)")

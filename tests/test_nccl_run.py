@@ -24,14 +24,14 @@ import pytest
 from click.testing import CliRunner
 
 from envsolver.cli.main import main
-from envsolver.cluster import grammar, slurm_launch
+from envsolver.cluster import grammar, nccl_nodes, slurm_launch
 from envsolver.cluster.model import SlurmOptions
 from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl, nccl_run
 from tests.dist import needs_torch
 
 WORKER = str(nccl_run.WORKER)
-LAUNCHER = str(nccl_run.LAUNCHER)
+LAUNCHER = str(nccl_nodes.LAUNCHER)
 PACKAGE = Path(nccl_run.__file__).resolve().parents[1]
 FAST = nccl_run.Options(backend="gloo", sizes=(4096, 65536), iters=2, warmup=1, timeout=60.0, check_count=4099)
 
@@ -71,7 +71,7 @@ def test_the_prefix_environment_keeps_the_sites_nccl_settings() -> None:
     assert nccl_run.environ_for(None, {"PATH": "/usr/bin"})["PATH"] == "/usr/bin"
 
 
-def job(**changes: Any) -> nccl_run.SlurmJob:
+def job(**changes: Any) -> nccl_nodes.SlurmJob:
     base: dict[str, Any] = {
         "python": "/shared/envs/train/bin/python",
         "nodes": 2,
@@ -84,13 +84,13 @@ def job(**changes: Any) -> nccl_run.SlurmJob:
         "options": nccl_run.Options(sizes=(1 << 20, 1 << 30)),
     }
     base.update(changes)
-    return nccl_run.SlurmJob(**base)
+    return nccl_nodes.SlurmJob(**base)
 
 
 def test_srun_argv_golden() -> None:
     """No shell anywhere: srun starts the Slurm launcher on each node (it finds the first host and runs torchrun),
     and the launcher runs the worker under the env's python."""
-    assert nccl_run.srun_argv(job()) == [
+    assert nccl_nodes.srun_argv(job()) == [
         "srun",
         "--nodes=2",
         "--ntasks=2",
@@ -123,7 +123,7 @@ def test_srun_argv_golden() -> None:
 
 
 def test_srun_argv_with_gres_constraint_time_and_a_port() -> None:
-    argv = nccl_run.srun_argv(job(gres="gpu:h100:4", constraint="ib&h100", time="00:10:00", port=29533))
+    argv = nccl_nodes.srun_argv(job(gres="gpu:h100:4", constraint="ib&h100", time="00:10:00", port=29533))
     assert "--gres=gpu:h100:4" in argv and "--constraint=ib&h100" in argv and "--time=00:10:00" in argv
     assert not any(a.startswith("--gpus-per-node") for a in argv)
     launcher = argv.index("/shared/envsolver/envsolver/cluster/slurm_launch.py")
@@ -135,7 +135,7 @@ def test_the_launch_rule_is_the_launchers() -> None:
     other module of envsolver writes a torchrun rendezvous."""
     one = job(port=29533)
     worker = [one.python, one.worker, *nccl_run.worker_args(one.options, one.out_dir)]
-    assert nccl_run.node_command(one) == slurm_launch.task_argv(one.python, 4, worker, 29533, one.launcher)
+    assert nccl_nodes.node_command(one) == slurm_launch.task_argv(one.python, 4, worker, 29533, one.launcher)
     writers = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
@@ -173,10 +173,10 @@ def test_slurm_values_follow_the_cluster_files_grammar(key: str, value: str, acc
         valid = False
     assert valid is accepted
     if accepted:
-        assert f"--{key}={value}" in nccl_run.srun_argv(job(**{key: value}))
+        assert f"--{key}={value}" in nccl_nodes.srun_argv(job(**{key: value}))
     else:
         with pytest.raises(BadInputError, match=key):
-            nccl_run.srun_argv(job(**{key: value}))
+            nccl_nodes.srun_argv(job(**{key: value}))
 
 
 HOSTILE = [
@@ -206,16 +206,16 @@ HOSTILE = [
 @pytest.mark.parametrize(("key", "value"), HOSTILE, ids=[f"{k}={v!r}" for k, v in HOSTILE])
 def test_hostile_values_are_refused(key: str, value: Any) -> None:
     with pytest.raises(BadInputError, match=key.replace("_", "[-_ ]")):
-        nccl_run.srun_argv(job(**{key: value}))
+        nccl_nodes.srun_argv(job(**{key: value}))
     with pytest.raises(BadInputError):
-        nccl_run.sbatch_fragment(job(**{key: value}))
+        nccl_nodes.sbatch_fragment(job(**{key: value}))
 
 
 def test_the_sbatch_fragment_quotes_paths_with_spaces_and_quotes() -> None:
     """Paths are free text (only control characters are refused); the batch shell must see each as one word."""
     odd = job(python="/shared/my envs/it's/bin/python", out_dir="/shared/o $HOME")
-    srun = nccl_run.sbatch_fragment(odd).splitlines()[-1]
-    assert shlex.split(srun) == ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *nccl_run.node_command(odd)]
+    srun = nccl_nodes.sbatch_fragment(odd).splitlines()[-1]
+    assert shlex.split(srun) == ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *nccl_nodes.node_command(odd)]
     assert "/shared/my envs/it's/bin/python" in shlex.split(srun)
     assert "/shared/o $HOME" in shlex.split(srun)
 
@@ -256,8 +256,8 @@ def test_two_nodes_through_the_srun_argv_meet_on_the_first_host(tmp_path: Path) 
     scontrol for the hosts and meets the other at the first one; gloo, so it runs here."""
     bin_dir, out = slurm_bin(tmp_path), tmp_path / "out"
     two = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), gpus_per_node=1)
-    two = nccl_run.SlurmJob(**{**two.__dict__, "port": free_port(), "options": FAST})
-    command = nccl_run.node_command(two)
+    two = nccl_nodes.SlurmJob(**{**two.__dict__, "port": free_port(), "options": FAST})
+    command = nccl_nodes.node_command(two)
     nodes = [subprocess.Popen(command, env=slurm_env(bin_dir, 2, n), stdout=subprocess.PIPE) for n in (0, 1)]
     outputs = [node.communicate(timeout=240)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0]
@@ -271,8 +271,8 @@ def test_the_sbatch_fragment_runs_as_a_batch_script(tmp_path: Path) -> None:
     """The fragment as a job script under /bin/sh, with the stand-in srun and scontrol: one node, two ranks."""
     bin_dir, out = slurm_bin(tmp_path), tmp_path / "out dir"
     one = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), nodes=1, gpus_per_node=2)
-    one = nccl_run.SlurmJob(**{**one.__dict__, "port": free_port()})
-    fragment = nccl_run.sbatch_fragment(nccl_run.SlurmJob(**{**one.__dict__, "options": FAST}))
+    one = nccl_nodes.SlurmJob(**{**one.__dict__, "port": free_port()})
+    fragment = nccl_nodes.sbatch_fragment(nccl_nodes.SlurmJob(**{**one.__dict__, "options": FAST}))
     lines = fragment.splitlines()
     assert "#SBATCH --partition=h100" in lines and "#SBATCH --nodes=1" in lines
     assert "#SBATCH --ntasks-per-node=1" in lines and "#SBATCH --gpus-per-node=2" in lines
@@ -285,7 +285,9 @@ def test_the_sbatch_fragment_runs_as_a_batch_script(tmp_path: Path) -> None:
 
 def test_the_node_command_outside_slurm_says_so(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-    command = nccl_run.node_command(job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(tmp_path)))
+    command = nccl_nodes.node_command(
+        job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(tmp_path))
+    )
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "SLURM_JOB_NODELIST" in done.stderr and "srun" in done.stderr
@@ -457,17 +459,17 @@ LOGIN: dict[str, str] = {"PATH": "/usr/bin"}
 IN_JOB = {"PATH": "/usr/bin", "SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "3"}
 
 
-def across_job(across: nccl_run.Across, environ: dict[str, str], backend: str = "nccl") -> nccl_run.SlurmJob:
+def across_job(across: nccl_nodes.Across, environ: dict[str, str], backend: str = "nccl") -> nccl_nodes.SlurmJob:
     options = nccl_run.Options(backend="gloo" if backend == "gloo" else "nccl", sizes=(1 << 20,))
-    job, _ = nccl_run.slurm_job(Path("/shared/envs/t/bin/python"), across, options, Path("/shared/o"), environ)
+    job, _ = nccl_nodes.slurm_job(Path("/shared/envs/t/bin/python"), across, options, Path("/shared/o"), environ)
     return job
 
 
 def test_the_step_inside_an_allocation_takes_its_nodes_and_gpus() -> None:
     """In a job: every node of it by default, no partition, no GPU request (the step gets the job's GPUs), the
     check's own time limit, one task per node said three ways (a job's SLURM_NTASKS must not ask for more)."""
-    job = across_job(nccl_run.Across(gpus=4), IN_JOB)
-    argv = nccl_run.step_argv(job)
+    job = across_job(nccl_nodes.Across(gpus=4), IN_JOB)
+    argv = nccl_nodes.step_argv(job)
     head = argv[: argv.index("/shared/envs/t/bin/python")]
     assert head == [
         "srun",
@@ -477,34 +479,34 @@ def test_the_step_inside_an_allocation_takes_its_nodes_and_gpus() -> None:
         "--kill-on-bad-exit=1",
         "--quit-on-interrupt",
         "--job-name=envsolver-nccl",
-        f"--time={nccl_run.minutes(job.options)}",
+        f"--time={nccl_nodes.minutes(job.options)}",
     ], argv
-    assert nccl_run.minutes(job.options) == "11"  # 120 s x (3 + 1 size) + 120 s = 10 min, + 1
+    assert nccl_nodes.minutes(job.options) == "11"  # 120 s x (3 + 1 size) + 120 s = 10 min, + 1
 
 
 def test_from_a_login_node_the_cluster_files_partition_gives_account_constraint_and_gpu_type() -> None:
     slurm = SlurmOptions(partition="gpu", gres="gpu:a100:1", account="ml", constraint="ib&a100")
-    job = across_job(nccl_run.Across(nodes=2, gpus=8, partition="a100", slurm_options=slurm), LOGIN)
-    argv = nccl_run.srun_argv(job)
+    job = across_job(nccl_nodes.Across(nodes=2, gpus=8, partition="a100", slurm_options=slurm), LOGIN)
+    argv = nccl_nodes.srun_argv(job)
     for word in ("--partition=gpu", "--account=ml", "--constraint=ib&a100", "--gres=gpu:a100:8", "--nodes=2"):
         assert word in argv, argv
-    untyped = across_job(nccl_run.Across(nodes=2, gpus=8, slurm_options=SlurmOptions(gpus="h100:1")), LOGIN)
+    untyped = across_job(nccl_nodes.Across(nodes=2, gpus=8, slurm_options=SlurmOptions(gpus="h100:1")), LOGIN)
     assert untyped.gres == "gpu:h100:8"
-    plain = across_job(nccl_run.Across(nodes=2, gpus=8, partition="p"), LOGIN)
-    assert "--gpus-per-node=8" in nccl_run.srun_argv(plain) and "--partition=p" in nccl_run.srun_argv(plain)
+    plain = across_job(nccl_nodes.Across(nodes=2, gpus=8, partition="p"), LOGIN)
+    assert "--gpus-per-node=8" in nccl_nodes.srun_argv(plain) and "--partition=p" in nccl_nodes.srun_argv(plain)
 
 
 REFUSED_ACROSS = [
-    (nccl_run.Across(gpus=1), LOGIN, "--nodes N"),
-    (nccl_run.Across(nodes=2), LOGIN, "--gpus G"),
-    (nccl_run.Across(nodes=4, gpus=1), IN_JOB, "--nodes 3 or fewer"),
-    (nccl_run.Across(gpus=1, partition="p"), IN_JOB, "Remove them"),
+    (nccl_nodes.Across(gpus=1), LOGIN, "--nodes N"),
+    (nccl_nodes.Across(nodes=2), LOGIN, "--gpus G"),
+    (nccl_nodes.Across(nodes=4, gpus=1), IN_JOB, "--nodes 3 or fewer"),
+    (nccl_nodes.Across(gpus=1, partition="p"), IN_JOB, "Remove them"),
 ]
 
 
 @pytest.mark.parametrize(("across", "environ", "words"), REFUSED_ACROSS)
 def test_a_step_that_cannot_be_run_is_refused_with_the_way_out(
-    across: nccl_run.Across, environ: dict[str, str], words: str
+    across: nccl_nodes.Across, environ: dict[str, str], words: str
 ) -> None:
     with pytest.raises(BadInputError) as caught:
         across_job(across, environ)

@@ -18,9 +18,9 @@ from envsolver.cli.base import Command, diagnostics, error, progress, verbosity_
 # hook's and install's --op-cache (install runs the hook)
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import grammar as cluster_grammar
+from envsolver.cluster import nccl_nodes, verify_report
 from envsolver.cluster import step as cluster_step
 from envsolver.cluster import verify as cluster_verify
-from envsolver.cluster import verify_report
 from envsolver.core import interrupts
 from envsolver.core.errors import BadInputError
 from envsolver.core.redact import redact_text
@@ -303,7 +303,7 @@ def _across(
     gpus: int | None,
     time_limit: str | None,
     port: int | None,
-) -> nccl_run.Across:
+) -> nccl_nodes.Across:
     """--nccl across nodes, as asked: each value checked, the cluster file's partition read. Raises
     BadInputError."""
     if len(partitions) > 1:
@@ -316,7 +316,7 @@ def _across(
         raise BadInputError(f"--port {port} is not from 1024 to 65535. Pass a free port, e.g. --port 29533.")
     if time_limit is not None:
         try:
-            nccl_run.time_limit(time_limit)
+            nccl_nodes.time_limit(time_limit)
         except ValueError as exc:
             raise BadInputError(f"--time {time_limit!r}: {exc}. Pass e.g. --time 30.") from None
     partition = partitions[0] if partitions else None
@@ -336,13 +336,13 @@ def _across(
                 "(`envsolver cluster show` lists them), or remove --cluster to use --partition as Slurm names it."
             )
         slurm_options = dataclasses.replace(found.slurm, partition=found.slurm.partition or found.name)
-    return nccl_run.Across(nodes, gpus, partition, slurm_options, time_limit, port)
+    return nccl_nodes.Across(nodes, gpus, partition, slurm_options, time_limit, port)
 
 
 def _verify_nccl_slurm(
     prefix: Path | None,
     python: Path | None,
-    across: nccl_run.Across,
+    across: nccl_nodes.Across,
     options: nccl_run.Options,
     cluster_path: Path | None,
     as_json: bool,
@@ -354,18 +354,18 @@ def _verify_nccl_slurm(
             "(the environment on the shared filesystem), e.g. envsolver verify --nccl -p /shared/envs/train --nodes 2."
         )
     chosen = verify_run.target(prefix, python, os.environ)
-    with nccl_run.run_dir(nccl_run.scratch_root(os.environ)) as out_dir:
-        job, inside = nccl_run.slurm_job(chosen.python, across, options, out_dir, os.environ)
+    with nccl_nodes.run_dir(nccl_nodes.scratch_root(os.environ)) as out_dir:
+        job, inside = nccl_nodes.slurm_job(chosen.python, across, options, out_dir, os.environ)
         cluster = str(cluster_path) if cluster_path else None
-        rerun = nccl_run.slurm_rerun(chosen.prefix, job.python, job, across, cluster)
+        rerun = nccl_nodes.slurm_rerun(chosen.prefix, job.python, job, across, cluster)
         ranks = job.nodes * job.gpus_per_node
         where = f"{job.nodes} node(s)" + (f" of job {os.environ.get('SLURM_JOB_ID')}" if inside else "")
         with interrupts.like_ctrl_c(), diagnostics().status(f"NCCL check: {ranks} ranks on {where}", spinner="dots"):
-            run = nccl_run.run_slurm(job, inside, chosen.prefix, os.environ, rerun)
+            run = nccl_nodes.run_slurm(job, inside, chosen.prefix, os.environ, rerun)
     doc = None
     if as_json:
         doc = nccl_run.report_json(run, chosen.python, chosen.prefix)
-        doc["slurm"] = nccl_run.slurm_json(run, job, inside, os.environ)
+        doc["slurm"] = nccl_nodes.slurm_json(run, job, inside, os.environ)
     title = f"verify --nccl {chosen.prefix or chosen.python}: {ranks} ranks on {where}, {options.backend}"
     _print_nccl(run, doc, title)
 

@@ -37,7 +37,7 @@ default); the script sets SLURM_EXPORT_ENV=ALL so that stays true even when the 
 scontrol and the site's tools are found through it.
 
 Every value is checked before any text exists: Slurm values against the cluster file's grammars (grammar.py; the
-time limit against nccl_run.TIME), paths absolute without control characters, command words without control
+time limit against nccl_nodes.TIME), paths absolute without control characters, command words without control
 characters. Every value is single-quoted where the shell reads it (shlex.quote / shlex.join): nothing the user
 gave is expanded. #SBATCH lines are comments to bash; sbatch reads them, and grammar values hold no space or quote.
 
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-from envsolver.cluster import gate_step, grammar, job_options, job_shell, parse, slurm, slurm_launch
+from envsolver.cluster import gate_step, grammar, job_options, job_shell, nccl_nodes, parse, slurm, slurm_launch
 from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.core.errors import BadInputError
@@ -118,11 +118,11 @@ def _refuse(what: str, value: object, problem: str, fix: str) -> BadInputError:
 def validate(job: Job) -> None:
     """Every value against its grammar. Raises BadInputError naming the value and its fix."""
     try:
-        nccl_run.absolute_path(job.prefix)
+        nccl_nodes.absolute_path(job.prefix)
     except ValueError as exc:
         raise _refuse("--prefix", job.prefix, str(exc), "Pass an absolute path on the shared filesystem.") from None
     try:
-        nccl_run.absolute_path(job.launcher)
+        nccl_nodes.absolute_path(job.launcher)
     except ValueError as exc:
         raise _refuse("the launcher", job.launcher, str(exc), "Reinstall envsolver at an absolute path.") from None
     if not job.command:
@@ -134,7 +134,7 @@ def validate(job: Job) -> None:
             "file the command reads)."
         )
     for what, value, check in (
-        ("--time", job.time, nccl_run.time_limit),
+        ("--time", job.time, nccl_nodes.time_limit),
         ("--job-name", job.job_name, lambda text: grammar.name(text, "job name")),
     ):
         if value is not None:

@@ -23,7 +23,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from envsolver.cli.main import main
-from envsolver.cluster import gate_step, slurm_launch
+from envsolver.cluster import gate_step, nccl_nodes, slurm_launch
 from envsolver.install import prefixmeta
 from envsolver.verify import nccl, nccl_run
 from tests.cluster.captures import ENV
@@ -187,7 +187,7 @@ def test_the_launcher_meets_at_the_first_host_of_the_step_not_of_the_job(lab: Sl
     """A job on gpu02 and gpu03 with a step on each node and one on gpu03 alone: the launcher (--dry-run prints
     the torchrun command) puts each rendezvous on its step's first host; the job's first host (gpu02) does not
     run the second step, so meeting there would hang."""
-    launch = slurm_launch.task_argv(sys.executable, 1, ["true"], launcher=str(nccl_run.LAUNCHER))
+    launch = slurm_launch.task_argv(sys.executable, 1, ["true"], launcher=str(nccl_nodes.LAUNCHER))
     launch[2:2] = ["--dry-run"]
     script = tmp_path / "steps.sh"
     both = shlex.join(launch)
@@ -208,12 +208,12 @@ def test_the_launcher_meets_at_the_first_host_of_the_step_not_of_the_job(lab: Sl
 
 @needs_torch
 def test_verify_nccl_across_two_nodes_through_slurm(lab: SlurmLab, tmp_path: Path) -> None:
-    """nccl_run.srun_argv from the login node (srun makes the allocation): the launcher on gpu02 and gpu03, the
+    """nccl_nodes.srun_argv from the login node (srun makes the allocation): the launcher on gpu02 and gpu03, the
     worker under torchrun on each (gloo), one group of two ranks; the judge passes the ranks and the sums."""
     out = tmp_path / "nccl"
     fast = nccl_run.Options(backend="gloo", sizes=(4096,), iters=1, warmup=0, timeout=60.0, check_count=257)
-    job = nccl_run.SlurmJob(sys.executable, 2, 1, str(out), partition="mixed", time="5", options=fast)
-    argv = nccl_run.srun_argv(job)
+    job = nccl_nodes.SlurmJob(sys.executable, 2, 1, str(out), partition="mixed", time="5", options=fast)
+    argv = nccl_nodes.srun_argv(job)
     done = subprocess.run(argv, env=lab.env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     report = (out / "report.json").read_text()

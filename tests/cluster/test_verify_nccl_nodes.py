@@ -22,13 +22,14 @@ from typing import Any
 from click.testing import CliRunner
 
 from envsolver.cli.main import main
+from envsolver.cluster import nccl_nodes
 from envsolver.verify import nccl, nccl_run
 from tests.cluster.test_sbatch_lab import init_cluster, submit
 from tests.dist import needs_torch
 from tests.slurmlab import SlurmLab, free_ports
 
 FAST = ["--backend", "gloo", "--sizes", "4K,64K", "--iters", "2", "--nccl-timeout", "60"]
-LAUNCHER = str(nccl_run.LAUNCHER)
+LAUNCHER = str(nccl_nodes.LAUNCHER)
 WORKER = str(nccl_run.WORKER)
 
 
@@ -168,15 +169,15 @@ def test_a_partition_slurm_does_not_have_is_exit_2_with_sruns_words(lab: SlurmLa
 def test_the_report_is_read_from_sruns_stdout_when_the_directory_is_not_shared(tmp_path: Path) -> None:
     """rank 0's marker line is the report when report.json never reached the login node's directory."""
     document = json.dumps({"tool": nccl.TOOL, "schema": nccl.SCHEMA, "backend": "gloo", "world_size": 1, "ranks": []})
-    text, ranks = nccl_run._reports(tmp_path, f"noise\n{nccl.MARKER}{document}\nmore\n")
+    text, ranks = nccl_nodes._reports(tmp_path, f"noise\n{nccl.MARKER}{document}\nmore\n")
     assert text == nccl.MARKER + document and ranks == {}
-    (tmp_path / "rank-0.json").write_text("x" * (nccl_run.MAX_REPORT_BYTES + 10))
-    _, ranks = nccl_run._reports(tmp_path, "")
-    assert len(ranks[0]) == nccl_run.MAX_REPORT_BYTES, "a rank file is read bounded"
+    (tmp_path / "rank-0.json").write_text("x" * (nccl_nodes.MAX_REPORT_BYTES + 10))
+    _, ranks = nccl_nodes._reports(tmp_path, "")
+    assert len(ranks[0]) == nccl_nodes.MAX_REPORT_BYTES, "a rank file is read bounded"
 
 
 def test_environment_for_the_nodes_drops_the_submit_shells_python_settings() -> None:
-    env = nccl_run.slurm_environ(Path("/envs/t"), {"PATH": "/usr/bin", "PYTHONPATH": "/x", "PYTHONHOME": "/y"})
+    env = nccl_nodes.slurm_environ(Path("/envs/t"), {"PATH": "/usr/bin", "PYTHONPATH": "/x", "PYTHONHOME": "/y"})
     assert "PYTHONPATH" not in env and "PYTHONHOME" not in env
     assert env["PATH"] == "/envs/t/bin:/usr/bin" and env["CONDA_PREFIX"] == "/envs/t"
 
@@ -184,10 +185,10 @@ def test_environment_for_the_nodes_drops_the_submit_shells_python_settings() -> 
 def squeue_empty_within(lab: SlurmLab, seconds: float) -> list[str]:
     """What squeue still lists of the check's steps after up to `seconds`."""
     deadline = time.monotonic() + seconds
-    left = lab.run(["squeue", "--noheader", f"--name={nccl_run.STEP_NAME}"]).stdout.split()
+    left = lab.run(["squeue", "--noheader", f"--name={nccl_nodes.STEP_NAME}"]).stdout.split()
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = lab.run(["squeue", "--noheader", f"--name={nccl_run.STEP_NAME}"]).stdout.split()
+        left = lab.run(["squeue", "--noheader", f"--name={nccl_nodes.STEP_NAME}"]).stdout.split()
     return left
 
 
@@ -197,12 +198,12 @@ def test_a_step_past_its_deadline_is_cancelled_and_judged(lab: SlurmLab, tmp_pat
     what happened: the ranks that started and never finished, the launcher's word on the deadline."""
     prefix = stand_in_env(tmp_path, hang=True)
     options = nccl_run.Options(backend="gloo", sizes=(4096,), iters=1, warmup=0, timeout=60.0)
-    across = nccl_run.Across(nodes=2, gpus=1, partition="mixed", port=free_ports(1)[0])
+    across = nccl_nodes.Across(nodes=2, gpus=1, partition="mixed", port=free_ports(1)[0])
     environ = {**lab.env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    with nccl_run.run_dir(nccl_run.scratch_root(environ)) as out_dir:
-        job, inside = nccl_run.slurm_job(prefix / "bin" / "python", across, options, out_dir, environ)
+    with nccl_nodes.run_dir(nccl_nodes.scratch_root(environ)) as out_dir:
+        job, inside = nccl_nodes.slurm_job(prefix / "bin" / "python", across, options, out_dir, environ)
         started = time.monotonic()
-        run = nccl_run.run_slurm(job, inside, prefix, environ, "envsolver verify --nccl ...", limit=8.0)
+        run = nccl_nodes.run_slurm(job, inside, prefix, environ, "envsolver verify --nccl ...", limit=8.0)
     assert time.monotonic() - started < 60, "the deadline did not stop srun"
     checks = {c.id: c for c in run.checks}
     assert checks["nccl-report"].status == "fail", checks["nccl-report"]
