@@ -371,3 +371,29 @@ def test_cached_ops_show_the_sass_they_were_proven_with_when_stored(
         ("cache", None),
         ("cache", [90]),
     ]
+
+
+@pytest.mark.parametrize("setting", ["nvcc on PATH", "CUDA_PATH", "CUDA_HOME over CUDA_PATH"])
+def test_the_hook_its_op_runner_and_verify_find_one_toolkit(tmp_path: Path, setting: str) -> None:
+    """One rule for the toolkit torch's cpp_extension uses (verify/probe.find_cuda_home): the hook's ops.cuda_home,
+    op_runner.py's key (in the env's python) and verify's probe give the same directory for the same environment."""
+    from envsolver.hook.build import RUNNER
+    from envsolver.verify import probe
+
+    homes = {name: tmp_path / name for name in ("onpath", "viapath", "viahome")}
+    for name, home in homes.items():
+        (home / "bin").mkdir(parents=True)
+        nvcc = home / "bin" / "nvcc"
+        nvcc.write_text(f"#!/bin/sh\necho 'nvcc from {name}'\n")
+        nvcc.chmod(0o755)
+    env = {"PATH": f"{homes['onpath'] / 'bin'}:/usr/bin:/bin"}
+    if setting != "nvcc on PATH":
+        env["CUDA_PATH"] = str(homes["viapath"])
+    if setting == "CUDA_HOME over CUDA_PATH":
+        env["CUDA_HOME"] = str(homes["viahome"])
+    expected = {"nvcc on PATH": "onpath", "CUDA_PATH": "viapath", "CUDA_HOME over CUDA_PATH": "viahome"}[setting]
+    assert ops.cuda_home(env) == homes[expected]
+    assert probe.find_cuda_home(env)["path"] == str(homes[expected])
+    done = subprocess.run([sys.executable, str(RUNNER), "key"], env=env, capture_output=True, text=True, timeout=60)
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts.get("nvcc") == f"nvcc from {expected}", f"op_runner.py key: {done.stdout} {done.stderr}"

@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -159,6 +158,17 @@ def _deepspeed_version() -> str | None:
         return None
 
 
+def _probe() -> Any:
+    """verify's probe (envsolver/verify/probe.py, standard library only), loaded from its file: the home of the rule
+    for the toolkit cpp_extension uses (find_cuda_home), which this file runs in the same interpreter."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "verify", "probe.py")
+    spec = importlib.util.spec_from_file_location("envsolver_verify_probe", os.path.normpath(path))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def key_facts() -> dict[str, Any]:
     """What the ops' binaries depend on, besides the arch list and the op: python's ABI, torch's and DeepSpeed's
     exact builds (torch/version.py; DeepSpeed's op sources and builders), nvcc and the C++ compiler as torch's
@@ -177,10 +187,7 @@ def key_facts() -> dict[str, Any]:
                 with open(path, encoding="utf-8") as handle:
                     ds_version = handle.read().strip()
                 break
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if not home:
-        found = shutil.which("nvcc")
-        home = os.path.dirname(os.path.dirname(found)) if found else "/usr/local/cuda"
+    home = _probe().find_cuda_home()["path"] or "/usr/local/cuda"
     nvcc = os.path.join(home, "bin", "nvcc")
     return {
         "python": sys.version,

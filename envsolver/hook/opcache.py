@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from envsolver.core import atomic
 from envsolver.hook import optrust
 from envsolver.hook.ds_ops_site import MODULE_NAME, OP
 from envsolver.lock.writers import files
@@ -254,7 +255,7 @@ def install(entry: Entry, destination: Path) -> Path:
             digest = _copy(entry.library, out)
         if digest != entry.sha256:
             raise OSError(errno.EIO, f"the copy of {entry.library} does not match its SHA-256 {entry.sha256}")
-        os.chmod(tmp, 0o666 & ~files._umask())
+        os.chmod(tmp, 0o666 & ~atomic.umask())
         os.replace(tmp, destination)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envsolver.core import atomic
 from envsolver.core.procrun import Runner
 from envsolver.hook import opcache, opkey, register
 from envsolver.hook.build import RUNNER, OpResult, _json_line, list_sass
 from envsolver.resolve.toolchain import compiler_line
+from envsolver.verify import probe
 
 OPS_DIR = Path("lib") / "envsolver-ops"
 STATE = "state.json"
@@ -82,12 +83,9 @@ def cached_arch_list(
 
 
 def cuda_home(env: Mapping[str, str]) -> Path:
-    """The toolkit torch's cpp_extension uses: CUDA_HOME (or CUDA_PATH), else nvcc's on PATH, else /usr/local/cuda."""
-    home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
-    if home:
-        return Path(home)
-    found = shutil.which("nvcc", path=env.get("PATH"))
-    return Path(found).resolve().parent.parent if found else Path("/usr/local/cuda")
+    """The toolkit torch's cpp_extension uses in `env` (verify/probe.find_cuda_home, the one rule); /usr/local/cuda
+    when there is none."""
+    return Path(probe.find_cuda_home(env)["path"] or "/usr/local/cuda")
 
 
 def state_path(prefix: Path) -> Path:
@@ -125,11 +123,7 @@ def save_state(prefix: Path, state: State) -> None:
             for lib in sorted(state.libraries, key=lambda lib: lib.op)
         ],
     }
-    path = state_path(prefix)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.replace(state_path(prefix), (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
 
 
 def site_in_prefix(prefix: Path, facts: opkey.KeyFacts) -> Path | None:

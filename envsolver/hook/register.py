@@ -9,15 +9,13 @@ DeepSpeed and torch they were built for). No DeepSpeed file is touched; removing
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsolver.core import atomic
 from envsolver.hook import ds_ops_site
-from envsolver.lock.writers import files
 
 MODULE = "envsolver_ds_ops"
 SOURCE = Path(__file__).with_name("ds_ops_site.py")
@@ -79,20 +77,6 @@ def registry(ops: Sequence[Registered], built: Built) -> dict[str, object]:
     }
 
 
-def _atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), 0o666 & ~files._umask())
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write(site_packages: Path, ops: Sequence[Registered], built: Built) -> list[Path]:
     """Write the module, the registry, then the .pth (last: nothing imports the module before it is complete).
     With no ops, remove all three (the environment is unregistered). Returns the paths written or removed."""
@@ -102,9 +86,9 @@ def write(site_packages: Path, ops: Sequence[Registered], built: Built) -> list[
             path.unlink(missing_ok=True)
         return paths
     doc = registry(ops, built)
-    _atomic(paths[0], SOURCE.read_bytes())
-    _atomic(paths[1], (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
-    _atomic(paths[2], PTH_LINE.encode())
+    atomic.replace(paths[0], SOURCE.read_bytes())
+    atomic.replace(paths[1], (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+    atomic.replace(paths[2], PTH_LINE.encode())
     return paths
 
 

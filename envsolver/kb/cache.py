@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from envsolver import __version__
+from envsolver.core import atomic
 from envsolver.kb.model import KnowledgeBase
 
 FORMAT = b"envsolver-kb-cache 1\n"
@@ -186,22 +187,11 @@ def read(path: Path) -> tuple[KnowledgeBase, str] | None:
 def write(path: Path, kb: KnowledgeBase, date: str, prefix: str = PREFIX) -> None:
     """Write `kb` (validated already) and its date to `path` atomically and remove older files of the same
     `prefix` beside it. Best effort: a cache that cannot be written is skipped, never an error."""
-    import tempfile
-
     _remember(kb, path)
     payload = pickle.dumps({"kb": kb, "date": date}, protocol=pickle.HIGHEST_PROTOCOL)
     data = FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=".kb-", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        atomic.replace(path, data, mode=0o600)  # a private cache: only its owner reads it
         for old in path.parent.glob(f"{prefix}*{SUFFIX}"):
             if old != path:
                 with contextlib.suppress(OSError):

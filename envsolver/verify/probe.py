@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 # The default header list; envsolver passes the knowledge base's with --headers.
@@ -291,12 +292,15 @@ def driver() -> dict[str, Any]:
     return out
 
 
-def find_cuda_home() -> dict[str, Any]:
-    """As torch.utils.cpp_extension._find_cuda_home: CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda."""
+def find_cuda_home(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """As torch.utils.cpp_extension._find_cuda_home: CUDA_HOME, CUDA_PATH, which nvcc, /usr/local/cuda (in
+    `environ`, else this process's). The one home of the rule: the hook (ops.cuda_home) and op_runner.py's key use
+    it too."""
+    env = os.environ if environ is None else environ
     for key in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(key):
-            return {"path": os.environ[key], "how": key}
-    nvcc = shutil.which("nvcc")
+        if env.get(key):
+            return {"path": env[key], "how": key}
+    nvcc = shutil.which("nvcc", path=env.get("PATH"))
     if nvcc:
         return {"path": os.path.dirname(os.path.dirname(nvcc)), "how": "nvcc on PATH"}
     if os.path.exists("/usr/local/cuda"):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import tempfile
 from enum import Enum
 from pathlib import Path
 
+from envsolver.core import atomic
 from envsolver.core.errors import BadInputError
 
 MARK = "# envsolver-sha256: "
@@ -49,12 +49,6 @@ def edited_by_hand(text: str, comment: str = "#") -> bool:
     return hashlib.sha256(rest.encode()).hexdigest() != digest.strip()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write(path: Path, text: str, force: bool = False, comment: str = "#") -> Outcome:
     """Write stamped `text` to `path` atomically (`comment`: the file's line-comment mark, for the hash line).
     Raises BadInputError when a hand edit would be lost."""
@@ -65,18 +59,7 @@ def write(path: Path, text: str, force: bool = False, comment: str = "#") -> Out
             return Outcome.UNCHANGED
         if not force:
             refuse_hand_edit(path, current, comment)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(stamped)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.replace(path, stamped.encode("utf-8"))
     return Outcome.WRITTEN
 
 
@@ -111,27 +94,11 @@ def write_new(path: Path, text: str) -> None:
 
 
 def replace_with(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically: written whole beside it (write_new, never through a link), then
-    renamed over it. Raises OSError; the file beside it is removed on failure."""
-    tmp = path.with_name(f".{path.name}.envsolver-new")
-    write_new(tmp, text)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Replace `path` with `text` atomically (core.atomic.replace). Raises OSError."""
+    atomic.replace(path, text.encode("utf-8"))
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make the directory's entries (creations, renames, removals) durable. Raises OSError."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EBADF):  # file systems that cannot sync a directory
-            raise
-    finally:
-        os.close(fd)
+fsync_dir = atomic.fsync_dir
 
 
 _REASONS = {
