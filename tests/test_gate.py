@@ -134,6 +134,7 @@ def test_the_demands_hold_the_kbs_driver_minimums_and_the_locks_promise(kb: Know
         "solved_cuda": "12.2",
         "glibc": "2.36",
         "ccs": ["8.0", "9.0", "7.0"],
+        "archs": ["7.0", "8.0", "9.0+PTX"],
         "torch_cuda": "12.9",
     }
     for toolkit in kb.toolkits:

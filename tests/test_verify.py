@@ -600,6 +600,22 @@ MEETS = "this host meets the lock's assumptions for its driver "  # then the dri
             "fail",
             "NVIDIA H200 (CC 9.0) is not a target of the lock (8.0, 8.6)",
         ),
+        # The lock's arch list, under the one coverage rule (verify/gate.covering): an H200 (9.0) runs an 8.x lock's
+        # kernels never, a 9.0a build's, and only the PTX of an 8.0+PTX one (compiled at first launch: a warning).
+        (same, {**FLOOR_META, "envsolver_torch_cuda_arch_list": "9.0a"}, "pass", MEETS),
+        (
+            same,
+            {**FLOOR_META, "envsolver_torch_cuda_arch_list": "8.0;8.6+PTX"},
+            "warn",
+            "NVIDIA H200 (CC 9.0) has no kernels in the lock's arch list, only the PTX of 8.6+PTX, compiled at first "
+            "launch (slow, and PTX JIT fails on a driver older than the toolkit)",
+        ),
+        (
+            same,
+            {**FLOOR_META, "envsolver_torch_cuda_arch_list": "8.0;8.6", "envsolver_compute_capabilities": "9.0"},
+            "fail",
+            "NVIDIA H200 (CC 9.0) is not a target of the lock (8.0, 8.6)",
+        ),
         (
             same,
             {**FLOOR_META, "envsolver_compute_capabilities": ""},
@@ -1543,3 +1559,12 @@ def test_probe_without_deepspeed(tmp_path: Path) -> None:
     doc = ds_facts(tmp_path / "site", tmp_path)
     assert doc["error"] == "ModuleNotFoundError: No module named 'deepspeed'"
     assert doc["distribution"] is None and "deepspeed" in doc["distribution_error"]
+
+
+def test_host_vs_lock_takes_a_gpu_that_runs_the_locks_kernels(kb: KnowledgeBase) -> None:
+    """An RTX 3090 (8.6) on a lock made for an A100 (8.0): sm_80 machine code runs on 8.6, as covering (and
+    arch_coverage, and `verify --cluster`'s lock_arch) say; host_vs_lock used to want the exact CC."""
+    doc = edit("driver.gpus", [{"name": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6"}])(healthy())
+    meta = {**FLOOR_META, "envsolver_compute_capabilities": "8.0", "envsolver_torch_cuda_arch_list": "8.0"}
+    check = result(kb, "host_vs_lock", doc, lock_meta=meta)
+    assert check.status == "pass" and "1 GPU(s)" in check.detail, check

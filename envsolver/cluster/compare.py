@@ -25,6 +25,7 @@ from envsolver.kb.gpus import lookup
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock.lockfile import ARCH_LIST_KEY
 from envsolver.resolve import driver as driver_rules
+from envsolver.verify import gate
 from envsolver.verify.checks_base import Check, Context
 from envsolver.verify.checks_lock import check_host_vs_lock
 
@@ -70,15 +71,10 @@ Covered = Literal["sass", "ptx"]
 
 def covering(archs: Sequence[Arch], cc: MajorMinor) -> tuple[Covered, str] | None:
     """How a GPU of compute capability `cc` runs kernels built for `archs`: ('sass', the entry) when one of them
-    is machine code for it, ('ptx', the entry) when only PTX is (compiled at first launch), None when neither."""
-    for arch in sorted(archs, key=lambda a: a.cc, reverse=True):
-        same = arch.cc == cc if arch.suffix == "a" else arch.cc.major == cc.major and arch.cc.minor <= cc.minor
-        if same:
-            return "sass", str(arch)
-    for arch in sorted(archs, key=lambda a: a.cc, reverse=True):
-        if arch.ptx and not arch.suffix and arch.cc <= cc:
-            return "ptx", str(arch)
-    return None
+    is machine code for it, ('ptx', the entry) when only PTX is (compiled at first launch), None when neither
+    (verify/gate.covering, the one rule)."""
+    found = gate.covering([str(a) for a in archs], (cc.major, cc.minor))
+    return None if found is None else ("sass" if found[0] == "sass" else "ptx", found[1])
 
 
 # -- the checks ---------------------------------------------------------------------------------------------------

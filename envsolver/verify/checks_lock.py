@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envsolver.core.versions import DriverVersion, leading_major_minor
 from envsolver.resolve import driver as driver_rules
-from envsolver.verify import demands
+from envsolver.verify import demands, gate
 from envsolver.verify.checks_base import Check, Context, conda_env, driver_version, new_env_fix, prefix_of, remake_fix
 
 
@@ -75,12 +75,23 @@ def check_host_vs_lock(ctx: Context) -> Check:
         if host_glibc < kept.glibc:
             problems.append(f"host glibc {host_glibc} is older than the lock's {kept.glibc}")
     gpus = (ctx.facts.get("driver") or {}).get("gpus") or []
-    if gpus and kept.ccs:
+    if gpus and kept.archs:
         looked.append(f"{len(gpus)} GPU(s)")
     for g in gpus:
-        if kept.ccs and g.get("compute_capability") not in kept.ccs:
+        cc = leading_major_minor(g.get("compute_capability"))
+        if not kept.archs:
+            continue
+        how = gate.covering(kept.archs, (cc.major, cc.minor)) if cc is not None else None
+        if cc is None:
+            unknown.append(f"{g['name']}: its compute capability could not be read")
+        elif how is None:
             problems.append(
-                f"{g['name']} (CC {g.get('compute_capability')}) is not a target of the lock ({', '.join(kept.ccs)})"
+                f"{g['name']} (CC {g.get('compute_capability')}) is not a target of the lock ({', '.join(kept.archs)})"
+            )
+        elif how[0] == "ptx":
+            unknown.append(
+                f"{g['name']} (CC {g.get('compute_capability')}) has no kernels in the lock's arch list, only the PTX "
+                f"of {how[1]}, compiled at first launch (slow, and PTX JIT fails on a driver older than the toolkit)"
             )
     if problems or unknown:
         return Check(
@@ -109,6 +120,6 @@ def _unseen(ctx: Context, kept: demands.Promise, version: DriverVersion | None) 
         out.append("glibc (the lock records none)")
     if not (ctx.facts.get("driver") or {}).get("gpus"):
         out.append("the GPUs (none visible)")
-    elif not kept.ccs:
+    elif not kept.archs:
         out.append("the GPUs (the lock records no compute capabilities)")
     return ", ".join(out)

@@ -5,6 +5,7 @@ environment's python on each node of a job, where envsolver cannot run) judges a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ class Promise:
     glibc: MajorMinor | None = None
     ccs: tuple[str, ...] = ()
     torch_cuda: MajorMinor | None = None
+    archs: tuple[str, ...] = ()  # the TORCH_CUDA_ARCH_LIST it was made with; its target CCs when none is recorded
 
 
 def _virtual(meta: Mapping[str, str], suffix: str) -> str | None:
@@ -49,6 +51,8 @@ def promise(meta: Mapping[str, str]) -> Promise:
         glibc=leading_major_minor(_virtual(meta, "_glibc")),
         ccs=tuple(c for c in (meta.get("envsolver_compute_capabilities") or "").split(";") if c),
         torch_cuda=leading_major_minor(meta.get("envsolver_cuda_version")),
+        archs=tuple(a for a in re.split(r"[; ]", meta.get("envsolver_torch_cuda_arch_list") or "") if a)
+        or tuple(c for c in (meta.get("envsolver_compute_capabilities") or "").split(";") if c),
     )
 
 
@@ -73,6 +77,7 @@ def derive(kb: KnowledgeBase, meta: Mapping[str, str] | None) -> dict[str, Any]:
             "solved_cuda": str(kept.solved_cuda) if kept.solved_cuda else None,
             "glibc": str(kept.glibc) if kept.glibc else None,
             "ccs": list(kept.ccs),
+            "archs": list(kept.archs),
             "torch_cuda": str(kept.torch_cuda) if kept.torch_cuda else None,
         }
     return {"version": gate.DEMANDS_VERSION, "cuda_drivers": cuda_drivers(kb), "lock": lock}

@@ -59,20 +59,48 @@ def major_minor(text: object) -> tuple[int, int] | None:
     return (found[0], found[1] if len(found) > 1 else 0) if found else None
 
 
+# One entry of an arch list, as torch spells it (sm_80, sm_90a, compute_90) or as TORCH_CUDA_ARCH_LIST does
+# (8.0, 9.0a, 10.0f, 9.0+PTX); group 1/2: torch's kind and SM, group 3-6: the list's major, minor, suffix, +PTX.
+_ENTRY = re.compile(r"(sm|compute)_([0-9]{1,3}[0-9][af]?)|([0-9]{1,3})\.([0-9]{1,3})([af]?)(\+PTX)?")
+
+
+def _code(entry: str) -> list[tuple[str, int, int, str]]:
+    """(kind: sass or ptx, major, minor, suffix) for what one arch-list entry builds; [] for anything else."""
+    match = _ENTRY.fullmatch(str(entry))
+    if not match:
+        return []
+    if match.group(1):
+        sm = match.group(2)
+        suffix = sm[-1] if sm[-1] in "af" else ""
+        digits = sm.rstrip("af")
+        kind = "sass" if match.group(1) == "sm" else "ptx"
+        return [(kind, int(digits[:-1]), int(digits[-1]), suffix)]
+    major, minor, suffix = int(match.group(3)), int(match.group(4)), match.group(5)
+    return [("sass", major, minor, suffix)] + ([("ptx", major, minor, suffix)] if match.group(6) else [])
+
+
+def covering(arch_list: Iterable[str], cc: tuple[int, int]) -> tuple[str, str] | None:
+    """How a GPU of compute capability `cc` runs code built for `arch_list`: ("sass", entry) when an entry is
+    machine code it runs (its major at a minor no higher than its own; an arch-specific one, 9.0a, of exactly its
+    own), else ("ptx", entry) when an entry is PTX of a capability no higher than its own (not arch- or
+    family-specific: that PTX runs nowhere else), compiled at first launch; None when neither. The newest such
+    entry is named. The one coverage rule: verify's arch_coverage and host_vs_lock, this gate, and `verify
+    --cluster`'s lock_arch (cluster/compare) all ask it."""
+    codes = sorted(
+        ((code, entry) for entry in arch_list for code in _code(entry)), key=lambda c: (c[0][1], c[0][2]), reverse=True
+    )
+    for (kind, major, minor, suffix), entry in codes:
+        if kind == "sass" and major == cc[0] and (minor == cc[1] if suffix == "a" else minor <= cc[1]):
+            return ("sass", str(entry))
+    for (kind, major, minor, suffix), entry in codes:
+        if kind == "ptx" and not suffix and (major, minor) <= cc:
+            return ("ptx", str(entry))
+    return None
+
+
 def covers(arch_list: Iterable[str], cc: tuple[int, int]) -> bool:
-    """Whether torch's arch list (sm_80, sm_90a, compute_90) holds code this compute capability runs: machine
-    code of its major at a minor no higher than its own (an arch-specific one, sm_90a, of exactly its own), or
-    PTX of a capability no higher than its own."""
-    for entry in arch_list:
-        match = re.fullmatch(r"(sm|compute)_([0-9]+?)([0-9])([a-z]?)", str(entry))
-        if not match:
-            continue
-        kind, major, minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
-        if kind == "sm" and major == cc[0] and (minor == cc[1] if suffix else minor <= cc[1]):
-            return True
-        if kind == "compute" and (major, minor) <= cc:
-            return True
-    return False
+    """Whether anything in `arch_list` runs on compute capability `cc` (covering: machine code or PTX)."""
+    return covering(arch_list, cc) is not None
 
 
 def _torch(facts: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -237,12 +265,24 @@ def rule_host_vs_lock(facts: Mapping[str, Any], demands: Mapping[str, Any], node
     if glibc is not None and wanted is not None and glibc < wanted:
         problems.append(f"glibc {glibc[0]}.{glibc[1]} is older than the lock's {lock['glibc']}")
         fixes.append(f"run the job on nodes with glibc >= {lock['glibc']}")
-    ccs = [str(c) for c in lock.get("ccs") or []]
+    archs = [str(a) for a in lock.get("archs") or lock.get("ccs") or []]
     for gpu in _gpus(facts):
-        if ccs and str(gpu.get("compute_capability")) not in ccs:
+        cc = major_minor(gpu.get("compute_capability"))
+        if not archs:
+            continue
+        how = covering(archs, cc) if cc is not None else None
+        if cc is None:
+            unknown.append(f"{shown(gpu.get('name'))}: its compute capability could not be read")
+        elif how is None:
             problems.append(
                 f"{shown(gpu.get('name'))} (CC {shown(gpu.get('compute_capability'))}) is not a target "
-                f"of the lock ({', '.join(ccs)})"
+                f"of the lock ({shown(', '.join(archs))})"
+            )
+            fixes.append("make the lock with this partition in the cluster file (envsolver make --cluster)")
+        elif how[0] == "ptx":
+            unknown.append(
+                f"{shown(gpu.get('name'))} (CC {shown(gpu.get('compute_capability'))}) has no kernels in the "
+                f"lock's arch list, only the PTX of {shown(how[1])}, compiled at first launch"
             )
             fixes.append("make the lock with this partition in the cluster file (envsolver make --cluster)")
     if problems or unknown:
