@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envsolver.lock.pypi.index import name_version  # noqa: E402
+from envsolver.net.pypi_index import name_version  # noqa: E402
 
 PROJECTS = ("deepspeed",)
 KEEP = ("filename", "url", "hashes", "requires-python", "size", "upload-time", "yanked")

@@ -30,7 +30,7 @@ from packaging.version import Version
 from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase, load_kb
 from envsolver.kb.upstream import collect, compare, facts, render, sdists, wheels
-from envsolver.lock.pypi import index
+from envsolver.net import pypi_index as index
 
 ROOT = Path(__file__).resolve().parent.parent
 KB_DATA = ROOT / "envsolver" / "kb" / "data"

@@ -1,4 +1,4 @@
-"""The PyPI part of a lock (envsolver.lock.pypi.index, pins): reading a real simple page, choosing the release's file,
+"""The PyPI part of a lock (envsolver.net.pypi_index, pins): reading a real simple page, choosing the release's file,
 the live index and its fallback to the bundled snapshot, and the check that the conda part holds every run
 requirement of what pip installs without dependencies.
 
@@ -16,8 +16,9 @@ import pytest
 from envsolver.core.errors import ConflictError, EnvsolverError
 from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase
-from envsolver.lock.pypi import index, pins
+from envsolver.lock.pypi import pins
 from envsolver.lock.solve import Record
+from envsolver.net import pypi_index as index
 from tests import httplab
 from tests.conftest import plan_for
 

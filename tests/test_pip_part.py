@@ -30,10 +30,11 @@ from envsolver.cli.main import main
 from envsolver.core.errors import EnvsolverError
 from envsolver.install import pypi as pypi_install
 from envsolver.lock import howto, lockfile
-from envsolver.lock.pypi import index, pins
+from envsolver.lock.pypi import pins
 from envsolver.lock.pypi.record import PipRecord
 from envsolver.lock.solve import ChannelSource, index_channel, solve
 from envsolver.lock.writers import condalock, explicit, pipreqs
+from envsolver.net import pypi_index as index
 from tests import httplab
 from tests.conda_packages import build_package
 

@@ -27,9 +27,9 @@ from envsolver.core.printable import printable
 from envsolver.core.redact import redact, redact_text
 from envsolver.install import pkgcache
 from envsolver.lock import howto
-from envsolver.lock.pypi import index
 from envsolver.lock.pypi.record import PipRecord
 from envsolver.lock.writers import files, pipreqs
+from envsolver.net import pypi_index as index
 
 Progress = Callable[[str], None]
 Fetch = Callable[[str, Path, str], None]  # fetch URL into the file at Path; the sha256 the file must have

@@ -20,8 +20,8 @@ from envsolver.core.archlist import parse_arch_list
 from envsolver.core.errors import BadInputError
 from envsolver.core.redact import redact
 from envsolver.kb.model import PLATFORMS
-from envsolver.lock.pypi import index
 from envsolver.lock.pypi.record import PipRecord
+from envsolver.net import pypi_index as index
 
 MAX_BYTES = 32 << 20  # the a100 lock is 70 KiB
 LIMITS = safeyaml.Limits(chars=MAX_BYTES, depth=16, aliases=100, nodes=4_000_000)

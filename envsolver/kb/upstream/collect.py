@@ -25,9 +25,9 @@ from envsolver.core.errors import EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.kb.upstream import sdists, wheels
 from envsolver.kb.upstream.facts import DeepSpeedSdist, Facts, Nvcc, TorchRelease
-from envsolver.lock.pypi import index
-from envsolver.lock.pypi.index import PypiFile
 from envsolver.net import http
+from envsolver.net import pypi_index as index
+from envsolver.net.pypi_index import PypiFile
 
 MAX_METADATA = 1 << 20  # torch 2.14.0's METADATA is 37 KiB
 MAX_SDIST = 64 << 20  # deepspeed 0.19.8's sdist is 1.6 MiB

@@ -25,9 +25,9 @@ from envsolver.core.printable import one_line
 from envsolver.core.redact import redact
 from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import KnowledgeBase
-from envsolver.lock.pypi import index
 from envsolver.lock.pypi.record import PipRecord
 from envsolver.lock.solve import Record
+from envsolver.net import pypi_index as index
 from envsolver.resolve import deepspeed as ds_rules
 from envsolver.resolve.plan import Plan
 
