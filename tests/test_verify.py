@@ -477,6 +477,21 @@ def test_verify_names_the_interpreter_it_chose(monkeypatch: pytest.MonkeyPatch) 
     assert given.output.splitlines()[0] == f"verify {sys.executable} (given by --python)", given.output
 
 
+def test_verify_python_takes_a_name_on_path_as_a_shell_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`--python python3` (a name, not a path) said "no python at 'python3'" on a host where python3 is on PATH (seen
+    on the H200); a name no directory of PATH holds is still refused, and its fix runs."""
+    monkeypatch.setattr(verify_run, "probe", lambda *a, **k: healthy())
+    monkeypatch.chdir(tmp_path)  # no ./python3 here
+    env = {"CONDA_PREFIX": None, "PATH": str(Path(sys.executable).parent)}
+    done = CliRunner().invoke(main, ["verify", "--python", Path(sys.executable).name, "--check", "shm"], env=env)
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines()[0].startswith(f"verify {Path(sys.executable).parent}/"), done.output
+    missing = CliRunner().invoke(main, ["verify", "--python", "nosuchpython9", "--check", "shm"], env=env)
+    assert missing.exit_code == 2 and "nor on PATH" in missing.output, missing.output
+    fixed = CliRunner().invoke(main, ["verify", "--python", "python3", "--check", "shm"], env=env)
+    assert fixed.exit_code == 0, fixed.output
+
+
 def test_a_crashing_probe_is_exit_2(tmp_path: Path) -> None:
     script = tmp_path / "python"
     script.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 3\n")

@@ -56,8 +56,15 @@ class Target:
 def target(prefix: Path | None, python: Path | None, environ: Mapping[str, str]) -> Target:
     """-p PREFIX, --python PATH, else the active conda env, else python3 on PATH."""
     if python is not None:
+        if not python.exists() and len(python.parts) == 1:  # a bare name (python3): found on PATH, as a shell does
+            found = shutil.which(str(python), path=environ.get("PATH"))
+            if found:
+                return Target(Path(found), prefix, f"given by --python, {python} on PATH")
         if not python.exists():
-            raise VerifyError(f"no python at {str(python)!r}. Pass --python with an existing interpreter.")
+            raise VerifyError(
+                f"no python at {str(python)!r}{' (nor on PATH)' if len(python.parts) == 1 else ''}. Pass --python "
+                "with an existing interpreter (a path, or a name on PATH such as python3)."
+            )
         return Target(python, prefix, "given by --python")
     if prefix is not None:
         candidate = prefix / "bin" / "python"
