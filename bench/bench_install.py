@@ -39,7 +39,7 @@ from tests.conda_packages import build_package  # noqa: E402
 BARE = """
 import asyncio, sys, rattler
 from rattler.package.build_string import BuildString
-from envsolver import lockfile
+from envsolver.lock import lockfile
 lock = lockfile.read(__import__("pathlib").Path(sys.argv[1]), None)
 records = []
 for e in lock.entries:

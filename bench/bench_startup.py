@@ -64,16 +64,17 @@ print(len(records))
 CAPTURE = """\
 import json, sys
 from pathlib import Path
-from envsolver import lock, solve
+from envsolver.lock import run as lock
+from envsolver.lock import solve
 from envsolver.resolve.inputs import Options, build_target
 from envsolver.kb import default_kb
 
 seen = []
 real = solve._call
 
-def call(request, doing, fix):
+def call(request, *rest):
     seen.append(request)
-    return real(request, doing, fix)
+    return real(request, *rest)
 
 solve._call = call
 kb = default_kb()

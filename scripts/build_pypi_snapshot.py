@@ -50,7 +50,7 @@ def keep(entry: dict[str, object], since: Version) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "pypi" / "data")
+    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "lock" / "pypi" / "data")
     parser.add_argument("--since", default="0.14.0", help="the oldest release kept")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

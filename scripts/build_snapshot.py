@@ -197,7 +197,7 @@ def write_json(path: Path, doc: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--realdata", type=Path, default=ROOT.parent / "shared" / "realdata")
-    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "snapshot" / "data")
+    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "lock" / "snapshot" / "data")
     args = parser.parse_args(argv)
     if not (args.realdata / "SOURCES.md").exists():
         sys.exit(f"{args.realdata} has no SOURCES.md: pass --realdata with the shared/realdata folder")

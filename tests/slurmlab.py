@@ -191,6 +191,7 @@ exec {uname} "$@"
 # node's GPUs as its devices; and the machine as the node's `uname -m` says it. Anything else it passes through.
 STAND_IN = """#!{python}
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -215,6 +216,8 @@ for doc in docs:
     if "probe_version" not in facts:
         continue
     python = dict(facts.get("python") or {{}}, prefix=PREFIX, executable=PREFIX + "/bin/python")
+    # what the probe reads of the environment's own prefix (a conda environment: install leaves conda-meta/)
+    python.update(conda_meta=os.path.isdir(PREFIX + "/conda-meta"), pyvenv_cfg=os.path.isfile(PREFIX + "/pyvenv.cfg"))
     facts["python"] = dict(python, machine=machine or python.get("machine"))
     if "partial" not in doc:
         gpus = (facts.get("driver") or {{}}).get("gpus") or []
@@ -244,12 +247,14 @@ def torch_facts(meta: Mapping[str, str], prefix: Path) -> dict[str, object]:
 
 def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str) -> None:
     """A stand-in environment at `prefix` for `envsolver verify -p PREFIX` on the lab's nodes: the lock metadata
-    `envsolver install` keeps (etc/envsolver/lock-metadata.json), and bin/python (STAND_IN) run by `python`."""
+    `envsolver install` keeps (etc/envsolver/lock-metadata.json), its conda-meta/ (a conda environment, as install
+    leaves it), and bin/python (STAND_IN) run by `python`."""
     import json
 
     from envsolver.install import prefixmeta
 
     prefixmeta.save(prefix, platform, meta)
+    (prefix / "conda-meta").mkdir(exist_ok=True)
     stand_in = prefix / "bin" / "python"
     stand_in.parent.mkdir(parents=True, exist_ok=True)
     stand_in.write_text(

@@ -33,7 +33,7 @@ from envsolver.lock.solve import ChannelSource
 from envsolver.lock.writers import explicit
 from tests.conda_packages import build_package
 
-SNAPSHOT = Path(__file__).parent.parent / "envsolver" / "snapshot" / "data"
+SNAPSHOT = Path(__file__).parent.parent / "envsolver" / "lock" / "snapshot" / "data"
 RUNS = 2
 FUZZ_RUNS = 16
 COUNTS = [

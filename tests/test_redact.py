@@ -21,7 +21,7 @@ from envsolver.core.redact import MASK, SECRET_KEY_PARTS, redact, redact_text
 from envsolver.lock import run as lock
 from tests.test_http import Server, send, serve
 
-SNAPSHOT = Path(__file__).parent.parent / "envsolver" / "snapshot" / "data"
+SNAPSHOT = Path(__file__).parent.parent / "envsolver" / "lock" / "snapshot" / "data"
 
 
 @pytest.mark.parametrize(
