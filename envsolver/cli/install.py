@@ -222,7 +222,7 @@ def _finish(
         click.echo(json.dumps(doc, indent=2))
     else:
         state = "installed" if report.changed else "already up to date"
-        out = render.console()
+        out = render.out()  # rich on a terminal only
         render.text(
             out,
             f"{report.prefix}: {state} ({report.packages} packages for {report.platform}, "
@@ -232,7 +232,7 @@ def _finish(
             done = [f"{p} installed" for p in report.pip_installed] + [f"{p} in place" for p in report.pip_kept]
             render.text(out, f"PyPI part (pip, by sha256): {', '.join(done)}")
         if hook_report is not None:
-            hook_render.show(out, hook_report)
+            hook_render.show(render.console(), hook_report)
         else:
             render.text(out, f"post-install hook: {skipped}")
     if not ok:

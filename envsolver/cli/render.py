@@ -19,16 +19,16 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from envsolver.core.printable import printable
 from envsolver.core.redact import redact
-from envsolver.kb.model import Gpu
 from envsolver.lock import howto
-from envsolver.resolve.plan import Plan
 
 if TYPE_CHECKING:  # annotations only: explain and gpus need neither the locker nor rich's status
     from rich.console import Console
     from rich.status import Status
 
+    from envsolver.kb.model import Gpu
     from envsolver.lock.run import LockResult
     from envsolver.lock.writers.files import Outcome
+    from envsolver.resolve.plan import Plan
 
 # The width of a console that is not a terminal: wide enough that no table column is squeezed.
 UNLIMITED = 100_000

@@ -8,7 +8,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envsolver.core import safeyaml
 from envsolver.core.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -17,7 +16,6 @@ if TYPE_CHECKING:
 
 # A profile is a handful of lines; these bounds are far above any real one.
 MAX_BYTES = 64 * 1024
-LIMITS = safeyaml.Limits(chars=MAX_BYTES, depth=8, aliases=100, nodes=10_000)
 
 # The keys and the YAML type each value must have. Versions are quoted strings: unquoted, `python: 3.10` is the
 # float 3.1.
@@ -63,6 +61,9 @@ def _is_file_path(name_or_path: str) -> bool:
 
 def load(name_or_path: str) -> Profile:
     """Load a profile by name or path. Raises BadInputError (exit 2) naming the fix."""
+    from envsolver.core import safeyaml  # a YAML parser only when a profile is read (not for --help's names)
+
+    limits = safeyaml.Limits(chars=MAX_BYTES, depth=8, aliases=100, nodes=10_000)
     if _is_file_path(name_or_path):
         path = Path(name_or_path)
         try:
@@ -84,10 +85,10 @@ def load(name_or_path: str) -> Profile:
             "Pass one of them to --profile, or a path to a YAML file."
         )
     try:
-        doc = safeyaml.load(text, LIMITS)
+        doc = safeyaml.load(text, limits)
     except safeyaml.SafeYamlError as exc:
         raise BadInputError(f"profile {name_or_path!r}: {exc}. Fix the file.") from None
-    checked = values(name_or_path, doc, safeyaml.top_level_scalars(text, LIMITS))
+    checked = values(name_or_path, doc, safeyaml.top_level_scalars(text, limits))
     return Profile(name, doc.get("description") or "", checked)
 
 
