@@ -11,7 +11,6 @@ wheels and DeepSpeed's sdists (each sample names its file). No network: --live i
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import io
 import json
 import re
@@ -21,7 +20,6 @@ import zipfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -31,25 +29,11 @@ from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase, load_kb
 from envsolver.kb.upstream import collect, compare, facts, render, sdists, wheels
 from envsolver.net import pypi_index as index
+from tests.test_kb_audit import run  # scripts/kb_audit.py, loaded once
 
 ROOT = Path(__file__).resolve().parent.parent
 KB_DATA = ROOT / "envsolver" / "kb" / "data"
 RECORDING = ROOT / "tests" / "data" / "kb_audit" / "upstream.json"
-
-
-@cache
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kb_audit_upstream", ROOT / "scripts" / "kb_audit.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = _script().main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # ---- the recording against the shipped KB ----
