@@ -209,7 +209,7 @@ def test_help_has_examples(runner: CliRunner) -> None:
 def test_every_failure_is_a_message_and_an_exit_code(
     monkeypatch: pytest.MonkeyPatch, raised: Exception, code: int, phrase: str
 ) -> None:
-    """The one handler in cli.py: whatever a command raises ends in `error: ...` on stderr and exit 1 or 2,
+    """The one handler in cli/base.py: whatever a command raises ends in `error: ...` on stderr and exit 1 or 2,
     never a traceback, and no credential in the message."""
 
     def explode(*_: object, **__: object) -> None:

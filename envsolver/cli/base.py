@@ -1,10 +1,10 @@
 """The machinery every `envsolver` command shares: the `Group` class whose handler maps every outcome to a message
 and an exit code (0, 1, 2, 130), and the `Command` class that tells it whether the command runs with --json.
 
-Command modules (cli.py's plan commands, cli_env.py) define their commands with `cls=Command`; cli.py builds
-the `main` group from `Group` and names the others in its `lazy` table, so that a command's module is imported
-only when that command runs (or its help is shown): `envsolver gpus` does not import install, verify, hook or
-cluster. Nothing here imports a command module by name, so there is no circle.
+Command modules (main.py's plan commands, install.py, hook.py, verify.py) define their commands with
+`cls=Command`; main.py builds the `main` group from `Group` and names the others in its `lazy` table, so that a
+command's module is imported only when that command runs (or its help is shown): `envsolver gpus` does not import
+install, verify, hook or cluster. Nothing here imports a command module by name, so there is no circle.
 """
 
 from __future__ import annotations

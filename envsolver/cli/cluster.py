@@ -1,6 +1,6 @@
 """The cluster commands of `envsolver`: `cluster init`, `cluster sbatch`. Parse options, call, print, exit.
 
-cli.py registers the group (`main.add_command(cluster)`); its `_Group` turns every exception into a message
+cli/main.py registers the group (`main.add_command(cluster)`); its `_Group` turns every exception into a message
 and an exit code (0 ok; 2 bad input, or Slurm could not answer; 130 interrupted, 143 SIGTERM, 129 SIGHUP), and
 with --json into one failure document. Progress goes to stderr, results to stdout.
 """
@@ -26,7 +26,7 @@ from envsolver.verify.checks import IDS as CHECK_IDS
 
 
 class _Command(Command):
-    """cli_base.Command (--json recorded, the help's one layout), and `-c` answered with the option it was."""
+    """base.Command (--json recorded, the help's one layout), and `-c` answered with the option it was."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:

@@ -1,4 +1,4 @@
-"""What the environment commands (install: cli_install.py, hook: cli_hook.py, verify: cli_verify.py) share: the
+"""What the environment commands (install: cli/install.py, hook: cli/hook.py, verify: cli/verify.py) share: the
 prefix from -p or -n, and the op cache's options. Each command lives in its own module so that running one imports
 only what it needs (a no-op install imports no hook, verify or cluster code)."""
 
@@ -44,19 +44,16 @@ OP_CACHE_TRUST = click.option(
     "without it; an entry anyone else could have written is refused and the op is built.",
 )
 
-# verify --help's list of checks: what each id looks at, one line each (help text only; the checks themselves
-# live in envsolver/verify). tests/test_cli_flags.py holds it to verify_checks.IDS.
 
-
-def _install_prefix(prefix: Path | None, name: str | None) -> Path:
-    """-p PREFIX, or -n NAME under conda's envs directory (envsdir.py); exactly one of them."""
+def install_prefix(prefix: Path | None, name: str | None) -> Path:
+    """-p PREFIX, or -n NAME under conda's envs directory (install/envsdir.py); exactly one of them."""
     return _prefix_or_name(
         prefix, name, False, "the environment to install into. Pass -p PREFIX (a directory), or -n NAME for a named "
         "environment under conda's envs directory.",
     )  # fmt: skip
 
 
-def _hook_prefix(prefix: Path | None, name: str | None) -> Path:
+def hook_prefix(prefix: Path | None, name: str | None) -> Path:
     """-p PREFIX, or -n NAME of an existing environment (envsdir.existing); exactly one of them."""
     return _prefix_or_name(
         prefix, name, True, "the environment to set up. Pass -p PREFIX, or -n NAME for a named environment (as "

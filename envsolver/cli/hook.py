@@ -14,7 +14,7 @@ from envsolver.cli import render
 from envsolver.cli.base import Command, diagnostics, progress, verbosity_of
 
 # hook's and install's --op-cache (install runs the hook)
-from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, _hook_prefix
+from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, hook_prefix
 from envsolver.core.errors import BadInputError
 from envsolver.hook import activation as hook_activation
 from envsolver.hook import build as hook_build
@@ -96,7 +96,7 @@ def hook_command(
     Exit codes: 0 ok; 1 a pre-flight check or an op build failed; 2 bad input, or the hook could not run;
     130 interrupted (Ctrl-C).
     """
-    prefix = _hook_prefix(prefix, name)
+    prefix = hook_prefix(prefix, name)
     kb = default_kb()
     if print_env:
         where = hook_run.arch_list_and_platform(prefix, lock_path, arch_list, kb)

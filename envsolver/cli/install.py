@@ -16,7 +16,7 @@ import click
 from envsolver import __version__
 from envsolver.cli import render
 from envsolver.cli.base import Command, diagnostics, progress, verbosity_of
-from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, _install_prefix
+from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, install_prefix
 from envsolver.core import interrupts
 from envsolver.install import installstate
 from envsolver.net import progress as byte_progress
@@ -117,8 +117,8 @@ def _install(
 ) -> None:
     """install's work (install_command runs it with SIGTERM and SIGHUP ending like Ctrl-C); CACHE: the op cache
     and the uids whose entries it trusts. A prefix that the same request left as it is now is decided up to date
-    from what that install recorded (installstate.py), before the installer is imported."""
-    prefix = _install_prefix(prefix, name)
+    from what that install recorded (install/installstate.py), before the installer is imported."""
+    prefix = install_prefix(prefix, name)
     asked = None if dry_run else installstate.request(lock_path, platform, mirrors, __version__)
     recorded = installstate.unchanged(prefix, asked)
     if recorded is not None:

@@ -1,5 +1,5 @@
 """`envsolver module`: write an Lmod modulefile for an installed prefix. Parse options, call, print, exit.
-Defined on its own; cli.py adds it to `main`.
+Defined on its own; cli/main.py adds it to `main`.
 
 Exit codes: 0 written (or already up to date); 2 bad input, or the file could not be written.
 """

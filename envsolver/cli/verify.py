@@ -31,6 +31,8 @@ from envsolver.verify import nccl_run
 from envsolver.verify import render as verify_render
 from envsolver.verify import run as verify_run
 
+# verify --help's list of checks: what each id looks at, one line each (help text only; the checks themselves
+# live in envsolver/verify). tests/test_cli_flags.py holds it to verify_checks.IDS.
 CHECK_MEANINGS = {
     "driver": "the NVIDIA driver's version and the CUDA it supports",
     "gpus": "the GPUs the driver sees",

@@ -1,4 +1,4 @@
-"""`envsolver cluster sbatch` (envsolver/cluster/sbatch.py, cli_cluster.py) without Slurm: the golden script for one
+"""`envsolver cluster sbatch` (envsolver/cluster/sbatch.py, cli/cluster.py) without Slurm: the golden script for one
 partition, the GPU request per node, hostile values refused or quoted (the script is run by bash with a stand-in
 srun that records its argv: every value arrives as one word, nothing is expanded, no canary file appears), the
 GPUs per node read from sinfo's output, and the command's refusals and --json. The script submitted to the real
