@@ -1,5 +1,6 @@
 """Whether `envsolver install LOCK -p PREFIX` has nothing to do, decided from what the last install recorded, before
-anything a real install needs (conda-lock's models, rattler, the downloader) is imported. Standard library only.
+anything a real install needs (conda-lock's models, rattler, the downloader) is imported: the standard library
+only (core.atomic to record).
 
 After an install that left PREFIX holding exactly the lock, install records (PREFIX/etc/envsolver/installed.json):
   - the request: the sha256 of the lock file's bytes, --platform, the --mirror values as given, this host's
@@ -115,7 +116,7 @@ def unchanged(prefix: Path, asked: str | None) -> Recorded | None:
 def record(prefix: Path, asked: str | None, done: Recorded) -> None:
     """Keep the request and the prefix's records as this install left them. Best effort: a record that cannot be
     written only means the next install takes the full path."""
-    from envsolver.lock.writers import files  # only when an install wrote something
+    from envsolver.core import atomic  # only when an install wrote something
 
     if asked is None:
         return
@@ -128,14 +129,6 @@ def record(prefix: Path, asked: str | None, done: Recorded) -> None:
         "pip": list(done.pip),
     }
     try:
-        files.replace_with(prefix / STATE, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    except OSError:
-        return
-
-
-def forget(prefix: Path) -> None:
-    """Remove the record (before an install changes the prefix: a run that fails halfway leaves none)."""
-    try:
-        (prefix / STATE).unlink()
+        atomic.replace(prefix / STATE, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
     except OSError:
         return
