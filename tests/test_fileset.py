@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envsolver.core import dirlock
+from envsolver.core import atomic, dirlock
 from envsolver.core.errors import BadInputError
 from envsolver.lock.writers import files, fileset
 from envsolver.lock.writers.files import Outcome, stamp
@@ -350,13 +350,13 @@ def test_each_step_of_a_commit_is_made_durable_before_the_next(tmp_path: Path, m
     run repairs. What the directory held at each sync, in order:"""
     commit(tmp_path, OLD)
     seen: list[list[str]] = []
-    real = files.fsync_dir
+    real = atomic.fsync_dir
 
     def record(directory: Path) -> None:
         seen.append(sorted(p.name for p in directory.iterdir() if p.name != fileset.LOCK))
         real(directory)
 
-    monkeypatch.setattr(files, "fsync_dir", record)
+    monkeypatch.setattr(atomic, "fsync_dir", record)
     commit(tmp_path, {**OLD, "environment.yml": "# new\nname: new\n"})
     temp = fileset.temp_name("environment.yml")
     assert seen[:2] == [

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from envsolver import __version__
+from envsolver.core import atomic
 from envsolver.core.errors import BadInputError
 from envsolver.kb import KnowledgeBase
 from envsolver.lock import lockfile
@@ -772,9 +773,9 @@ def test_fsync_dir_syncs_the_directory_itself(
     monkeypatch.setattr(os, "fsync", fsync)
     if raises:
         with pytest.raises(OSError):
-            files.fsync_dir(tmp_path)
+            atomic.fsync_dir(tmp_path)
     else:
-        files.fsync_dir(tmp_path)
+        atomic.fsync_dir(tmp_path)
     info = tmp_path.stat()
     assert synced == [(info.st_dev, info.st_ino)]
 
@@ -802,5 +803,5 @@ def test_fsync_dir_leaves_no_descriptor_open(tmp_path: Path) -> None:
     """Every commit syncs its directory: a descriptor leaked per call would exhaust a long-lived process."""
     before = sorted(os.listdir("/proc/self/fd"))
     for _ in range(20):
-        files.fsync_dir(tmp_path)
+        atomic.fsync_dir(tmp_path)
     assert sorted(os.listdir("/proc/self/fd")) == before

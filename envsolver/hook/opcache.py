@@ -35,7 +35,6 @@ from typing import BinaryIO
 from envsolver.core import atomic
 from envsolver.hook import optrust
 from envsolver.hook.ds_ops_site import MODULE_NAME, OP
-from envsolver.lock.writers import files
 
 MANIFEST = "manifest.json"
 MANIFEST_MAX = 64 * 1024  # a manifest is ~600 bytes
@@ -227,7 +226,7 @@ def store(
         for _ in range(2):
             try:
                 os.rename(tmp, cache / key)
-                files.fsync_dir(cache)
+                atomic.fsync_dir(cache)
                 return Entry(key, op, module, cache / key / name, digest, dict(meta))
             except OSError as exc:
                 if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):

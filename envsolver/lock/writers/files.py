@@ -98,9 +98,6 @@ def replace_with(path: Path, text: str) -> None:
     atomic.replace(path, text.encode("utf-8"))
 
 
-fsync_dir = atomic.fsync_dir
-
-
 _REASONS = {
     errno.EACCES: "permission denied",
     errno.EPERM: "permission denied",

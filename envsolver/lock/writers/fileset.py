@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from envsolver.core import dirlock
+from envsolver.core import atomic, dirlock
 from envsolver.core.errors import BadInputError
 from envsolver.lock.writers import files
 from envsolver.lock.writers.files import Outcome
@@ -248,9 +248,9 @@ def _write(out_dir: Path, stamped: Mapping[str, str], stale: tuple[str, ...], co
         for name, text in stamped.items():
             files.write_new(out_dir / temp_name(name), text)
         files.write_new(out_dir / JOURNAL_NEW, journal_text(tuple(stamped), stale))
-        files.fsync_dir(out_dir)
+        atomic.fsync_dir(out_dir)
         os.replace(out_dir / JOURNAL_NEW, out_dir / JOURNAL)
-        files.fsync_dir(out_dir)
+        atomic.fsync_dir(out_dir)
     except OSError as exc:
         for name in [*(temp_name(n) for n in stamped), JOURNAL_NEW, JOURNAL]:
             (out_dir / name).unlink(missing_ok=True)
@@ -268,9 +268,9 @@ def _apply(out_dir: Path, members: tuple[str, ...], stale: tuple[str, ...]) -> N
                 continue  # renamed before the interruption
         for name in stale:
             (out_dir / name).unlink(missing_ok=True)
-        files.fsync_dir(out_dir)
+        atomic.fsync_dir(out_dir)
         (out_dir / JOURNAL).unlink()
-        files.fsync_dir(out_dir)
+        atomic.fsync_dir(out_dir)
     except OSError as exc:
         raise BadInputError(
             f"writing the files in {str(out_dir)!r} stopped halfway ({files.reason(exc)}); the journal "
