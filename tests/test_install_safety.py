@@ -304,9 +304,10 @@ def test_stale_staging_of_this_host_is_removed_and_other_hosts_are_left(tmp_path
     host = socket.gethostname()
     (cache / "staging" / f"{host}-pid{pid}-abc").mkdir(parents=True)
     (cache / "staging" / f"other-node-pid{pid}-abc").mkdir()
+    (cache / "staging" / f"login.{host}-pid{pid}-abc").mkdir()  # another host, whose name ends in this one's
     mine = pkgcache.staging_dir(cache)
     left = sorted(p.name for p in (cache / "staging").iterdir())
-    assert left == sorted([f"other-node-pid{pid}-abc", mine.name])
+    assert left == sorted([f"other-node-pid{pid}-abc", f"login.{host}-pid{pid}-abc", mine.name])
     assert mine.stat().st_mode & 0o777 == 0o700
 
 

@@ -95,8 +95,9 @@ def test_after_sigkill_the_next_install_cleans_up_and_completes(tmp_path: Path) 
 
 
 def test_the_next_install_sweeps_the_partial_cache_copies_of_dead_installs(tmp_path: Path) -> None:
-    """A SIGKILL inside pkgcache._keep leaves cache/verified/.NAME.HOST-pidPID-XXXX.part: the next install's
-    staging_dir removes those of this host's dead processes, and keeps a live writer's and another host's."""
+    """A SIGKILL inside pkgcache._keep leaves cache/verified/.NAME~HOST-pidPID-XXXX.part: the next install's
+    staging_dir removes those of this host's dead processes, and keeps a live writer's and another host's (one
+    whose name ends in this host's too)."""
     from envsolver.install import pkgcache
 
     verified = tmp_path / "verified"
@@ -104,13 +105,15 @@ def test_the_next_install_sweeps_the_partial_cache_copies_of_dead_installs(tmp_p
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     owner = pkgcache._owner()
     host = owner.rpartition("-pid")[0]
+    mark = pkgcache.PART_MARK
     names = {
-        "dead": f".a-1.0-h0_0.tar.bz2.{host}-pid{dead.stdout.strip()}-x1y2.part",
-        "live": f".b-1.0-h0_0.tar.bz2.{owner}-q3r4.part",
-        "other host": f".c-1.0-h0_0.tar.bz2.elsewhere-pid{dead.stdout.strip()}-s5t6.part",
+        "dead": f".a-1.0-h0_0.tar.bz2{mark}{host}-pid{dead.stdout.strip()}-x1y2.part",
+        "live": f".b-1.0-h0_0.tar.bz2{mark}{owner}-q3r4.part",
+        "other host": f".c-1.0-h0_0.tar.bz2{mark}elsewhere-pid{dead.stdout.strip()}-s5t6.part",
+        "host with this name in it": f".d-1.0-h0_0.tar.bz2{mark}login.{host}-pid{dead.stdout.strip()}-u7v8.part",
     }
     for name in names.values():
         (verified / name).write_bytes(b"partial")
     pkgcache.staging_dir(tmp_path)
     kept = sorted(p.name for p in verified.iterdir())
-    assert kept == sorted([names["live"], names["other host"]]), kept
+    assert kept == sorted([names["live"], names["other host"], names["host with this name in it"]]), kept

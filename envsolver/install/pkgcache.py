@@ -25,6 +25,7 @@ from envsolver.lock.lockfile import LockEntry
 Progress = Callable[[str], None]
 Fetch = Callable[[str, Path], None]  # fetch URL into the file at Path; raises OSError or EnvsolverError
 CHUNK = 1 << 20
+PART_MARK = "~"  # between an archive's name and its writer in a partial cache copy: in neither (_FILE_NAME, _host)
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+!-]*\.(?:conda|tar\.bz2)$")
 
 
@@ -75,8 +76,9 @@ def _keep(staged: Path, cached: Path) -> None:
     to write it is not an error)."""
     with contextlib.suppress(OSError):
         cached.parent.mkdir(parents=True, exist_ok=True)
-        # The writer in the name (this host, this pid): a copy a killed install left is swept by the next one.
-        fd, tmp = tempfile.mkstemp(prefix=f".{cached.name}.{_owner()}-", suffix=".part", dir=cached.parent)
+        # The writer in the name, after a `~` that neither an archive's name nor a host's holds (this host, this
+        # pid): a copy a killed install left is swept by the next one.
+        fd, tmp = tempfile.mkstemp(prefix=f".{cached.name}{PART_MARK}{_owner()}-", suffix=".part", dir=cached.parent)
         try:
             with staged.open("rb") as src, os.fdopen(fd, "wb") as out:
                 shutil.copyfileobj(src, out, CHUNK)
@@ -158,16 +160,17 @@ def _owner() -> str:
 
 
 def _stale(name: str, host: str) -> bool:
-    """Whether `name` (`...HOST-pidPID-...`) was written by a process of this host that is gone."""
+    """Whether `name` (`HOST-pidPID-...`) was written by a process of exactly this host that is gone (a host whose
+    name ends in this one's, login.gpu1 for gpu1, is another host)."""
     owner, _, rest = name.rpartition("-pid")
     pid = rest.split("-", 1)[0]
-    return (owner == host or owner.endswith(f".{host}")) and pid.isascii() and pid.isdigit() and not _alive(int(pid))
+    return owner == host and pid.isascii() and pid.isdigit() and not _alive(int(pid))
 
 
 def staging_dir(cache: Path) -> Path:
     """A new private directory for one install's archives and extractions. Stale ones, left by installs on this
     host whose process is gone, are removed first, and so are the partial copies such installs left in the cache
-    (cache/verified/.NAME.HOST-pidPID-XXXX.part: _keep); a cache shared by several hosts (a home directory on NFS)
+    (cache/verified/.NAME~HOST-pidPID-XXXX.part: _keep); a cache shared by several hosts (a home directory on NFS)
     keeps the others' (their names carry their host name)."""
     root = cache / "staging"
     root.mkdir(parents=True, exist_ok=True)
@@ -177,8 +180,8 @@ def staging_dir(cache: Path) -> Path:
             shutil.rmtree(old, ignore_errors=True)
     verified = cache / "verified"
     if verified.is_dir():
-        for part in verified.glob(".*.part"):
-            if _stale(part.name.removesuffix(".part"), host):
+        for part in verified.glob(f".*{PART_MARK}*.part"):
+            if _stale(part.name.removesuffix(".part").rpartition(PART_MARK)[2], host):
                 part.unlink(missing_ok=True)
     return Path(tempfile.mkdtemp(prefix=f"{_owner()}-", dir=root))
 
