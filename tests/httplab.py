@@ -35,6 +35,7 @@ class Faults:
     reason: str | None = None  # the reason phrase of a failing answer (default: the status's own, "Not Found")
     endless: str | None = None  # "close" (no length: until the connection closes) or "chunked": x's, any path
     length: int | None = None  # with `endless`: this Content-Length header, whatever is sent
+    endless_status: int = 200  # with `endless`: the status of that answer (503: a failing server's endless page)
     endless_stop: int = 256 << 20  # an endless body stops after this many bytes, so a client that never stops
     # reading cannot fill the disk of the machine that runs the tests
 
@@ -131,7 +132,7 @@ def _handler(lab: Lab) -> type[http.server.BaseHTTPRequestHandler]:
 
         def _endless(self, faults: Faults) -> None:
             chunked = faults.endless == "chunked"
-            self.send_response(200)
+            self.send_response(faults.endless_status)
             if faults.length is not None:
                 self.send_header("Content-Length", str(faults.length))
             if chunked:

@@ -42,6 +42,20 @@ def test_an_endless_body_stops_at_the_ceiling(tmp_path: Path, endless: str) -> N
     assert lab.seen["/linux-64/x-1-0.conda"] == 1, text  # never tried again
 
 
+@pytest.mark.parametrize("endless", ["close", "chunked"])
+def test_a_failing_answers_endless_body_is_never_read(tmp_path: Path, endless: str) -> None:
+    """A 503 whose body never ends: each try gives up on the answer at its status, reading none of the body
+    (urllib3's own retry of a status reads the whole body first, without a bound, so it retries none)."""
+    from envsolver.net.http import Retry
+
+    with serve(tmp_path, Faults(endless=endless, endless_status=503)) as lab, pytest.raises(DownloadError) as info:
+        download(f"{lab.url}/x-1-0.conda", tmp_path / "x", environ={}, retry=Retry(attempts=2, cap_s=0))
+    text = str(info.value)
+    assert "HTTP 503" in text and "(tried 2 times)" in text, text
+    assert lab.seen["/x-1-0.conda"] == 2, text
+    assert lab.sent < 2 * (16 << 20), f"the server sent {lab.sent} bytes of two failing answers: {text}"
+
+
 def test_a_known_size_is_the_limit(tmp_path: Path) -> None:
     with serve(tmp_path, Faults(endless="close")) as lab, pytest.raises(DownloadError) as info:
         download(f"{lab.url}/x.conda", tmp_path / "x", environ={}, size=396)

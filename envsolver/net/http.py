@@ -216,7 +216,6 @@ def _download(
                 raise Cancelled(f"cancelled fetching {shown!r}.")
             retries = transport.Retries.make(
                 attempts - failures - 1,
-                _TRANSIENT_STATUS,
                 lambda n, header: retry.wait(n, retry_after(header)),
                 watch.cancel,
                 failures,

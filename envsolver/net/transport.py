@@ -15,7 +15,7 @@ from __future__ import annotations
 import ssl
 import threading
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -53,9 +53,10 @@ class Tally:
 
 
 class Retries(Retry):
-    """urllib3's Retry with envsolver's waits: a failed connection, a failed read before the answer and a
-    status of `statuses` are tried again within `total`; what urllib3 calls "other" (a TLS failure, a proxy's
-    refusal) is left to envsolver.net.http. Before each new try it waits `pause(failures, Retry-After)` on the
+    """urllib3's Retry with envsolver's waits: a failed connection and a failed read before the answer are tried
+    again within `total`. A status is never retried here: urllib3 would first read the failed answer's whole body
+    (drain_conn, no bound), so envsolver.net.http retries 408, 429 and 5xx itself; what urllib3 calls "other" (a TLS
+    failure, a proxy's refusal) is left to it too. Before each new try it waits `pause(failures, Retry-After)` on the
     cancel event, which stops the wait."""
 
     pause: Pause
@@ -64,16 +65,14 @@ class Retries(Retry):
     failures_before: int  # the failures of earlier attempts of the same download (a body cut short)
 
     @classmethod
-    def make(
-        cls, total: int, statuses: Collection[int], pause: Pause, cancel: threading.Event, failures_before: int
-    ) -> Retries:
+    def make(cls, total: int, pause: Pause, cancel: threading.Event, failures_before: int) -> Retries:
         made = cls(
             total=total,
             other=0,
             redirect=False,  # Way follows redirects itself, one request at a time
-            status_forcelist=statuses,
+            status_forcelist=(),  # no status: the answer comes back unread, its body bounded by envsolver.net.http
             raise_on_status=False,  # the last answer comes back, so its status reaches the message
-            respect_retry_after_header=False,  # only `statuses` are tried again (urllib3 adds 413)
+            respect_retry_after_header=False,  # urllib3 would retry a 413 with Retry-After
         )
         made.pause, made.cancel, made.tally, made.failures_before = pause, cancel, Tally(), failures_before
         return made
