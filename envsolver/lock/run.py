@@ -269,7 +269,7 @@ def _channels_planner(
     cannot lock one)."""
 
     def planner(changed: Target) -> Plan:
-        chosen = choose(changed, kb)
+        chosen = choose(changed, kb, advise=False)  # a way out: its warnings are never shown
         _solve_all(chosen, kb, sources_for(chosen), cache, lambda _: None)
         return chosen
 
@@ -283,7 +283,7 @@ def _within_channels(target: Target, kb: KnowledgeBase, planner: Callable[[Targe
     narrowed = kb
     for _ in range(MAX_CHANNEL_TRIES):
         try:
-            candidate = choose(target, narrowed)
+            candidate = choose(target, narrowed, advise=False)
         except ConflictError:
             return []
         options: ways_out.Options = (("--torch", candidate.torch_version), ("--cuda", str(candidate.cuda_version)))

@@ -71,8 +71,7 @@ def _drivers(kb: KnowledgeBase, target: Target) -> list[str]:
     a stack an older one has, so the first that plans is the one to name)."""
     if target.driver is None:
         return []
-    floors = {t.driver for t in kb.toolkits if t.driver is not None} | {m.mvc_driver for m in kb.cuda_majors}
-    return [str(d) for d in sorted(floors) if d > target.driver]
+    return [str(d) for d in kb.known_drivers() if d > target.driver]
 
 
 def _moves(kb: KnowledgeBase, target: Target) -> list[Options]:
