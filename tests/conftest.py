@@ -22,7 +22,7 @@ KB_DATA = Path(__file__).parent.parent / "envsolver" / "kb" / "data"
 # seed and a fresh one elsewhere), and the modules below, whose tests start envsolver, rattler's worker, pip,
 # torchrun or a server in processes of their own (each took 8 s or more of a whole run, 2026-12-01; `--durations`
 # shows them).
-LONG_MARKERS = ("fuzz", "slow", "deepspeed_matrix", "scale")
+LONG_MARKERS = ("fuzz", "slow", "deepspeed_matrix", "scale", "sweep")  # addopts leaves them out (test_packaging)
 HEAVY_MODULES = frozenset(
     {
         "test_suggestions.py",

@@ -82,3 +82,17 @@ def test_the_test_extra_pulls_no_torch_and_the_dist_extra_holds_it() -> None:
     assert not names["test"] & {"torch", "deepspeed"}, names["test"]
     assert {"torch", "deepspeed"} <= names["dist"], names["dist"]
     assert "pytest-xdist" in names["test"], "README's test command runs pytest -n auto"
+
+
+def test_the_fast_tier_leaves_out_every_marker_the_default_run_leaves_out() -> None:
+    """`-m "not heavy"` replaces addopts' -m: each long marker addopts leaves out must be heavy too (conftest's
+    LONG_MARKERS), or the fast tier runs the full sweep the default run samples."""
+    import re
+
+    from tests.conftest import LONG_MARKERS
+
+    text = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    addopts = re.search(r"^addopts = \"(.*)\"$", text, re.M)
+    assert addopts is not None, "pyproject.toml has no addopts line"
+    left_out = set(re.findall(r"not (\w+)", addopts.group(1)))
+    assert left_out and left_out == set(LONG_MARKERS), (sorted(left_out), LONG_MARKERS)
