@@ -77,10 +77,8 @@ def check_host_vs_lock(ctx: Context) -> Check:
     gpus = (ctx.facts.get("driver") or {}).get("gpus") or []
     if gpus and kept.archs:
         looked.append(f"{len(gpus)} GPU(s)")
-    for g in gpus:
+    for g in gpus if kept.archs else []:
         cc = leading_major_minor(g.get("compute_capability"))
-        if not kept.archs:
-            continue
         how = gate.covering(kept.archs, (cc.major, cc.minor)) if cc is not None else None
         if cc is None:
             unknown.append(f"{g['name']}: its compute capability could not be read")

@@ -13,8 +13,8 @@ The demands (envsolver/verify/demands.py: derive, on the login node, from the kn
 every number a rule needs: which driver each CUDA release needs (fully, and through minor-version
 compatibility), and what the lock promised (its driver floor, glibc, target compute capabilities). The rules
 here compare; what each number is comes from there. The rules' ids are verify's check ids of the same meaning;
-`covers` is the one rule for whether an arch list holds code for a compute capability (verify's arch_coverage
-uses it too).
+`covering` is the one rule for how an arch list runs on a compute capability (verify's arch_coverage and
+host_vs_lock, and verify --cluster's lock_arch, ask it too).
 
 Standard library only, no file of envsolver's imported: any python 3.8+ runs it as a file. What the node's
 probe says is printed with its control characters spelled out.
@@ -266,10 +266,8 @@ def rule_host_vs_lock(facts: Mapping[str, Any], demands: Mapping[str, Any], node
         problems.append(f"glibc {glibc[0]}.{glibc[1]} is older than the lock's {lock['glibc']}")
         fixes.append(f"run the job on nodes with glibc >= {lock['glibc']}")
     archs = [str(a) for a in lock.get("archs") or lock.get("ccs") or []]
-    for gpu in _gpus(facts):
+    for gpu in _gpus(facts) if archs else []:
         cc = major_minor(gpu.get("compute_capability"))
-        if not archs:
-            continue
         how = covering(archs, cc) if cc is not None else None
         if cc is None:
             unknown.append(f"{shown(gpu.get('name'))}: its compute capability could not be read")
@@ -290,7 +288,7 @@ def rule_host_vs_lock(facts: Mapping[str, Any], demands: Mapping[str, Any], node
         return (
             status,
             f"{node}: " + "; ".join(problems + unknown),
-            "; ".join(dict.fromkeys(fixes)) + ", " + _exclude(node),
+            f"{'; '.join(dict.fromkeys(fixes))}, {_exclude(node)}" if fixes else _exclude(node).removeprefix("or "),
         )
     return ("pass", f"{node}: meets the lock's driver, glibc and GPU targets", "")
 
