@@ -47,7 +47,7 @@ OP_CACHE_TRUST = click.option(
 
 def install_prefix(prefix: Path | None, name: str | None) -> Path:
     """-p PREFIX, or -n NAME under conda's envs directory (install/envsdir.py); exactly one of them."""
-    return _prefix_or_name(
+    return prefix_or_name(
         prefix, name, False, "the environment to install into. Pass -p PREFIX (a directory), or -n NAME for a named "
         "environment under conda's envs directory.",
     )  # fmt: skip
@@ -55,13 +55,13 @@ def install_prefix(prefix: Path | None, name: str | None) -> Path:
 
 def hook_prefix(prefix: Path | None, name: str | None) -> Path:
     """-p PREFIX, or -n NAME of an existing environment (envsdir.existing); exactly one of them."""
-    return _prefix_or_name(
+    return prefix_or_name(
         prefix, name, True, "the environment to set up. Pass -p PREFIX, or -n NAME for a named environment (as "
         "conda-lock install -n NAME made it).",
     )  # fmt: skip
 
 
-def _prefix_or_name(prefix: Path | None, name: str | None, existing: bool, missing: str) -> Path:
+def prefix_or_name(prefix: Path | None, name: str | None, existing: bool, missing: str) -> Path:
     """The prefix -p gives, or -n NAME's: an existing environment found as conda finds it (EXISTING), else the
     directory conda's -n NAME names. Raises click.UsageError for both or neither (MISSING: what it is for)."""
     if prefix is not None and name is not None:

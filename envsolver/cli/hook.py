@@ -12,8 +12,6 @@ import click
 
 from envsolver.cli import render
 from envsolver.cli.base import Command, diagnostics, progress, verbosity_of
-
-# hook's and install's --op-cache (install runs the hook)
 from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, hook_prefix
 from envsolver.core.errors import BadInputError
 from envsolver.hook import activation as hook_activation

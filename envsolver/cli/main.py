@@ -1,5 +1,5 @@
 """The `envsolver` command: the `main` group, the plan commands (explain, make, gpus), and the assembly of the
-others (install, hook and verify, each in a module of its own; cli_cluster's `cluster` group), which are defined
+others (install, hook and verify, each in a module of its own; cluster.py's `cluster` group), which are defined
 without importing `main` and imported only when they run (LAZY). Parse options, call the library, print, exit.
 Nothing else lives here. Each command imports what it needs when it runs, so a command pays for its own modules only.
 

@@ -7,13 +7,13 @@ Exit codes: 0 written (or already up to date); 2 bad input, or the file could no
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 
 import click
 
 from envsolver.cli.base import Command, diagnostics, verbosity
+from envsolver.cli.env import prefix_or_name
 from envsolver.core.printable import printable
 
 EPILOG = """\b
@@ -86,14 +86,7 @@ def module_command(
     from envsolver.cluster import modulefile
     from envsolver.kb import default_kb
 
-    if prefix is not None and env_name is not None:
-        raise click.UsageError("-n/--name and -p/--prefix exclude each other. Pass one of them.")
-    if env_name is not None:
-        from envsolver.install import envsdir
-
-        prefix = envsdir.existing(env_name, os.environ)
-    if prefix is None:
-        raise click.UsageError("Missing option '-p' / '--prefix' (or '-n' / '--name'): the environment to load.")
+    prefix = prefix_or_name(prefix, env_name, True, "the environment to load.")
     request = modulefile.Request(prefix, module_name, out, None if no_family else family, conflicts, force)
     result = modulefile.write(request, {k: v.value for k, v in default_kb().targets_include.items()})
     if as_json:

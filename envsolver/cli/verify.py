@@ -14,8 +14,6 @@ import click
 
 from envsolver.cli import render
 from envsolver.cli.base import Command, diagnostics, error, progress, verbosity_of
-
-# hook's and install's --op-cache (install runs the hook)
 from envsolver.cluster import file as cluster_file
 from envsolver.cluster import grammar as cluster_grammar
 from envsolver.cluster import nccl_nodes, verify_report

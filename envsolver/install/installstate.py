@@ -29,7 +29,7 @@ from pathlib import Path
 
 STATE = Path("etc") / "envsolver" / "installed.json"
 FORMAT = 1
-MAX_LOCK_BYTES = 64 << 20  # a lock larger than this is read the full way (which has its own bounds)
+MAX_LOCK_BYTES = 32 << 20  # lock/lockfile.py MAX_BYTES: a larger lock is refused the full way, so never recorded
 MAX_STATE_BYTES = 1 << 20
 
 

@@ -13,6 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from envsolver.kb.repodata import RepoData
+
 
 @dataclass(frozen=True)
 class SnapshotRecord:
@@ -21,10 +24,6 @@ class SnapshotRecord:
     name: str
     version: str
     build: str
-
-
-if TYPE_CHECKING:
-    from envsolver.kb.repodata import RepoData
 
 
 def data_dir() -> Path:
