@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from envsolver.core import atomic
 from envsolver.kb import default_kb
 from envsolver.kb.driver_table import DriverRow, parse_pci_ids, parse_readme
 
@@ -86,9 +87,7 @@ def main(argv: list[str]) -> int:
     if new == old:
         return 0
     if not args.check:
-        tmp = OUT.with_suffix(".tmp")
-        tmp.write_text(new, encoding="utf-8")
-        tmp.replace(OUT)
+        atomic.replace(OUT, new.encode("utf-8"))
     return 1
 
 

@@ -27,13 +27,8 @@ def _fix_line(check: Check) -> list[str]:
     return [f"     fix: {printable(fix)}"] if fix is not None else []
 
 
-def plain_lines(check: Check) -> list[str]:
-    """The check's text lines without markup: `WORD id: detail`, then `     fix: FIX` when it shows one."""
-    return [f"{WORD[check.status]} {_said(check)}", *_fix_line(check)]
-
-
 def line(console: Console, check: Check) -> None:
-    """plain_lines(check), the status word coloured."""
+    """The check's text lines: `WORD id: detail`, the word coloured, then `     fix: FIX` when it shows one."""
     mark = f"[{COLOUR[check.status]}]{WORD[check.status]}[/]"
     console.print(f"{mark} {escape(_said(check))}", highlight=False, emoji=False)
     for more in _fix_line(check):

@@ -115,7 +115,8 @@ def collect(
         for project in NVCC:
             for version in cuda_versions[project]:
                 nvcc[version] = _nvcc(pages[project], pages[CRT], version, env, progress)
-    except (wheels.WheelUnreadable, http.DownloadError) as exc:
+    except (wheels.WheelUnreadable, http.DownloadError, zipfile.BadZipFile, ValueError) as exc:
+        # what PyPI served is not what it should be (a wheel that is no zip, a Version: that is no version)
         raise SourceUnreadable(f"{exc} {FIX}") from None
     return Facts(
         read=datetime.datetime.now(datetime.timezone.utc).date().isoformat(),

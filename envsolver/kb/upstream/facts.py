@@ -15,6 +15,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from envsolver.core import atomic
+
 MAX_RECORDING = 1 << 20
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -118,10 +120,8 @@ def _sorted(items: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def dump(facts: Facts, path: Path) -> None:
-    """Write the recording atomically (temp file + rename), keys in a fixed order."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(to_json(facts), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    """Write the recording atomically (core.atomic), keys in a fixed order."""
+    atomic.replace(path, (json.dumps(to_json(facts), indent=1) + "\n").encode("utf-8"))
 
 
 def load(path: Path) -> Facts:
