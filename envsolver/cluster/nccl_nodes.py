@@ -29,7 +29,16 @@ from envsolver.cluster.model import SlurmOptions
 from envsolver.core import interrupts, pipes
 from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl
-from envsolver.verify.nccl_run import WORKER, Options, Run, deadline, environ_for, worker_args
+from envsolver.verify.nccl_run import (
+    MAX_RANK_FILES,
+    WORKER,
+    Options,
+    Run,
+    deadline,
+    environ_for,
+    reports,
+    worker_args,
+)
 from envsolver.verify.run import VerifyError
 
 LAUNCHER = Path(slurm_launch.__file__).resolve()
@@ -194,8 +203,6 @@ QUEUE_WAIT_S = 600.0
 # srun's stdout carries rank 0's report line (a few KB per rank; 512 ranks fit) and whatever the nodes print.
 STDOUT = pipes.Bound(8 << 20, 1 << 20)
 STDERR = pipes.Bound(64 << 10, 64 << 10)
-MAX_REPORT_BYTES = 8 << 20  # report.json as read back; a rank's own file is a few KB
-MAX_RANK_FILES = 4096
 # The submit shell's python settings would make the env's python on the nodes import the login node's packages.
 DROPPED = ("PYTHONPATH", "PYTHONHOME")
 LAUNCH_WORDS = slurm_launch.PROG + ":"  # the launcher's line on stderr: the step started on a node
@@ -261,30 +268,6 @@ def slurm_rerun(prefix: Path | None, python: str, job: SlurmJob, across: Across,
     return shlex.join(argv)
 
 
-def _read_bounded(path: Path, limit: int) -> str | None:
-    """At most `limit` bytes of a file the ranks wrote (a longer one is cut, so it does not parse)."""
-    try:
-        with path.open("rb") as handle:
-            return handle.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def _reports(out_dir: Path, stdout: str) -> tuple[str | None, dict[int, str]]:
-    """report.json (else rank 0's marker line on srun's stdout) and each rank's own file, every read bounded."""
-    report = out_dir / "report.json"
-    document = _read_bounded(report, MAX_REPORT_BYTES) if report.is_file() else None
-    if document is None:
-        document = next((line for line in stdout.splitlines() if line.startswith(nccl.MARKER)), None)
-    ranks: dict[int, str] = {}
-    for path in sorted(out_dir.glob("rank-*.json"))[:MAX_RANK_FILES]:
-        number = path.stem.split("-", 1)[1]
-        text = _read_bounded(path, MAX_REPORT_BYTES) if number.isascii() and number.isdigit() else None
-        if text is not None:
-            ranks[int(number)] = text
-    return document, ranks
-
-
 def _stderr_tail(text: str, lines: int = 6) -> str:
     kept = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
     return " / ".join(kept)[-900:]
@@ -342,7 +325,7 @@ def run_slurm(
     finally:
         running.REGISTRY.done(command)
     stdout, stderr = out.text(), err.text()
-    document, ranks = _reports(Path(job.out_dir), stdout)
+    document, ranks = reports(Path(job.out_dir), stdout.splitlines())
     said = _stderr_tail(stderr)
     if code not in (0, None) and document is None and not ranks and LAUNCH_WORDS not in stderr:
         where = shlex.join(argv[: argv.index(job.python)])

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -187,16 +187,32 @@ def _execute(
     return code, streams
 
 
-def _read_outputs(out_dir: Path, streams: _Streams) -> tuple[str | None, dict[int, str]]:
+MAX_REPORT_BYTES = 8 << 20  # report.json as read back; a rank's own file is a few KB
+MAX_RANK_FILES = 4096
+
+
+def _read_bounded(path: Path, limit: int) -> str | None:
+    """At most `limit` bytes of a file the ranks wrote (a longer one is cut, so it does not parse)."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def reports(out_dir: Path, stdout: Iterable[str]) -> tuple[str | None, dict[int, str]]:
+    """report.json (else rank 0's marker line among the lines of stdout) and each rank's own file, every read
+    bounded: on this node and across nodes alike."""
     report = out_dir / "report.json"
-    document = report.read_text(errors="replace") if report.exists() else None
+    document = _read_bounded(report, MAX_REPORT_BYTES) if report.is_file() else None
     if document is None:
-        document = next((line for line in streams.stdout if line.startswith(nccl.MARKER)), None)
-    ranks = {}
-    for path in out_dir.glob("rank-*.json"):
+        document = next((line for line in stdout if line.startswith(nccl.MARKER)), None)
+    ranks: dict[int, str] = {}
+    for path in sorted(out_dir.glob("rank-*.json"))[:MAX_RANK_FILES]:
         number = path.stem.split("-", 1)[1]
-        if number.isascii() and number.isdigit():
-            ranks[int(number)] = path.read_text(errors="replace")
+        text = _read_bounded(path, MAX_REPORT_BYTES) if number.isascii() and number.isdigit() else None
+        if text is not None:
+            ranks[int(number)] = text
     return document, ranks
 
 
@@ -226,7 +242,7 @@ def run_local(
         out_dir = Path(tmp)
         argv = local_argv(python, count, options, out_dir)
         code, streams = _execute(argv, environ_for(prefix, environ), limit, progress)
-        document, ranks = _read_outputs(out_dir, streams)
+        document, ranks = reports(out_dir, streams.stdout)
     failure = _failure(code, limit, streams)
     collected = nccl.Collected(count, document, ranks, failure, rerun_command(prefix, python, count, options))
     return Run(collected, nccl.judge(collected), shlex.join(argv), time.monotonic() - started, count)

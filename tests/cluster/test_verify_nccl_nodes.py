@@ -169,11 +169,11 @@ def test_a_partition_slurm_does_not_have_is_exit_2_with_sruns_words(lab: SlurmLa
 def test_the_report_is_read_from_sruns_stdout_when_the_directory_is_not_shared(tmp_path: Path) -> None:
     """rank 0's marker line is the report when report.json never reached the login node's directory."""
     document = json.dumps({"tool": nccl.TOOL, "schema": nccl.SCHEMA, "backend": "gloo", "world_size": 1, "ranks": []})
-    text, ranks = nccl_nodes._reports(tmp_path, f"noise\n{nccl.MARKER}{document}\nmore\n")
+    text, ranks = nccl_run.reports(tmp_path, f"noise\n{nccl.MARKER}{document}\nmore\n".splitlines())
     assert text == nccl.MARKER + document and ranks == {}
-    (tmp_path / "rank-0.json").write_text("x" * (nccl_nodes.MAX_REPORT_BYTES + 10))
-    _, ranks = nccl_nodes._reports(tmp_path, "")
-    assert len(ranks[0]) == nccl_nodes.MAX_REPORT_BYTES, "a rank file is read bounded"
+    (tmp_path / "rank-0.json").write_text("x" * (nccl_run.MAX_REPORT_BYTES + 10))
+    _, ranks = nccl_run.reports(tmp_path, [])
+    assert len(ranks[0]) == nccl_run.MAX_REPORT_BYTES, "a rank file is read bounded"
 
 
 def test_environment_for_the_nodes_drops_the_submit_shells_python_settings() -> None:
