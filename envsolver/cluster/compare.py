@@ -162,8 +162,10 @@ def _lock_driver(kb: KnowledgeBase, scope: Scope, partition: Partition, node: Pr
             f"driver {version} on {_node(node)} meets the lock's floor {floor}"
             + (f" and the CUDA {solved} it was solved for (__cuda)" if solved else ""),
         )
-    if judged.status == "skip":
-        return Check("lock_driver", "skip", judged.detail)
+    if judged.status == "skip":  # what host_vs_lock could not compare: here only the driver was given it
+        return Check(
+            "lock_driver", "skip", f"the lock records no __cuda to compare driver {version} on {_node(node)} with"
+        )
     return Check(
         "lock_driver",
         judged.status,
@@ -195,11 +197,12 @@ def _lock_glibc(kb: KnowledgeBase, scope: Scope, partition: Partition, node: Pro
         return _no_meta("lock_glibc")
     if node.glibc is None:
         return Check("lock_glibc", "skip", f"no glibc seen on {_node(node)} (ldd --version: {_line(node.ldd_text)})")
+    key = next((k for k in scope.meta if k.startswith("envsolver_virtual_") and k.endswith("_glibc")), None)
+    if key is None:
+        return Check("lock_glibc", "skip", f"the lock records no glibc to compare {_node(node)}'s {node.glibc} with")
     judged = check_host_vs_lock(Context({"glibc": str(node.glibc)}, kb, scope.meta))
     if judged.status == "pass":
-        key = next((k for k in scope.meta if k.startswith("envsolver_virtual_") and k.endswith("_glibc")), None)
-        floor = f"the lock's {scope.meta[key]}" if key else "the lock (it names no glibc)"
-        return Check("lock_glibc", "pass", f"glibc {node.glibc} on {_node(node)} meets {floor}")
+        return Check("lock_glibc", "pass", f"glibc {node.glibc} on {_node(node)} meets the lock's {scope.meta[key]}")
     return Check(
         "lock_glibc",
         judged.status,

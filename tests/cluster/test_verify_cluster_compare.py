@@ -292,6 +292,17 @@ def test_facts_the_node_did_not_give_skip_their_checks(kb: KnowledgeBase, cluste
     assert checks["lock_glibc"].status == "skip" and "glibc" in checks["lock_glibc"].detail
 
 
+def test_a_lock_without_glibc_or_cuda_skips_saying_only_that(kb: KnowledgeBase, cluster: Cluster) -> None:
+    """lock_glibc and lock_driver ask host_vs_lock about one fact each: a lock that records none of it is a skip
+    naming that, not host_vs_lock's list of what it was not given (the node's GPUs, its driver)."""
+    meta = {k: v for k, v in META.items() if not k.endswith(("_glibc", "_cuda"))}
+    checks = run(kb, cluster, "v100", probe("v100-gpu01"), meta)
+    for check_id, fact in (("lock_glibc", "glibc"), ("lock_driver", "__cuda")):
+        check = checks[check_id]
+        assert check.status == "skip" and f"the lock records no {fact}" in check.detail, check
+        assert "none visible" not in check.detail and "none found" not in check.detail and not check.fix, check
+
+
 def test_a_file_that_does_not_know_the_driver_or_glibc_is_a_warning(kb: KnowledgeBase) -> None:
     from envsolver.cluster.file import parse
 
