@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from envsolver.kb import KnowledgeBase
@@ -164,3 +169,62 @@ def test_real_detection_on_a_gpu_machine() -> None:
 )
 def test_host_platform(machine: str, platform: str | None) -> None:
     assert detect.host_platform(machine) == platform
+
+
+# nvidia-smi as a process: the stand-ins below are shell scripts put first on PATH (no GPU here). Each appends a
+# line to `calls` when it starts, so a test sees how often detection asked.
+_HANGS = '#!/bin/sh\necho asked >> "$CALLS"\nexec sleep 30\n'
+_FLOODS = '#!/bin/sh\necho asked >> "$CALLS"\nexec yes "NVIDIA H200, 0x233510DE, 9.0, 580.159.04"\n'
+_ANSWERS = (
+    '#!/bin/sh\necho asked >> "$CALLS"\n'
+    "echo 'name, pci.device_id, compute_cap, driver_version'\n"
+    "echo 'NVIDIA H200, 0x233510DE, 9.0, 580.159.04'\n"
+)
+
+
+def _smi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "nvidia-smi"
+    tool.write_text(script)
+    tool.chmod(0o755)
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    monkeypatch.setenv("CALLS", str(calls))
+    return calls
+
+
+def _asked(calls: Path) -> int:
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def test_a_hung_nvidia_smi_is_asked_once_and_stopped_at_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _smi_on_path(tmp_path, monkeypatch, _HANGS)
+    start = time.monotonic()
+    found = detect._smi(functools.partial(detect._run, timeout=0.5))
+    took = time.monotonic() - start
+    assert found is None, found
+    # asking again with fewer fields would wait the whole deadline again, once per query
+    assert _asked(calls) == 1, f"nvidia-smi was asked {_asked(calls)} times after it hung"
+    assert took < 5, f"detection took {took:.1f} s against a 0.5 s deadline"
+
+
+def test_an_nvidia_smi_that_floods_is_cut_off_at_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _smi_on_path(tmp_path, monkeypatch, _FLOODS)
+    start = time.monotonic()
+    out = detect._run(detect.SMI_QUERY, timeout=10)
+    took = time.monotonic() - start
+    # `yes` never ends: only the bound (SMI_MAX_BYTES) can end the read, well before the deadline
+    assert out is None, f"an endless answer was read as {len(out)} characters"
+    assert took < 8, f"the flood was read for {took:.1f} s"
+    assert _asked(calls) == 1
+
+
+def test_run_reads_nvidia_smis_answer_through_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _smi_on_path(tmp_path, monkeypatch, _ANSWERS)
+    facts = detect.detect({}, read=_no_probe, nvml=_no_probe)
+    assert facts.gpus == (detect.Found("NVIDIA H200", "nvidia-smi", "0x233510DE", "9.0"),), facts
+    assert facts.driver == detect.Found("580.159.04", "nvidia-smi")
+    assert _asked(calls) == 1

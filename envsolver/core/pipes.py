@@ -5,8 +5,8 @@ and the child exits, or the deadline passes. Each stream has a Bound: its first 
 them, either its last `tail` bytes are kept and the bytes between are counted and dropped (a node that prints
 700 MB costs head + tail bytes, whatever it prints), or, with no tail, the stream is refused the moment it
 passes `head` (TooLarge), without reading the rest. `stop` ends a child, dropping what it has left unkept.
-Used by envsolver.cluster.slurm (Slurm's commands and the steps on compute nodes) and envsolver.lock.solve (the
-rattler worker's answer).
+Used by envsolver.cluster.slurm (Slurm's commands and the steps on compute nodes), envsolver.lock.solve (the
+rattler worker's answer) and envsolver.resolve.detect (nvidia-smi on this host).
 """
 
 from __future__ import annotations

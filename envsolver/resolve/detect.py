@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from envsolver.core import pipes
 
 # The fields asked for, most first; a driver that refuses one (compute_cap came with R510) is asked again without
 # it. A field a driver cannot fill it prints as "[N/A]", which counts as missing.
@@ -110,12 +113,32 @@ def parse_smi_banner(text: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def _run(argv: list[str]) -> str | None:
+# nvidia-smi answers in well under a second; a driver stuck in a GPU reset can hang it for minutes. Its answer is a
+# row per GPU (about 100 bytes each): 1 MiB is thousands of GPUs, more is not nvidia-smi's answer.
+SMI_TIMEOUT_S = 15.0
+SMI_MAX_BYTES = 1 << 20
+
+
+class SmiHung(Exception):
+    """nvidia-smi ran past its deadline: asking again with fewer fields would only wait again."""
+
+
+def _run(argv: list[str], timeout: float = SMI_TIMEOUT_S) -> str | None:
+    """The program's stdout when it exits 0 within `timeout` and prints at most SMI_MAX_BYTES; None when it
+    cannot start, fails or floods; SmiHung when it runs past the deadline (it is killed)."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
         return None
-    return done.stdout if done.returncode == 0 else None
+    try:
+        out, _ = pipes.collect(proc, timeout, pipes.Bound(SMI_MAX_BYTES))
+    except subprocess.TimeoutExpired:
+        pipes.stop(proc, signal.SIGKILL)
+        raise SmiHung(argv[0]) from None
+    except pipes.TooLarge:
+        pipes.stop(proc, signal.SIGKILL)
+        return None
+    return out.text() if proc.returncode == 0 else None
 
 
 def _read(path: str) -> str | None:
@@ -162,9 +185,13 @@ def _text(value: object) -> str:
 
 
 def _smi(run: Runner) -> tuple[list[Found], str] | None:
-    """GPUs and driver from nvidia-smi: the first of SMI_QUERIES it answers, field by field ("[N/A]" is None)."""
+    """GPUs and driver from nvidia-smi: the first of SMI_QUERIES it answers, field by field ("[N/A]" is None). A
+    query it refuses is asked again with fewer fields; one it hangs on is not asked again."""
     for query in SMI_QUERIES:
-        out = run(query)
+        try:
+            out = run(query)
+        except SmiHung:
+            return None
         if out is None:
             continue
         rows = parse_smi_csv(out)
