@@ -6,60 +6,31 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
 
-from envsolver.core.errors import EnvsolverError
 from envsolver.resolve import ways_out
 from envsolver.resolve.plan import Plan
 from envsolver.resolve.target import Target
 
-# A pinned option the search may leave to the planner: how the target drops it, how the plan names its value,
-# and how the sentence names what the user pinned.
-_FREEABLE: tuple[tuple[str, Callable[[Target], Target], Callable[[Plan], str], Callable[[Target], str | None]], ...] = (
-    (
-        "--torch",
-        lambda t: replace(t, torch=None, torch_text=None),
-        lambda p: p.torch_version,
-        lambda t: f"torch {t.torch_text}" if t.torch is not None else None,
-    ),
-    (
-        "--cuda",
-        lambda t: replace(t, cuda=None),
-        lambda p: str(p.cuda_version),
-        lambda t: f"CUDA {t.cuda}" if t.cuda is not None else None,
-    ),
-    (
-        "--python",
-        lambda t: replace(t, python=None),
-        lambda p: str(p.python_version),
-        lambda t: f"Python {t.python}" if t.python is not None else None,
-    ),
+# A pinned option the search may leave to the planner, in the order the search frees them, and how the sentence
+# names what the user pinned (None where the option is not pinned).
+_FREEABLE: tuple[tuple[str, Callable[[Target], str | None]], ...] = (
+    ("--torch", lambda t: f"torch {t.torch_text}" if t.torch is not None else None),
+    ("--cuda", lambda t: f"CUDA {t.cuda}" if t.cuda is not None else None),
+    ("--python", lambda t: f"Python {t.python}" if t.python is not None else None),
 )
+_FULL: ways_out.Options = (("--driver-compat", "full"),)
 
 
 def way(target: Target, planner: Callable[[Target], Plan]) -> ways_out.WayOut | None:
     """The options that give this target a plan with full driver support: `--driver-compat full` alone, else with
     the fewest pinned options (torch, CUDA, Python) left to the planner and named with the values it chose. Each
-    is planned again as the user will type it before it is returned; None where none plans."""
-    full = replace(target, driver_compat="full")
-    pinned = [entry for entry in _FREEABLE if entry[3](target) is not None]
+    is planned again as the user will type it before it is returned (ways_out.combine); None where none plans."""
+    pinned = [flag for flag, text in _FREEABLE if text(target) is not None]
     for size in range(len(pinned) + 1):
         for freed in itertools.combinations(pinned, size):
-            base = full
-            for _flag, drop, _value, _text in freed:
-                base = drop(base)
-            chosen = _plans(planner, base)
-            if chosen is None:
-                continue
-            named = tuple((flag, value(chosen)) for flag, _drop, value, _text in freed)
-            options: ways_out.Options = (("--driver-compat", "full"), *named)
-            try:
-                typed = ways_out.apply(target, options)
-            except EnvsolverError:
-                continue
-            checked = _plans(planner, typed)
-            if checked is not None and checked.compatibility == "full":
-                return ways_out.WayOut(options, checked)
+            found = ways_out.combine(planner, target, (_FULL, *(((flag, None),) for flag in freed)))
+            if found is not None and found.plan.compatibility == "full":
+                return found
     return None
 
 
@@ -72,16 +43,9 @@ def sentence(target: Target, planner: Callable[[Target], Plan], where: str) -> s
             f": no plan within {where} has full support on driver {target.driver}, even with torch, CUDA and "
             "Python left to the planner."
         )
-    kept = [text(target) for flag, _drop, _value, text in _FREEABLE if any(o[0] == flag for o in found.options)]
+    kept = [text(target) for flag, text in _FREEABLE if any(o[0] == flag for o in found.options)]
     unless = f" (no fully supported plan keeps {' and '.join(k for k in kept if k)})" if kept else ""
     return (
         f"; where the driver cannot change (a cluster's nodes), `{found.text}` gives {ways_out.describe(found.plan)}, "
         f"which driver {target.driver} fully supports{unless}."
     )
-
-
-def _plans(planner: Callable[[Target], Plan], target: Target) -> Plan | None:
-    try:
-        return planner(target)
-    except EnvsolverError:
-        return None

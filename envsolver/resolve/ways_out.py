@@ -111,11 +111,12 @@ def _plans(planner: Planner, target: Target) -> Plan | None:
         return None
 
 
-def _combine(
-    planner: Planner, kb: KnowledgeBase, target: Target, moves: tuple[Options, ...], newer_driver: bool
+def combine(
+    planner: Planner, target: Target, moves: tuple[Options, ...], drivers: list[str] | None = None
 ) -> WayOut | None:
-    """These moves together (with the oldest newer driver that then plans): the way out, checked as the
-    user will run it, or None."""
+    """These moves together (an option whose value is None is freed: the planner chooses, and the way out names
+    what it chose), with the oldest of `drivers` (ascending) that then plans where drivers are given: the way out,
+    checked as the user will run it, or None."""
     fixed = tuple(o for m in moves for o in m if not (o[1] is None and o[0] in _FREED))
     freed = [o[0] for m in moves for o in m if o[1] is None and o[0] in _FREED]
     try:
@@ -125,8 +126,8 @@ def _combine(
     for flag in freed:
         base = _FREED[flag][0](base)
     driver = None
-    if newer_driver:
-        found = _oldest_driver(planner, base, _drivers(kb, target))
+    if drivers is not None:
+        found = _oldest_driver(planner, base, drivers)
         if found is None:
             return None
         driver, chosen = found
@@ -137,7 +138,11 @@ def _combine(
         chosen = plan
     options = fixed + ((("--driver", driver),) if driver else ())
     options += tuple((flag, _FREED[flag][1](chosen)) for flag in freed)
-    checked = _plans(planner, apply(target, options))
+    try:
+        typed = apply(target, options)
+    except EnvsolverError:
+        return None
+    checked = _plans(planner, typed)
     return WayOut(options, checked) if checked is not None else None
 
 
@@ -204,7 +209,7 @@ def nearest_torch(kb: KnowledgeBase, target: Target, planner: Planner) -> WayOut
     offered = {v for b in kb.torch_builds if b.channel == target.source for v in b.versions}
     others = [v for v in offered if not target.torch.contains(v, prereleases=True)]
     for version in sorted(others, key=lambda v: (_distance(v, asked), [-p for p in v.release])):
-        way = _combine(planner, kb, target, ((("--torch", str(version)),),), False)
+        way = combine(planner, target, ((("--torch", str(version)),),))
         if way is not None:
             return way
     return None
@@ -227,7 +232,7 @@ def find(kb: KnowledgeBase, target: Target, planner: Planner) -> list[WayOut]:
         for combination, newer_driver in tier:
             if newer_driver and target.driver is None:
                 continue
-            ways = [_combine(planner, kb, target, combination, newer_driver)]
+            ways = [combine(planner, target, combination, _drivers(kb, target) if newer_driver else None)]
             if combination == (_FREE_TORCH,) and not newer_driver:
                 ways.insert(0, nearest_torch(kb, target, planner))
             for way in ways:
