@@ -581,6 +581,54 @@ def test_written_files_are_0666_less_the_umask_and_the_umask_is_kept(tmp_path: P
     assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == {"environment.yml": mode, "new.txt": mode}
 
 
+def _recording_umask(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """os.umask as it was, with every mask it is set to recorded in the list returned."""
+    changed: list[int] = []
+    real = os.umask
+
+    def recording(mask: int) -> int:
+        changed.append(mask)
+        return real(mask)
+
+    monkeypatch.setattr(os, "umask", recording)
+    return changed
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])
+def test_the_umask_is_read_without_being_changed(monkeypatch: pytest.MonkeyPatch, umask: int) -> None:
+    """Setting the umask to read it opens a moment in which a file another thread creates (rattler extracting, a
+    download) gets the temporary mask: under 0 that file is world-writable. On Linux it is read from /proc."""
+    old = os.umask(umask)
+    try:
+        changed = _recording_umask(monkeypatch)
+        assert atomic.umask() == umask
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
+    assert changed == [], f"the umask was set to {[oct(m) for m in changed]} to read it"
+
+
+def test_without_proc_the_umask_is_read_through_a_private_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc/self/status cannot say, the mask set for the moment of reading is 0o077, never 0."""
+    old = os.umask(0o022)
+    try:
+        real_open = open
+
+        def no_proc(path: object, *args: object, **kwargs: object) -> object:
+            if path == "/proc/self/status":
+                raise FileNotFoundError(path)
+            return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+        monkeypatch.setattr("builtins.open", no_proc)
+        changed = _recording_umask(monkeypatch)
+        assert atomic.umask() == 0o022
+    finally:
+        monkeypatch.undo()
+        after = os.umask(old)
+    assert changed == [0o077, 0o022], [oct(m) for m in changed]
+    assert after == 0o022, "the umask was not put back"
+
+
 RENDER_ALL = """
 import sys
 from envsolver.resolve.inputs import Options, build_target

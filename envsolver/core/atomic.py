@@ -15,8 +15,18 @@ from pathlib import Path
 
 
 def umask() -> int:
-    """The process's umask (read without changing it for longer than the call)."""
-    mask = os.umask(0)
+    """The process's umask, from /proc/self/status's Umask line (Linux 4.7 and later) without changing it. Elsewhere
+    it can only be read by setting it: it is set to 0o077 and put back at once, so a file another thread (rattler's
+    extraction, a download) creates in that moment comes out private rather than world-writable, as it would under
+    a umask of 0."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8) & 0o777
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
     os.umask(mask)
     return mask
 
