@@ -4,12 +4,12 @@ private directory, on free ports, stopped by PID at the end.
 
 The nodes have typed GPU GRES backed by plain files (gres.conf `File=`), so Slurm schedules and reports them
 as it would real GPUs. The GPU facts on a node come from a stand-in `nvidia-smi` (the one stand-in: there is
-no GPU here) that a TaskProlog puts on the PATH of the steps on GPU nodes only; it answers the query envsolver
-makes, `--query-gpu=name,driver_version,compute_cap --format=csv,noheader`, with the rows written for that
-node, in nvidia-smi's own format (a real capture: tests/data/slurm/nvidia-smi-h200-query.txt), and the query
-`envsolver verify`'s probe makes, `--query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader`;
-where a node has no rows it prints nvidia-smi's message for a driver that does not answer and exits 9 (NVML's
-ERROR_DRIVER_NOT_LOADED). `SlurmLab.node_gpus` changes what a node's nvidia-smi says while the lab runs.
+no GPU here) that a TaskProlog puts on the PATH of the steps on GPU nodes only; it answers any
+`--query-gpu=FIELDS --format=csv[,noheader]` of the fields a lab `Gpu` holds, with the rows written for that node,
+in nvidia-smi's own format (real captures: tests/data/slurm/nvidia-smi-h200-*.txt), and refuses a field the node's
+driver does not know (`Gpu.refuses`: compute_cap before R510) as nvidia-smi does; where a node has no rows it
+prints nvidia-smi's message for a driver that does not answer and exits 9 (NVML's ERROR_DRIVER_NOT_LOADED).
+`SlurmLab.node_gpus` changes what a node's nvidia-smi says while the lab runs.
 
 A node given a `machine` (aarch64: a GH200 node's) is that architecture's stand-in: the TaskProlog puts on its
 steps' PATH a `uname` that answers `-m` (and `-p`, `-i`) with it, which is what envsolver's cluster probe reads
@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "scontrol", "srun")
 START_TIMEOUT_S = 90.0  # a loaded 2-core machine took up to about 10 s
@@ -44,20 +45,26 @@ COMMAND_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class Gpu:
-    """One row of the node's nvidia-smi answer."""
+    """One row of the node's nvidia-smi answer, each value as nvidia-smi prints it ("[N/A]" where it has none)."""
 
     name: str
     driver: str
     compute_cap: str
-    memory: str = "[N/A]"  # memory.total, as nvidia-smi prints it ("81920 MiB"); [N/A] where it has none
+    memory: str = "[N/A]"  # memory.total ("81920 MiB")
+    device_id: str = "[N/A]"  # pci.device_id: the device ID, then NVIDIA's vendor ID ("0x233510DE")
+    refuses: tuple[str, ...] = ()  # fields the node's driver does not know: ("compute_cap",) before R510
+    FIELDS: ClassVar[tuple[str, ...]] = ("name", "pci.device_id", "compute_cap", "driver_version", "memory.total")
 
-    def csv(self) -> str:
-        """The row for envsolver's cluster probe: name,driver_version,compute_cap."""
-        return f"{self.name}, {self.driver}, {self.compute_cap}"
-
-    def verify_csv(self) -> str:
-        """The row for verify's probe: name,compute_cap,memory.total,driver_version."""
-        return f"{self.name}, {self.compute_cap}, {self.memory}, {self.driver}"
+    def cells(self) -> dict[str, str]:
+        """The value of each field the node's driver knows, by field name."""
+        cells = {
+            "name": self.name,
+            "pci.device_id": self.device_id,
+            "compute_cap": self.compute_cap,
+            "driver_version": self.driver,
+            "memory.total": self.memory,
+        }
+        return {k: v for k, v in cells.items() if k not in self.refuses}
 
 
 @dataclass(frozen=True)
@@ -83,13 +90,15 @@ class Node:
 # memory.total as real cards report it: 16384 MiB for a V100-SXM2-16GB (nvidia-smi table in 1CatAI/1Cat-vLLM
 # issue #85), 32768 MiB for a V100-SXM2 32GB (Wan-Video/Wan2.1 issue #5), 81920 MiB for an A100 80GB and 81559 MiB
 # for an H100 (the list in modal-labs/modal-client pull request #2797).
+# Device IDs from pci.ids (tests/data/driver_table/pci-ids-nvidia-c1c1254.txt: 20b2 A100 SXM4 80GB, 2330 H100
+# SXM5 80GB, 2342 GH200 120GB / 480GB); that recording holds no V100 (Volta), so their rows leave it [N/A].
 V100 = Gpu("Tesla V100-SXM2-16GB", "535.104.05", "7.0", "16384 MiB")
-A100 = Gpu("NVIDIA A100-SXM4-80GB", "550.54.15", "8.0", "81920 MiB")
-H100 = Gpu("NVIDIA H100 80GB HBM3", "570.133.20", "9.0", "81559 MiB")
+A100 = Gpu("NVIDIA A100-SXM4-80GB", "550.54.15", "8.0", "81920 MiB", "0x20B210DE")
+H100 = Gpu("NVIDIA H100 80GB HBM3", "570.133.20", "9.0", "81559 MiB", "0x233010DE")
 V100_32 = Gpu("Tesla V100-SXM2-32GB", "535.104.05", "7.0", "32768 MiB")
 # A GH200 as nvidia-smi names it with driver 550.54.15 and 97871 MiB (the nvidia-smi table in NVIDIA/apex issue
 # #1833); compute capability 9.0 (the knowledge base's gpus.yaml row).
-GH200 = Gpu("NVIDIA GH200 480GB", "550.54.15", "9.0", "97871 MiB")
+GH200 = Gpu("NVIDIA GH200 480GB", "550.54.15", "9.0", "97871 MiB", "0x234210DE")
 
 # gpu04's GRES type is a site's own word ('tesla'), which names no GPU: `cluster init --no-probe` must ask for
 # --map tesla=v100. The `mixed` partition holds two GPU models (its nodes differ, which init reports). The `pair`
@@ -135,28 +144,54 @@ def scale_layout(count: int, partitions: int = 6) -> tuple[tuple[Node, ...], dic
 
 
 FAKE_SMI = """#!/bin/sh
-# A stand-in for nvidia-smi on the Slurm lab's nodes (there is no GPU here). It answers the two queries envsolver
-# makes (the cluster probe's and verify's) with the rows the lab wrote for this node, as nvidia-smi prints them;
-# without rows, it fails as nvidia-smi does when the driver does not answer.
-rows=""
-if [ "$#" -eq 2 ] && [ "$2" = "--format=csv,noheader" ]; then
-  case "$1" in
-    --query-gpu=name,driver_version,compute_cap) rows="{rows}/$SLURMD_NODENAME.csv" ;;
-    --query-gpu=name,compute_cap,memory.total,driver_version) rows="{rows}/$SLURMD_NODENAME.verify.csv" ;;
-  esac
+# A stand-in for nvidia-smi on the Slurm lab's nodes (there is no GPU here). It answers
+# `--query-gpu=FIELDS --format=csv[,noheader]` from the table the lab wrote for this node (a first line of the
+# fields the node's driver knows, then a line per GPU; tab-separated) as nvidia-smi prints it: cells joined by ", ",
+# a header line unless noheader. A field the driver does not know is refused as nvidia-smi refuses one (on stdout,
+# exit 2: tests/data/slurm/nvidia-smi-h200-bad-field.txt); without GPUs, it fails as nvidia-smi does when the
+# driver does not answer.
+table="{rows}/$SLURMD_NODENAME.tsv"
+fields=""
+header=1
+case "$#:$1" in 2:--query-gpu=?*) fields="${1#--query-gpu=}" ;; esac
+case "$2" in --format=csv) ;; --format=csv,noheader) header=0 ;; *) fields="" ;; esac
+if [ -z "$fields" ] || [ ! -f "$table" ]; then
+  echo "the lab's nvidia-smi answers only --query-gpu=FIELDS --format=csv or --format=csv,noheader" >&2
+  exit 2
 fi
-if [ -n "$rows" ]; then
-  if [ -s "$rows" ]; then
-    cat "$rows"
-    exit 0
-  fi
-  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest \
-NVIDIA driver is installed and running."
-  exit 9
-fi
-echo "the lab's nvidia-smi answers only --query-gpu=name,driver_version,compute_cap and \
---query-gpu=name,compute_cap,memory.total,driver_version, with --format=csv,noheader" >&2
-exit 2
+exec awk -F '\\t' -v fields="$fields" -v header="$header" '
+function row(values,    line, i) {
+  for (i = 1; i <= n; i++) line = line (i > 1 ? ", " : "") values[i]
+  print line
+}
+NR == 1 {
+  for (i = 1; i <= NF; i++) known[$i] = i
+  n = split(fields, want, ",")
+  for (i = 1; i <= n; i++) {
+    if (!(want[i] in known)) {
+      printf "Field \\"%s\\" is not a valid field to query.\\n\\n", want[i]
+      refused = 1
+      exit 2
+    }
+    title[i] = want[i] (want[i] == "memory.total" ? " [MiB]" : "")
+  }
+  next
+}
+{ gpus[++count] = $0 }
+END {
+  if (refused) exit 2
+  if (!count) {
+    print "NVIDIA-SMI has failed because it couldn'"'"'t communicate with the NVIDIA driver. " \\
+      "Make sure that the latest NVIDIA driver is installed and running."
+    exit 9
+  }
+  if (header) row(title)
+  for (g = 1; g <= count; g++) {
+    split(gpus[g], cell, "\\t")
+    for (i = 1; i <= n; i++) value[i] = cell[known[want[i]]]
+    row(value)
+  }
+}' "$table"
 """
 
 # TaskProlog: lines `export NAME=value` on its stdout set the task's environment. GPU nodes get the nvidia-smi
@@ -531,12 +566,14 @@ class SlurmLab:
         (root / "gres.conf").write_text("\n".join(gres_conf) + "\n")
 
     def _write_gpus(self, node: str, gpus: tuple[Gpu, ...]) -> None:
-        """The rows the node's nvidia-smi answers each query with (written whole, then renamed into place)."""
-        for suffix, rows in ((".csv", [g.csv() for g in gpus]), (".verify.csv", [g.verify_csv() for g in gpus])):
-            path = self.root / "gpus" / f"{node}{suffix}"
-            part = path.with_name(path.name + ".part")
-            part.write_text("".join(row + "\n" for row in rows))
-            part.replace(path)
+        """The table the node's nvidia-smi answers from: the fields its driver knows (those every GPU row holds),
+        then each GPU's values (written whole, then renamed into place)."""
+        fields = [f for f in Gpu.FIELDS if all(f in g.cells() for g in gpus)]
+        lines = [fields, *([g.cells()[f] for f in fields] for g in gpus)]
+        path = self.root / "gpus" / f"{node}.tsv"
+        part = path.with_name(path.name + ".part")
+        part.write_text("".join("\t".join(line) + "\n" for line in lines))
+        part.replace(path)
 
     def _munged_argv(self) -> list[str]:
         munge = self.root / "munge"

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envsolver.cluster.model import Cluster, Partition
-from envsolver.cluster.parse import Probe
+from envsolver.cluster.parse import Probe, SmiRow
 from envsolver.core.archlist import Arch, parse_arch_list
 from envsolver.core.errors import UnknownGpuError
 from envsolver.core.versions import DriverVersion, MajorMinor, leading_major_minor
 from envsolver.core.versions import driver as parse_driver
-from envsolver.kb.gpus import lookup
-from envsolver.kb.model import KnowledgeBase
+from envsolver.kb.gpus import identify
+from envsolver.kb.model import Gpu, KnowledgeBase
 from envsolver.lock.lockfile import ARCH_LIST_KEY
 from envsolver.resolve import driver as driver_rules
 from envsolver.verify import gate
@@ -53,7 +53,7 @@ def compare(kb: KnowledgeBase, scope: Scope, partition: Partition, node: Probe) 
         _lock_partition(scope, partition),
         _lock_driver(kb, scope, partition, node),
         _lock_glibc(kb, scope, partition, node),
-        _lock_arch(scope, partition, node),
+        _lock_arch(kb, scope, partition, node),
         _cluster_file(kb, scope, partition, node),
     )
 
@@ -220,7 +220,7 @@ def _gpu_label(row_name: str, cc: MajorMinor) -> str:
     return f"{row_name} (CC {cc})"
 
 
-def _lock_arch(scope: Scope, partition: Partition, node: Probe) -> Check:
+def _lock_arch(kb: KnowledgeBase, scope: Scope, partition: Partition, node: Probe) -> Check:
     if not scope.meta:
         return _no_meta("lock_arch")
     text = scope.meta.get(ARCH_LIST_KEY)
@@ -237,9 +237,12 @@ def _lock_arch(scope: Scope, partition: Partition, node: Probe) -> Check:
         )
     if not node.gpus:
         return Check("lock_arch", "skip", f"no GPU seen on {_node(node)} ({node.smi_error})")
-    runs, jit, none = [], [], []
-    for row in dict.fromkeys((row.name, row.compute_cap) for row in node.gpus):
+    runs, jit, none, unread = [], [], [], []
+    for row in dict.fromkeys((row.name, _cc(kb, row)) for row in node.gpus):
         name, cc = row
+        if cc is None:
+            unread.append(name)
+            continue
         how = covering(archs, cc)
         if how is None:
             none.append(_gpu_label(name, cc))
@@ -259,6 +262,15 @@ def _lock_arch(scope: Scope, partition: Partition, node: Probe) -> Check:
             "available for execution on the device')",
             fix,
         )
+    if unread:
+        return Check(
+            "lock_arch",
+            "warn",
+            f"{_node(node)}: the compute capability of {', '.join(unread)} is unknown (its driver does not report one "
+            "and envsolver knows neither its name nor its PCI device ID), so the lock's arch list "
+            f"{text} cannot be checked against it",
+            fix,
+        )
     if jit:
         return Check(
             "lock_arch",
@@ -270,11 +282,19 @@ def _lock_arch(scope: Scope, partition: Partition, node: Probe) -> Check:
     return Check("lock_arch", "pass", f"{_node(node)}: {'; '.join(runs)} (the lock's arch list {text})")
 
 
-def _gpu_key(kb: KnowledgeBase, name: str) -> str | None:
+def _gpu_of(kb: KnowledgeBase, row: SmiRow) -> Gpu | None:
+    """The GPU a node's nvidia-smi printed, identified as `--gpu auto` identifies one (name, PCI device ID, the
+    compute capability it reports); None when none of them is known."""
     try:
-        return lookup(kb, name).key
+        return identify(kb, row.name, row.device_id, str(row.compute_cap) if row.compute_cap else None)
     except UnknownGpuError:
         return None
+
+
+def _cc(kb: KnowledgeBase, row: SmiRow) -> MajorMinor | None:
+    """The compute capability the node reports, else its GPU's as the knowledge base knows it."""
+    gpu = _gpu_of(kb, row) if row.compute_cap is None else None
+    return row.compute_cap or (gpu.compute_capability if gpu else None)
 
 
 def _cluster_file(kb: KnowledgeBase, scope: Scope, partition: Partition, node: Probe) -> Check:
@@ -284,8 +304,8 @@ def _cluster_file(kb: KnowledgeBase, scope: Scope, partition: Partition, node: P
     if not node.gpus:
         problems.append(f"{where} shows no GPU ({node.smi_error})")
     listed = {g.key for g in partition.gpus}
-    for name in dict.fromkeys(row.name for row in node.gpus):
-        key = _gpu_key(kb, name)
+    for name, gpu in dict.fromkeys((row.name, _gpu_of(kb, row)) for row in node.gpus):
+        key = gpu.key if gpu else None
         if key is None:
             problems.append(f"{where} has {name}, which envsolver does not know")
         elif key not in listed:

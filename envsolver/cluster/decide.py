@@ -1,8 +1,10 @@
 """One partition's values, each with where it came from: its GPUs, oldest driver, oldest glibc and platform,
 from its groups' GRES, their probes and the --map values. Pure.
 
-GPU of a group: nvidia-smi's names from its probe when the knowledge base knows them; else `--map TYPE=GPU`;
-else the GRES type through the KB's GPU name rules. What none of these names is a problem with its fix.
+GPU of a group: each GPU its probe's nvidia-smi printed, identified as `--gpu auto` identifies one (by its name,
+else its PCI device ID, else the compute capability it reports: kb.gpus.identified), where the knowledge base
+knows it; else `--map TYPE=GPU`; else the GRES type through the KB's GPU name rules. What none of these names is
+a problem with its fix.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from envsolver.cluster.model import ASSUMED, Partition
-from envsolver.cluster.parse import Probe
+from envsolver.cluster.parse import Probe, SmiRow
 from envsolver.cluster.survey import Group, ProbeKey, Surveyed
 from envsolver.core.errors import UnknownGpuError
 from envsolver.core.versions import DriverVersion, MajorMinor
-from envsolver.kb import KnowledgeBase
-from envsolver.kb.gpus import closest, identify, lookup
+from envsolver.kb import KnowledgeBase, pci
+from envsolver.kb.gpus import closest, identified, lookup
 from envsolver.kb.model import Gpu, Platform
 from envsolver.resolve.detect import host_platform
 
@@ -91,13 +93,31 @@ def _known(kb: KnowledgeBase, name: str) -> Gpu | None:
         return None
 
 
-def _reported(kb: KnowledgeBase, name: str, cc: MajorMinor, claimed: Gpu | None) -> Gpu | None:
-    """A GPU a node's nvidia-smi printed: by its name (or the device the driver's table gives that name), else the
-    GPU the partition's GRES type or --map names where it has the CC the node reports, else one of that CC."""
-    found = _known(kb, name)
-    if found is None and claimed is not None and claimed.compute_capability == cc:
-        return claimed
-    return found or identify(kb, name, None, str(cc))
+def _reported(kb: KnowledgeBase, row: SmiRow, claimed: Gpu | None, claim: str) -> tuple[Gpu, str] | None:
+    """A GPU a node's nvidia-smi printed, and how it was known as a phrase (its name as printed, and what identified
+    it where its name did not): by its name (or the device the driver's table gives that name), else by its PCI
+    device ID, else the GPU the partition's GRES type or --map names where it has the CC the node reports, else
+    one of that CC. None when none of them is known."""
+    cc = str(row.compute_cap) if row.compute_cap is not None else None
+    try:
+        gpu, how = identified(kb, row.name, row.device_id, cc)
+    except UnknownGpuError:
+        return None
+    if how == "name":
+        return gpu, row.name
+    if how == "device":
+        return gpu, f"{row.name} (by its PCI device ID 0x{pci.device_id(row.device_id)}: {gpu.key})"
+    if claimed is not None and claimed.compute_capability == gpu.compute_capability:
+        return claimed, f"{row.name} ({claim}, of the compute capability {cc} it reports)"
+    return gpu, f"{row.name} (by the compute capability it reports, {cc}: {gpu.key})"
+
+
+def _unknown(row: SmiRow) -> str:
+    """A GPU none of whose name, PCI device ID and compute capability the knowledge base knows, with what it
+    reported: 'NVIDIA Mystery 9000' (PCI device ID 0x000110DE; no compute capability reported)."""
+    device = f"PCI device ID {row.device_id}" if row.device_id else "no PCI device ID reported"
+    cc = f"compute capability {row.compute_cap}" if row.compute_cap else "no compute capability reported"
+    return f"{row.name!r} ({device}; {cc})"
 
 
 def _on(probes: tuple[Probe, ...]) -> str:
@@ -105,8 +125,11 @@ def _on(probes: tuple[Probe, ...]) -> str:
     return _nodes([p.node or "?" for p in probes if p.gpus])
 
 
-def _group_gpus(inputs: Inputs, group: Group, probes: tuple[Probe, ...], why: str | None, out: Decided) -> list[Gpu]:
-    """The group's GPUs and the provenance line for them; records a problem when nothing names them."""
+def _group_gpus(
+    inputs: Inputs, group: Group, probes: tuple[Probe, ...], why: str | None, out: Decided
+) -> tuple[list[Gpu], list[str]]:
+    """The group's GPUs, and each GPU its probe saw as `_reported` shows it (none: not probed); records a problem
+    when nothing names them."""
     name = inputs.partition.name
     kind = group.gres_type
     mapped = inputs.maps.get(kind) if kind is not None else None
@@ -114,22 +137,26 @@ def _group_gpus(inputs: Inputs, group: Group, probes: tuple[Probe, ...], why: st
     claimed = mapped or named
     claim = f"--map {kind}={mapped.key}" if mapped else f"the GRES type {kind!r}"
     if any(p.gpus for p in probes):
-        seen = list(dict.fromkeys((g.name, g.compute_cap) for p in probes for g in p.gpus))
-        names = list(dict.fromkeys(n for n, _ in seen))
-        rows = list(dict.fromkeys(_reported(inputs.kb, n, cc, claimed) for n, cc in seen))
-        if all(rows):
-            gpus = list(dict.fromkeys(r for r in rows if r is not None))
+        seen = list({(g.name, g.compute_cap, g.device_id): g for p in probes for g in p.gpus}.values())
+        found = [_reported(inputs.kb, row, claimed, claim) for row in seen]
+        known = [f for f in found if f is not None]
+        if len(known) == len(found):
+            gpus = list(dict.fromkeys(gpu for gpu, _ in known))
+            shown = list(dict.fromkeys(text for _, text in known))
             if claimed is not None and {g.key for g in gpus} != {claimed.key}:
+                names = ", ".join(dict.fromkeys(row.name for row in seen))
                 out.notes.append(
-                    f"partition {name!r}: nvidia-smi on {_on(probes)} names {', '.join(names)} where {claim} says "
+                    f"partition {name!r}: nvidia-smi on {_on(probes)} names {names} where {claim} says "
                     f"{claimed.key}; the file follows nvidia-smi"
                 )
-            return gpus
-        unknown = [n for n, cc in seen if _reported(inputs.kb, n, cc, claimed) is None]
-        out.notes.append(f"partition {name!r}: nvidia-smi on {_on(probes)} names {unknown}, which envsolver lacks")
-        why = f"nvidia-smi named {', '.join(repr(u) for u in unknown)}"
+            return gpus, shown
+        unknown = list(dict.fromkeys(_unknown(row) for row, f in zip(seen, found, strict=True) if f is None))
+        out.notes.append(
+            f"partition {name!r}: nvidia-smi on {_on(probes)} names {', '.join(unknown)}, which envsolver lacks"
+        )
+        why = f"nvidia-smi named {', '.join(unknown)}"
     if claimed is not None:
-        return [claimed]
+        return [claimed], []
     failed = f"; {why}" if why and why != "not probed (--no-probe)" else ""
     if kind is None:
         out.problems.append(
@@ -144,7 +171,7 @@ def _group_gpus(inputs: Inputs, group: Group, probes: tuple[Probe, ...], why: st
         out.fixes.append(f"--map {kind}=GPU")
     if inputs.probes is None:
         out.fixes.append(PROBE)
-    return []
+    return [], []
 
 
 def _observe(group: Group, probe: Probe, seen: _Seen, gpus: list[Gpu]) -> None:
@@ -229,13 +256,12 @@ def decide(inputs: Inputs) -> Decided:
     left_out: list[str] = []
     for group in part.groups:
         probes, why = _probe_of(inputs, group)
-        found = _group_gpus(inputs, group, probes, why, out)
+        found, shown = _group_gpus(inputs, group, probes, why, out)
         gpus.extend(g for g in found if g not in gpus)
         if found:
             line = f"{_gres(group)} (type {group.gres_type!r} is the GPU {found[0].key})"
-            if any(p.gpus for p in probes):
-                names = ", ".join(dict.fromkeys(g.name for p in probes for g in p.gpus))
-                line = f"{_gres(group)}; nvidia-smi on {_on(probes)} via {_via(group)}: {names}"
+            if shown:
+                line = f"{_gres(group)}; nvidia-smi on {_on(probes)} via {_via(group)}: {', '.join(shown)}"
             elif group.gres_type in inputs.maps:
                 line = f"--map {group.gres_type}={found[0].key} for {_gres(group)}"
             gpu_lines.append(line)

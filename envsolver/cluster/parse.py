@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from envsolver.core.errors import BadInputError
 from envsolver.core.versions import MAX_DIGITS, DriverVersion, MajorMinor, driver
+from envsolver.resolve.detect import SMI_FIELDS
 
 MAX_LINE = 64 * 1024  # longer lines are not read (a real scontrol line is about 1 KiB)
 
@@ -189,32 +190,66 @@ def parse_config(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SmiRow:
+    """One GPU of the probe's nvidia-smi query. `compute_cap` and `device_id` (pci.device_id as nvidia-smi prints
+    it, "0x233510DE") are None where the driver printed "[N/A]" or was not asked (it refused the field)."""
+
     name: str
     driver: DriverVersion
-    compute_cap: MajorMinor
+    compute_cap: MajorMinor | None = None
+    device_id: str | None = None
+
+    def doc(self) -> dict[str, str | None]:
+        """The row for --json (None: not reported)."""
+        cc = str(self.compute_cap) if self.compute_cap is not None else None
+        return {"name": self.name, "driver": str(self.driver), "compute_cap": cc, "device_id": self.device_id}
 
 
 _CC = re.compile(rf"([0-9]{{1,{MAX_DIGITS}}})\.([0-9]{{1,{MAX_DIGITS}}})")
+_DEVICE_ID = re.compile(r"0x[0-9A-Fa-f]{4,8}")
+# The field lists whose header the probe's nvidia-smi may print (it asks with SMI_FIELDS, one after another,
+# until the driver knows every field), and the fields of a section without a header: the probe's query before
+# it asked for pci.device_id (name,driver_version,compute_cap --format=csv,noheader; the captures in
+# tests/data/slurm/ are of that query).
+_HEADERLESS = ("name", "driver_version", "compute_cap")
+_HEADERS = frozenset({*SMI_FIELDS, _HEADERLESS})
 
 
-# Sample (nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader; H200, captured):
-#   NVIDIA H200, 580.159.04, 9.0
+# Sample (nvidia-smi --query-gpu=name,pci.device_id,compute_cap,driver_version --format=csv; H200):
+#   name, pci.device_id, compute_cap, driver_version
+#   NVIDIA H200, 0x233510DE, 9.0, 580.159.04
+# and on a driver that refuses a field (R470 and compute_cap), before the next query's header and rows:
+#   Field "compute_cap" is not a valid field to query.
 def parse_smi_rows(text: str) -> tuple[SmiRow, ...]:
-    """The GPUs of `--query-gpu=name,driver_version,compute_cap --format=csv,noheader`; other lines (an error
-    message, `[N/A]` values) are not rows."""
-    rows = []
+    """The GPUs of nvidia-smi's CSV answer: the rows after its last header (one of SMI_FIELDS), or without a
+    header the probe's former query's rows. Other lines (a refusal, an error message) are not rows; nor is one
+    whose name is empty or whose driver is not a version. A compute capability or device ID that is "[N/A]" or
+    not of its form is None."""
+    rows: list[SmiRow] = []
+    fields: tuple[str, ...] = _HEADERLESS
     for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",")] if len(line) <= 1000 else []
-        if len(cells) != 3 or not cells[0]:
+        cells = tuple(c.strip() for c in line.split(",")) if len(line) <= 1000 else ()
+        if cells in _HEADERS:
+            fields, rows = cells, []
             continue
-        name, version, cap = cells
-        cc = _CC.fullmatch(cap)
+        if len(cells) != len(fields):
+            continue
+        row = dict(zip(fields, cells, strict=True))
         try:
-            checked = driver(version)
+            checked = driver(row["driver_version"])
         except BadInputError:
             continue
-        if cc:
-            rows.append(SmiRow(name, checked, MajorMinor(int(cc.group(1)), int(cc.group(2)))))
+        if not row["name"]:
+            continue
+        cc = _CC.fullmatch(row.get("compute_cap", ""))
+        device = row.get("pci.device_id", "")
+        rows.append(
+            SmiRow(
+                row["name"],
+                checked,
+                MajorMinor(int(cc.group(1)), int(cc.group(2))) if cc else None,
+                device.upper().replace("0X", "0x") if _DEVICE_ID.fullmatch(device) else None,
+            )
+        )
     return tuple(rows)
 
 
@@ -237,7 +272,8 @@ def parse_ldd_version(text: str) -> MajorMinor | None:
 # The probe a step runs on a compute node (slurm.PROBE_SCRIPT prints these markers), sample from the lab:
 #   == envsolver-probe: node gpu02
 #   == envsolver-probe: nvidia-smi
-#   NVIDIA A100-SXM4-80GB, 550.54.15, 8.0
+#   name, pci.device_id, compute_cap, driver_version
+#   NVIDIA A100-SXM4-80GB, 0x20B210DE, 8.0, 550.54.15
 #   == envsolver-probe: nvidia-smi exit 0
 #   == envsolver-probe: ldd --version
 #   ldd (Debian GLIBC 2.36-9+deb12u14) 2.36

@@ -63,7 +63,7 @@ def document(found: Discovery, path: Path, outcome: str) -> dict[str, Any]:
 def _probe_doc(probe: Probe) -> dict[str, Any]:
     return {
         "node": probe.node,
-        "gpus": [{"name": g.name, "driver": str(g.driver), "compute_cap": str(g.compute_cap)} for g in probe.gpus],
+        "gpus": [g.doc() for g in probe.gpus],
         "glibc": str(probe.glibc) if probe.glibc else None,
         "machine": probe.machine,
     }

@@ -20,6 +20,7 @@ from envsolver.cluster import running
 from envsolver.cluster.parse import MARK, SINFO_ARGV
 from envsolver.core import interrupts, pipes
 from envsolver.core.errors import EnvsolverError, Kind
+from envsolver.resolve.detect import SMI_FIELDS
 
 QUERY_TIMEOUT_S = 60.0  # sinfo and scontrol answer in well under a second on a healthy controller
 # A probe: `--immediate` gives up when no node of the partition is free within that many seconds; the step
@@ -31,15 +32,20 @@ MAX_OUTPUT_TAIL = 1 << 20  # ... and of its end (verify's report and exit status
 MAX_ERRORS = 64 << 10  # bytes kept of the start and of the end of its stderr
 STDOUT = pipes.Bound(MAX_OUTPUT, MAX_OUTPUT_TAIL)
 STDERR = pipes.Bound(MAX_ERRORS, MAX_ERRORS)
-SMI_QUERY = "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
+# nvidia-smi's queries, most fields first (detect.SMI_FIELDS): a driver that does not know a field refuses the
+# whole query, saying so, with exit 2 (tests/data/slurm/nvidia-smi-h200-bad-field.txt), and is asked the next.
+SMI_TRIES = " ".join(",".join(fields) for fields in SMI_FIELDS)
 # The script a probe step runs on the node: a constant (nothing of the user's reaches it), so one `sh -c` word.
 # Each section starts with a marker line that parse.parse_probe reads.
 PROBE_SCRIPT = "\n".join(
     [
         f"printf '{MARK}node %s\\n' \"${{SLURMD_NODENAME:-$(hostname -s)}}\"",
         f"printf '{MARK}nvidia-smi\\n'",
-        f"{SMI_QUERY} 2>&1",
-        f"printf '{MARK}nvidia-smi exit %s\\n' \"$?\"",
+        f"for fields in {SMI_TRIES}; do",
+        '  nvidia-smi --query-gpu="$fields" --format=csv 2>&1; status=$?',
+        '  [ "$status" -eq 2 ] || break',
+        "done",
+        f"printf '{MARK}nvidia-smi exit %s\\n' \"$status\"",
         f"printf '{MARK}ldd --version\\n'",
         "ldd --version 2>&1",
         f"printf '{MARK}uname -m\\n'",

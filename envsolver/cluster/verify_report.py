@@ -178,7 +178,7 @@ def _probe_doc(reply: step.Reply | None) -> dict[str, Any] | None:
         return None
     probe = reply.probe
     return {
-        "gpus": [{"name": g.name, "driver": str(g.driver), "compute_cap": str(g.compute_cap)} for g in probe.gpus],
+        "gpus": [g.doc() for g in probe.gpus],
         "glibc": str(probe.glibc) if probe.glibc else None,
         "machine": probe.machine,
     }

@@ -15,6 +15,7 @@ import difflib
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Literal
 
 from envsolver.core.errors import BadInputError, UnknownGpuError
 from envsolver.kb import pci
@@ -29,6 +30,7 @@ _SIZE = re.compile(r"\d{1,3}")
 _FORM = re.compile(r"pcie|sxm\d*|hbm\d*e?|nvl\d*")
 _SPLIT = re.compile(r"[\s\-_/,()\[\]]+")
 _MODEL = re.compile(r"([a-z]*)(\d+)")
+Identity = Literal["name", "device", "compute_cap"]  # what identified a detected GPU (see `identified`)
 
 
 def _words(name: str) -> list[str]:
@@ -112,16 +114,23 @@ def lookup(kb: KnowledgeBase, name: str) -> Gpu:
 def identify(kb: KnowledgeBase, name: str, device_id: str | None = None, compute_cap: str | None = None) -> Gpu:
     """A detected GPU: by its name (see `lookup`), else by the PCI device ID the driver reports, else by the
     compute capability it reports. Raises UnknownGpuError (about the name) when none of them is known."""
+    return identified(kb, name, device_id, compute_cap)[0]
+
+
+def identified(
+    kb: KnowledgeBase, name: str, device_id: str | None = None, compute_cap: str | None = None
+) -> tuple[Gpu, Identity]:
+    """`identify`, and by which of the three: "name", "device" (the PCI device ID) or "compute_cap"."""
     try:
-        return lookup(kb, name)
+        return lookup(kb, name), "name"
     except UnknownGpuError as exc:
         unknown = exc
     wanted = pci.device_id(device_id)
     if wanted and (rows := pci.devices(kb, wanted)):
-        return _by_device(kb, name, rows)
+        return _by_device(kb, name, rows), "device"
     cc = pci.compute_capability(compute_cap)
     if cc is not None:
-        return pci.reported_row(kb, cc)
+        return pci.reported_row(kb, cc), "compute_cap"
     raise unknown
 
 

@@ -226,3 +226,52 @@ def test_what_nvidia_smi_says_on_a_node_is_shown_escaped(lab: SlurmLab, tmp_path
     assert as_json.exit_code == 0, as_json.output
     probes = {p["partition"]: p for p in json.loads(as_json.stdout)["probes"]}
     assert probes["v100"]["nodes"][0]["gpus"][0]["name"] == HOSTILE, probes["v100"]
+
+
+# Issue 24: a node's GPU is identified as `--gpu auto` identifies one: by the name nvidia-smi prints, else by the
+# PCI device ID, else by the compute capability it reports. gpu04's GRES type ('tesla') names no GPU, so what the
+# file records for it comes from the probe alone.
+@pytest.mark.parametrize(
+    ("gpu", "key", "cc", "how"),
+    [
+        # a name the KB lacks, an ID the driver's table gives the A100 SXM4 80GB, [N/A] for compute_cap
+        (Gpu("NVIDIA A100 Mystery Edition", "550.54.15", "[N/A]", device_id="0x20B210DE"), "a100", "8.0", "0x20B2"),
+        # ... and on a driver too old to know compute_cap (R470: it refuses the field)
+        (
+            Gpu("NVIDIA A100 Mystery Edition", "470.182.03", "8.0", device_id="0x20B210DE", refuses=("compute_cap",)),
+            "a100",
+            "8.0",
+            "0x20B2",
+        ),
+        # a name and an ID nobody knows, and the compute capability the driver reports
+        (Gpu("NVIDIA Mystery 9000", "550.54.15", "8.9", device_id="0x000110DE"), "sm_89", "8.9", "8.9"),
+    ],
+    ids=["device-id", "device-id-old-driver", "reported-cc"],
+)
+def test_a_gpu_the_kb_does_not_name_is_planned_by_what_its_driver_reports(
+    lab: SlurmLab, tmp_path: Path, kb: KnowledgeBase, gpu: Gpu, key: str, cc: str, how: str
+) -> None:
+    with lab.node_gpus("gpu04", (gpu, gpu)):
+        result = init(tmp_path, "--partition", "tesla")
+    assert result.exit_code == 0, result.output
+    tesla = cluster_file.load(tmp_path / "cluster.yaml", kb).partition("tesla")
+    assert tesla is not None, result.output
+    assert [(g.key, str(g.compute_capability)) for g in tesla.gpus] == [(key, cc)], (tesla.gpus, result.output)
+    assert str(tesla.driver) == gpu.driver, (tesla.provenance, result.output)
+    assert gpu.name in tesla.origin("gpus") and how in tesla.origin("gpus"), tesla.provenance
+
+
+def test_an_old_driver_without_compute_cap_still_gives_the_gpu_and_driver(
+    lab: SlurmLab, tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    """R470 refuses compute_cap (and so the whole query): the probe asks again without it, as `--gpu auto` does."""
+    old = Gpu(V100.name, "470.182.03", V100.compute_cap, V100.memory, refuses=("compute_cap",))
+    with lab.node_gpus("gpu04", (old, old)):
+        result = init(tmp_path, "--partition", "tesla", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (tesla,) = doc["cluster"]["partitions"]
+    assert tesla["gpus"] == ["v100"] and tesla["driver"] == "470.182.03", tesla
+    (probe,) = doc["probes"]
+    (node,) = probe["nodes"]
+    assert node["gpus"][0] == {"name": V100.name, "driver": "470.182.03", "compute_cap": None, "device_id": None}, node

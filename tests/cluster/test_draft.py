@@ -274,6 +274,20 @@ def test_a_probed_gpu_the_kb_lacks_is_planned_by_what_the_node_reports(
     assert name in a100.origin("gpus"), a100.provenance
 
 
+def test_a_probed_gpu_known_by_nothing_is_named_with_what_it_reported(kb: KnowledgeBase) -> None:
+    probes: dict[tuple[str, str | None], draft.ProbeResult] = dict(lab_probes())
+    text = read("probe-a100-gpu02.txt").replace(
+        "NVIDIA A100-SXM4-80GB, 550.54.15, 8.0",
+        "name, pci.device_id, compute_cap, driver_version\nNVIDIA Mystery 9000, 0x000110DE, [N/A], 550.54.15",
+    )
+    probes[("a100", "a100")] = parse.parse_probe(text)
+    result = draft.build(draft.survey(lab_facts(), only=("a100",)), probes, {}, kb, COMMAND)
+    (a100,) = result.cluster.partitions  # the GRES type's a100: nothing the node reported says otherwise
+    assert [g.key for g in a100.gpus] == ["a100"], (a100.gpus, result.notes)
+    said = "'NVIDIA Mystery 9000' (PCI device ID 0x000110DE; no compute capability reported)"
+    assert any(said in n and "which envsolver lacks" in n for n in result.notes), result.notes
+
+
 def test_a_cluster_of_gpus_known_by_id_or_cc_survives_the_file_round_trip(kb: KnowledgeBase) -> None:
     from envsolver.cluster import file as cluster_file
 

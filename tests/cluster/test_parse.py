@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from envsolver.cluster import parse
@@ -127,6 +129,52 @@ def test_smi_rows_skip_na_and_error_lines() -> None:
         "NVIDIA driver is installed and running.\nNVIDIA H200, [N/A], 9.0\n"
     )
     assert parse.parse_smi_rows(text) == ()
+
+
+# Issue 24: the probe asks for name,pci.device_id,compute_cap,driver_version with a header (SMI_FIELDS), and asks
+# again without a field the driver refuses. The H200's answer (its row as the H200 printed it, the header as
+# nvidia-smi-h200-query-header.txt shows nvidia-smi prints one); an R470 refusing compute_cap, then its answer
+# without it (the refusal's text as nvidia-smi-h200-bad-field.txt); a driver printing [N/A].
+H200_ROW = "NVIDIA H200, 0x233510DE, 9.0, 580.159.04"
+REFUSED = 'Field "compute_cap" is not a valid field to query.\n\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        (
+            f"name, pci.device_id, compute_cap, driver_version\n{H200_ROW}\n",
+            [("NVIDIA H200", "580.159.04", MajorMinor(9, 0), "0x233510DE")],
+        ),
+        (
+            f"{REFUSED}name, pci.device_id, driver_version\nTesla T4, 0x1eb810de, 470.182.03\n",
+            [("Tesla T4", "470.182.03", None, "0x1EB810DE")],
+        ),
+        (
+            "name, pci.device_id, compute_cap, driver_version\nNVIDIA Mystery, [N/A], [N/A], 550.54.15\n",
+            [("NVIDIA Mystery", "550.54.15", None, None)],
+        ),
+        (f"{REFUSED}{REFUSED}name, driver_version\nTesla K80, 470.182.03\n", [("Tesla K80", "470.182.03", None, None)]),
+        # every query refused: no header, so the refusals are read as the former query's rows, and are none
+        (REFUSED * 3, []),
+        # a header the probe does not ask with is not one: its rows are not read in another query's order
+        ("compute_cap, name, driver_version\n9.0, NVIDIA H200, 580.159.04\n", []),
+    ],
+    ids=["h200", "refused-compute-cap", "n-a", "refused-two", "refused-all", "other-header"],
+)
+def test_smi_rows_of_each_query(text: str, rows: list[tuple[str, str, MajorMinor | None, str | None]]) -> None:
+    got = parse.parse_smi_rows(text)
+    assert [(r.name, r.driver.text, r.compute_cap, r.device_id) for r in got] == rows, got
+
+
+def test_the_probe_asks_with_detects_field_chain() -> None:
+    """One home for the field chain (detect.SMI_FIELDS); its words are plain field names (the script is fixed)."""
+    from envsolver.cluster.slurm import PROBE_SCRIPT, SMI_TRIES
+    from envsolver.resolve.detect import SMI_FIELDS
+
+    assert SMI_TRIES.split() == [",".join(fields) for fields in SMI_FIELDS]
+    assert re.fullmatch(r"[a-z_.,]+( [a-z_.,]+)*", SMI_TRIES), SMI_TRIES
+    assert f"for fields in {SMI_TRIES}; do" in PROBE_SCRIPT, PROBE_SCRIPT
 
 
 @pytest.mark.parametrize(

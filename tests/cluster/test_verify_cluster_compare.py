@@ -330,3 +330,28 @@ def test_the_sass_and_ptx_rules(kb: KnowledgeBase) -> None:
     assert compare.covering(archs, MajorMinor(13, 0)) == ("ptx", "12.0+PTX")
     assert compare.covering(archs, MajorMinor(6, 1)) is None
     assert compare.covering(parse_arch_list("9.0a+PTX"), MajorMinor(10, 0)) is None  # arch-specific PTX stays put
+
+
+# Issue 24: a node on a driver too old for compute_cap (the probe asked again without it) or printing [N/A]: its
+# GPU's CC is the knowledge base's, found by name, else by PCI device ID; unknown, the arch check says so.
+A100_OLD = ("NVIDIA A100-SXM4-80GB, 550.54.15, 8.0", "name, pci.device_id, driver_version\nX, 0x20B210DE, 550.54.15")
+
+
+@pytest.mark.parametrize(
+    ("name", "device", "status", "said"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "[N/A]", "pass", "NVIDIA A100-SXM4-80GB (CC 8.0): kernels built for 8.0"),
+        ("NVIDIA A100 Mystery Edition", "0x20B210DE", "pass", "NVIDIA A100 Mystery Edition (CC 8.0)"),
+        ("NVIDIA Mystery 9000", "0x000110DE", "warn", "the compute capability of NVIDIA Mystery 9000 is unknown"),
+    ],
+    ids=["by-name", "by-device-id", "unknown"],
+)
+def test_a_gpu_whose_driver_reports_no_cc_is_checked_at_the_kbs(
+    kb: KnowledgeBase, cluster: Cluster, name: str, device: str, status: str, said: str
+) -> None:
+    row = A100_OLD[1].replace("X, 0x20B210DE", f"{name}, {device}")
+    checks = run(kb, cluster, "a100", probe("a100-gpu02", (A100_OLD[0], row)))
+    assert checks["lock_arch"].status == status and said in checks["lock_arch"].detail, checks["lock_arch"]
+    # the cluster file's check finds the GPU the same way: listed for a100, or unknown to envsolver
+    known = checks["cluster_file"].status == "pass"
+    assert known == (status == "pass"), checks["cluster_file"]

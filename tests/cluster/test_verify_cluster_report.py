@@ -154,7 +154,7 @@ def test_the_document_holds_each_nodes_document_and_the_error(report: Report, kb
     assert v100["node"] == "gpu01" and v100["status"] == "fail", v100
     assert v100["verify"] == read(kb, captured("v100-gpu01-old-driver")).document
     assert v100["probe"] == {
-        "gpus": [{"name": "Tesla V100-SXM2-16GB", "driver": "450.80.02", "compute_cap": "7.0"}] * 2,
+        "gpus": [{"name": "Tesla V100-SXM2-16GB", "driver": "450.80.02", "compute_cap": "7.0", "device_id": None}] * 2,
         "glibc": "2.36",
         "machine": "x86_64",
     }
