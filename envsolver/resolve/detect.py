@@ -1,4 +1,5 @@
-"""Host detection for `--gpu auto`: GPU names and the driver, each with where it came from.
+"""Host detection for `--gpu auto`: GPU names, the driver and the platform (uname -m), each with where it came
+from.
 
 Detection only fills defaults; it never decides anything. Order: the ENVSOLVER_GPUS and
 ENVSOLVER_DRIVER overrides, NVML (nvidia-ml-py), `nvidia-smi`, then /sys/module/nvidia/version and
