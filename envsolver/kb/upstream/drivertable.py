@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envsolver.core.errors import BadInputError
+from envsolver.core.errors import BadInputError, Kind
 from envsolver.kb.driver_table import DriverRow, parse_readme
 from envsolver.kb.findings import Collector, Report
 from envsolver.kb.model import KnowledgeBase
@@ -28,6 +28,8 @@ FIX = (
 
 class DriverTableUnreadable(BadInputError):
     """The file given is unreadable, too large, or holds no "Compatible GPUs" table (exit 2)."""
+
+    kind: Kind = "bad_input"
 
 
 def read(path: Path) -> list[DriverRow]:
