@@ -8,11 +8,13 @@
     python scripts/kb_audit.py ... --derive                      # print the rows the records determine, as YAML
     python scripts/kb_audit.py --upstream tests/data/kb_audit/upstream.json   # recorded PyPI/wheel/sdist facts
     python scripts/kb_audit.py --live [--record FILE] [--cache DIR]           # read PyPI, the wheels, the sdists now
+    python scripts/kb_audit.py --driver-table README.md   # NVIDIA's driver table against pci_devices.yaml
 
 Prints the diff ('-' what the KB says, '+' what the records say) and exits 0 when the KB agrees with the data,
 1 when it contradicts it, 2 on bad input (unreadable repodata or recording, an invalid KB, a source that cannot
 be read) and 130 on Ctrl-C. --json prints one JSON document instead. What counts as a contradiction:
-envsolver/kb/audit.py (conda records), envsolver/kb/upstream/compare.py (--upstream, --live).
+envsolver/kb/audit.py (conda records), envsolver/kb/upstream/compare.py (--upstream, --live),
+envsolver/kb/upstream/drivertable.py (--driver-table: each row added, removed or renamed).
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ from envsolver.core.printable import printable
 from envsolver.kb import load_kb
 from envsolver.kb.audit import audit
 from envsolver.kb.derive import as_yaml, derive
-from envsolver.kb.findings import render, to_json
+from envsolver.kb.findings import diff, render, to_json
 from envsolver.kb.repodata import RepoData, combine, read_channel
-from envsolver.kb.upstream import collect
+from envsolver.kb.upstream import collect, drivertable
 from envsolver.kb.upstream import facts as upstream_facts
 from envsolver.kb.upstream import render as upstream_render
 from envsolver.kb.upstream.collect import CACHE_ENV
@@ -89,6 +91,13 @@ def parser() -> argparse.ArgumentParser:
         help="read PyPI's torch, deepspeed and NVIDIA CUDA indexes, torch's wheel metadata, DeepSpeed's sdists and "
         "every nvcc wheel now and compare the KB with them",
     )
+    up.add_argument(
+        "--driver-table",
+        type=Path,
+        metavar="README",
+        help="compare pci_devices.yaml with the 'Compatible GPUs' table of NVIDIA/open-gpu-kernel-modules' "
+        "README.md (a saved copy: GitHub is not reachable from every machine), row by row",
+    )
     p.add_argument("--record", type=Path, metavar="FILE", help="with --live: write what was read (the CI recording)")
     p.add_argument(
         "--cache",
@@ -114,6 +123,8 @@ def _data(specs: Sequence[str], partial: bool) -> RepoData:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.driver_table is not None:
+        return _driver_table(args)
     if args.live or args.upstream is not None:
         return _upstream(args)
     if args.record is not None or args.cache is not None:
@@ -167,6 +178,21 @@ def _upstream(args: argparse.Namespace) -> int:
         print(json.dumps(upstream_render.as_json(report, facts), indent=2))
     else:
         print("\n".join(upstream_render.render(report, facts, notes=not args.quiet)))
+    return 0 if report.ok else 1
+
+
+def _driver_table(args: argparse.Namespace) -> int:
+    if args.repodata or args.derive or args.partial or args.record is not None or args.cache is not None:
+        raise UsageError(
+            f"--driver-table compares a README with the KB; it takes only --kb, --quiet and --json. {FIX_USAGE}"
+        )
+    rows = drivertable.read(args.driver_table)
+    kb = load_kb(args.kb) if args.kb is not None else load_kb()
+    report = drivertable.compare(kb, rows, repr(str(args.driver_table)))
+    if args.as_json:
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        print("\n".join([*map(printable, drivertable.render_lines(report, kb)), *diff(report, notes=not args.quiet)]))
     return 0 if report.ok else 1
 
 

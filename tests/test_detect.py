@@ -144,8 +144,8 @@ def test_sys_module_before_proc() -> None:
 
 
 def test_nothing_on_a_login_node() -> None:
-    facts = detect.detect({}, run=_no_probe, read=_no_probe, nvml=_no_probe)
-    assert facts == detect.HostFacts((), None)
+    facts = detect.detect({}, run=_no_probe, read=_no_probe, nvml=_no_probe, machine=lambda: "x86_64")
+    assert facts == detect.HostFacts((), None, detect.Found("linux-64", "uname -m: x86_64"))
 
 
 @pytest.mark.gpu

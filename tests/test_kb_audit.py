@@ -791,3 +791,63 @@ def test_ctrl_c_and_a_bug_end_in_a_message(
     monkeypatch.delenv("ENVSOLVER_DEBUG", raising=False)
     got, out, err = run(capsys, "--json")
     assert (got, json.loads(out)["error"]["kind"]) == (code, kind) and "Traceback" not in err
+
+
+# ---- the driver table (--driver-table): NVIDIA's "Compatible GPUs" table against pci_devices.yaml ----
+
+DRIVER_TABLE = ROOT / "tests" / "data" / "driver_table" / "compatible-gpus-df1c9a3.md"
+# A row the 580 branch's README has (NVIDIA/open-gpu-kernel-modules @ 1a5075f, 580.142) and df1c9a3's lacks.
+ROW_580 = "| NVIDIA RTX PRO 4500 Blackwell Server Edition            | 2C3A 10DE 21F4 |"
+
+
+def test_the_driver_table_audit_agrees_with_the_recorded_copy(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--driver-table", str(DRIVER_TABLE))
+    assert code == 0, (out, err)
+    assert "pci_devices.yaml (825 rows) against the driver table in" in out and "(825 rows)" in out, out
+    assert "0 contradiction(s), 0 note(s): the KB agrees with the data." in out, out
+
+
+def test_the_driver_table_audit_names_each_added_removed_and_renamed_row(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = DRIVER_TABLE.read_text(encoding="utf-8")
+    removed = "| NVIDIA GeForce RTX 2080 Ti                              | 1E04           |\n"
+    assert removed in text and "| NVIDIA RTX A5500        " in text
+    text = text.replace(removed, "").replace("| NVIDIA RTX A5500        ", "| NVIDIA RTX A5500 Pro    ", 1)
+    text = text.replace("| NVIDIA GB300 ", f"{ROW_580}\n| NVIDIA GB300 ", 1)
+    changed = tmp_path / "README.md"
+    changed.write_text(text, encoding="utf-8")
+    code, out, err = run(capsys, "--driver-table", str(changed), "--json")
+    assert code == 1, (out, err)
+    doc = json.loads(out)
+    got = [(f["check"], f["kb"], f["data"]) for f in doc["contradictions"]]
+    assert got == [
+        ("added", "no row", "NVIDIA RTX PRO 4500 Blackwell Server Edition | 2C3A 10DE 21F4"),
+        ("removed", "NVIDIA GeForce RTX 2080 Ti | 1E04", "no row"),
+        ("renamed", "NVIDIA RTX A5500 | 2233 1028 165A", "NVIDIA RTX A5500 Pro | 2233 1028 165A"),
+    ], got
+    assert all("scripts/update_pci_devices.py" in f["fix"] for f in doc["contradictions"]), doc
+    code, out, _ = run(capsys, "--driver-table", str(changed))
+    assert code == 1 and "contradiction [renamed] pci_devices.yaml" in out and "3 contradiction(s)" in out, out
+
+
+@pytest.mark.parametrize("content", [None, "# README\n\nno table here\n"], ids=["missing", "no-table"])
+def test_a_driver_table_file_that_cannot_be_read_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | None
+) -> None:
+    path = tmp_path / "README.md"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    code, out, err = run(capsys, "--driver-table", str(path), "--json")
+    assert code == 2, (out, err)
+    doc = json.loads(out)
+    assert doc["error"]["kind"] == "bad_input" and "Pass NVIDIA/open-gpu-kernel-modules' README.md" in (
+        doc["error"]["fix"] or doc["error"]["message"]
+    ), doc
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("extra", [["--live"], ["--derive"]], ids=["live", "derive"])
+def test_the_driver_table_audit_takes_no_other_mode(capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
+    code, out, err = run(capsys, "--driver-table", str(DRIVER_TABLE), *extra, "--json")
+    assert code == 2 and json.loads(out)["error"]["kind"] == "usage", (out, err)

@@ -178,7 +178,7 @@ def gpu_cells(gpus: tuple[Gpu, ...]) -> list[tuple[str, ...]]:
                 memory,
                 _yes(g.bf16),
                 _yes(g.fp8),
-                g.platform,
+                g.platform or "?",
             )
         )
     return rows

@@ -238,9 +238,11 @@ def _platform(inputs: Inputs, seen: _Seen, gpus: list[Gpu], out: Decided) -> tup
         (platform,) = platforms
         assert platform is not None
         return platform, found[0][2]  # type: ignore[return-value]
-    usual = {g.platform for g in gpus}
+    # a GPU known only by its PCI ID or reported CC records no platform: the others' decides, else nothing does
+    recorded = [g for g in gpus if g.platform is not None]
+    usual = {g.platform for g in recorded}
     if len(usual) == 1:
-        return next(iter(usual)), f"the usual platform of {', '.join(g.key for g in gpus)} (`envsolver gpus`)"
+        return next(iter(usual)), f"the usual platform of {', '.join(g.key for g in recorded)} (`envsolver gpus`)"
     out.problems.append(f"partition {name!r}: neither Slurm nor a probe says its nodes' architecture")
     out.fixes.append(PROBE)
     return None, ""

@@ -29,7 +29,9 @@ class Gpu:
     bf16: bool | None
     fp8: bool | None
     min_driver: int | None
-    platform: Platform
+    # the platform its hosts usually are; None: not recorded (a row built from a PCI device ID or a reported
+    # compute capability says nothing about its host), so --platform, the detected host or the default decides
+    platform: Platform | None
     source: tuple[str, ...]
     note: str | None = None
 

@@ -2,8 +2,9 @@
 
 The driver's table (pci_devices.yaml) names every device it supports; pci.ids gives each device's chip and
 chips.yaml the chip's compute capability. A device whose driver name no gpus.yaml row knows becomes a row of its
-own, keyed `0x` + its device ID, with its chip's CC and nothing else (memory, BF16/FP8: unknown). A GPU that
-neither its name nor its ID identifies, but whose driver reports its CC, becomes a row keyed `sm_XY`.
+own, keyed `0x` + its device ID, with its chip's CC and nothing else (memory, BF16/FP8 and its host's platform:
+unknown). A GPU that neither its name nor its ID identifies, but whose driver reports its CC, becomes a row keyed
+`sm_XY`. Neither kind guesses a platform: resolve takes it from --platform or the detected host, else its default.
 """
 
 from __future__ import annotations
@@ -57,11 +58,12 @@ def chip_row(kb: KnowledgeBase, device: PciDevice) -> Gpu | None:
         bf16=None,
         fp8=None,
         min_driver=None,
-        platform="linux-64",
+        platform=None,
         source=tuple(dict.fromkeys((*device.source, *chip.source))),
         note=(
             f"PCI device 0x{device.device_id}, chip {device.chip}: no GPU row names it, so only its chip's "
-            "compute capability is known; its usual platform is not recorded (linux-64, a PCI card's, is assumed)"
+            "compute capability is known; its host's platform is not recorded (--platform or the detected host "
+            "gives it)"
         ),
     )
 
@@ -83,7 +85,7 @@ def reported_row(kb: KnowledgeBase, cc: MajorMinor) -> Gpu:
         bf16=None,
         fp8=None,
         min_driver=None,
-        platform="linux-64",
+        platform=None,
         source=("driver-reported",),
         note=f"compute capability {cc} as the driver reported it; the knowledge base knows neither name nor ID",
     )

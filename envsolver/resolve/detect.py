@@ -1,4 +1,5 @@
-"""Host detection for `--gpu auto`: GPU names and the driver, each with where it came from.
+"""Host detection for `--gpu auto`: GPU names, the driver and the platform (uname -m), each with where it came
+from.
 
 Detection only fills defaults; it never decides anything. Order: the ENVSOLVER_GPUS and
 ENVSOLVER_DRIVER overrides, NVML (nvidia-ml-py), `nvidia-smi`, then /sys/module/nvidia/version and
@@ -46,8 +47,12 @@ class Found:
 
 @dataclass(frozen=True)
 class HostFacts:
+    """The GPUs and driver found, and this host's conda platform (value "linux-aarch64", origin "uname -m:
+    aarch64"; None on a machine envsolver has no platform for)."""
+
     gpus: tuple[Found, ...]
     driver: Found | None
+    platform: Found | None = None
 
 
 Runner = Callable[[list[str]], str | None]
@@ -212,18 +217,24 @@ def _known(cell: str | None) -> str | None:
 
 
 def detect(
-    environ: Mapping[str, str], run: Runner = _run, read: Reader = _read, nvml: NvmlProbe | None = None
+    environ: Mapping[str, str],
+    run: Runner = _run,
+    read: Reader = _read,
+    nvml: NvmlProbe | None = None,
+    machine: Callable[[], str] | None = None,
 ) -> HostFacts:
-    """GPU names and driver of this host. Overrides win; each value says where it came from."""
+    """GPU names, driver and platform of this host. Overrides win; each value says where it came from.
+    `machine` gives uname -m (default: platform.machine)."""
     gpus: tuple[Found, ...] = ()
     driver: Found | None = None
+    here = _platform(machine)
     if environ.get("ENVSOLVER_GPUS"):
         names = [n.strip() for n in environ["ENVSOLVER_GPUS"].split(",") if n.strip()]
         gpus = tuple(Found(n, "ENVSOLVER_GPUS") for n in names)
     if environ.get("ENVSOLVER_DRIVER"):
         driver = Found(environ["ENVSOLVER_DRIVER"].strip(), "ENVSOLVER_DRIVER")
     if gpus and driver:
-        return HostFacts(gpus, driver)
+        return HostFacts(gpus, driver, here)
 
     probed: tuple[Sequence[str | Found], str] | None = (nvml or _nvml)()
     origin = "NVML"
@@ -243,7 +254,15 @@ def detect(
         proc_driver = parse_proc_version(text) if text else None
         if proc_driver:
             driver = Found(proc_driver, PROC_VERSION)
-    return HostFacts(gpus, driver)
+    return HostFacts(gpus, driver, here)
+
+
+def _platform(machine: Callable[[], str] | None) -> Found | None:
+    import platform
+
+    name = (machine or platform.machine)()
+    found = host_platform(name) if name else None
+    return Found(found, f"uname -m: {name}") if found else None
 
 
 # conda's platform for this machine's architecture (uname -m), for the platforms envsolver supports.

@@ -15,7 +15,7 @@ from envsolver.core.errors import BadInputError, DetectionError
 from envsolver.core.redact import redact
 from envsolver.kb.gpus import identify, lookup
 from envsolver.kb.model import CHANNELS, PLATFORMS, Gpu, KnowledgeBase
-from envsolver.resolve.detect import HostFacts
+from envsolver.resolve.detect import Found, HostFacts
 from envsolver.resolve.profile import load as load_profile
 from envsolver.resolve.target import DEEPSPEED_FROM, DEFAULT_GLIBC, Target, torch_specifier
 
@@ -70,6 +70,7 @@ def build_target(
         )
     detected: dict[str, str] = {}
     found: tuple[Gpu, ...] = ()
+    host: Found | None = None
     driver_origin = "--driver" if "driver" in given else "the profile's driver:"
     if any(n.strip().lower() == "auto" for n in gpu_names):
         facts = cast(HostFacts, detect(environ or {}) if detect else HostFacts((), None))
@@ -87,6 +88,10 @@ def build_target(
             values["driver"] = facts.driver.value
             detected[f"driver {facts.driver.value}"] = facts.driver.origin
             driver_origin = facts.driver.origin
+        # the host's platform serves the GPUs whose row records none (known only by PCI ID or reported CC)
+        if facts.platform is not None and "platform" not in values and any(g.platform is None for g in found):
+            host = facts.platform
+            detected[f"platform {host.value}"] = host.origin
     gpus = tuple(dict.fromkeys([*(lookup(kb, n) for n in gpu_names), *found]))
     known = () if options.driver_from_cluster_file else kb.known_drivers()
     parsed = _versions(values, kb, driver_origin, known)
@@ -103,6 +108,8 @@ def build_target(
         glibc=parsed.glibc,
         driver_compat=cast(Any, _choice(values.get("driver_compat", "minor"), ("full", "minor"), "--driver-compat")),
         deepspeed_from=cast(Any, _choice(values.get("deepspeed_from", "auto"), DEEPSPEED_FROM, "--deepspeed-from")),
+        host_platform=cast(Any, _choice(host.value, PLATFORMS, "the detected platform")) if host else None,
+        host_origin=host.origin if host else "",
     )
     return Inputs(target, detected, canonical_command("make", target), parsed.warnings)
 
@@ -196,8 +203,11 @@ def _choices(target: Target, with_host: bool) -> list[str]:
         parts.append(_option("--cuda", target.cuda, "12.4"))
     if target.source != "conda-forge":
         parts.append(_option("--source", target.source, "pytorch"))
-    if with_host and target.platform is not None:
-        parts.append(_option("--platform", target.platform, "linux-64"))
+    # the detected platform a GPU without a recorded one was planned for is written out, so the command replans it
+    unrecorded = any(g.platform is None for g in target.gpus)
+    platform = target.platform or (target.host_platform if unrecorded else None)
+    if with_host and platform is not None:
+        parts.append(_option("--platform", platform, "linux-64"))
     if not target.deepspeed:
         parts.append("--no-deepspeed")
     elif target.deepspeed_from != "auto":

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from envsolver.core.errors import ConflictError, Kind
-from envsolver.kb.model import KnowledgeBase, Platform, Toolkit
-from envsolver.resolve import archs, driver, full_support, notes, refusals, ways_out
+from envsolver.core.errors import ConflictError
+from envsolver.kb.model import KnowledgeBase, Toolkit
+from envsolver.resolve import archs, driver, full_support, notes, platforms, refusals, ways_out
 from envsolver.resolve.candidates import Candidate, pick
 from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.plan import Plan, Reason
@@ -33,27 +33,17 @@ def refusal(
     its own): on a line of their own after a list of rejected builds."""
     facts = str(exc).rstrip(". ")
     then = "\n" if "\n" in facts else " "
-    if isinstance(exc, PlatformsConflict):
+    if isinstance(exc, platforms.PlatformsConflict):
         return ConflictError(f"{facts}.{then}{ways_out.one_each(target, exc.groups, planner)}", exc.rejected)
     found = ways_out.find(kb, target, planner)
     return ConflictError(f"{facts}.{then}{ways_out.sentence(found, where)}", exc.rejected, exc.by_reason)
-
-
-class PlatformsConflict(ConflictError):
-    """The target GPUs run on different platforms; `groups` holds the GPU keys of each platform (exit 1)."""
-
-    kind: Kind = "conflict"
-
-    def __init__(self, message: str, groups: tuple[tuple[str, ...], ...]) -> None:
-        super().__init__(message)
-        self.groups = groups
 
 
 def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
     """resolve without the ways out: the message names the clashing facts only. Raises ConflictError.
     With `advise`, a minor-compatibility warning names what `--driver-compat full` plans (each option change
     planned first); plans made only to be tried (ways out, alternatives) pass advise=False."""
-    platform, platform_reasons, warnings = _platform(target)
+    platform, platform_reasons, warnings = platforms.choose(target)
     _check_driver_floors(kb, target)
     chosen, rejected, refused = pick(kb, target, platform)
     if chosen is None:
@@ -178,29 +168,6 @@ def _no_driver_warning(kb: KnowledgeBase, toolkit: Toolkit) -> str:
         f"{toolkit.version}). The knowledge base does not know the driver that fully supports CUDA "
         f"{toolkit.version}: {driver.requirement_text(kb, toolkit.version)}; {fix}"
     )
-
-
-def _platform(target: Target) -> tuple[Platform, list[Reason], list[str]]:
-    wanted = {g.platform for g in target.gpus}
-    warnings: list[str] = []
-    if target.platform is not None:
-        others = [g.name for g in target.gpus if g.platform != target.platform]
-        if others:
-            warnings.append(
-                f"--platform {target.platform}: {', '.join(others)} usually run(s) on another platform "
-                f"({', '.join(sorted(wanted - {target.platform}))})."
-            )
-        return target.platform, [Reason(f"platform {target.platform}", "given with --platform", ("NV-GPUS",))], warnings
-    if len(wanted) > 1:
-        by = {p: [g.name for g in target.gpus if g.platform == p] for p in sorted(wanted)}
-        detail = "; ".join(f"{', '.join(names)} on {p}" for p, names in by.items())
-        raise PlatformsConflict(
-            f"the target GPUs need different platforms ({detail}); one conda environment serves one platform",
-            groups=tuple(tuple(dict.fromkeys(g.key for g in target.gpus if g.platform == p)) for p in sorted(wanted)),
-        )
-    platform = next(iter(wanted))
-    hosts = ", ".join(g.name for g in target.gpus)
-    return platform, [Reason(f"platform {platform}", f"{hosts} run(s) on {platform} hosts", ("NV-GPUS",))], warnings
 
 
 def _check_driver_floors(kb: KnowledgeBase, target: Target) -> None:

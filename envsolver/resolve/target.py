@@ -29,6 +29,8 @@ class Target:
     driver: the oldest driver on the nodes; None means "assume a current driver".
     torch: a version specifier such as ==2.5.* or ==2.3.1; None means newest that fits.
     platform: None means "derive it from the GPUs".
+    host_platform: the platform detection saw (--gpu auto) and where (`host_origin`, "uname -m: aarch64"); it
+    serves the GPUs whose row records no platform (one known only by PCI ID or reported CC).
     """
 
     gpus: tuple[Gpu, ...]
@@ -43,6 +45,8 @@ class Target:
     glibc: MajorMinor = DEFAULT_GLIBC
     driver_compat: DriverCompat = "minor"
     deepspeed_from: DeepSpeedFrom = "auto"
+    host_platform: Platform | None = None
+    host_origin: str = ""
 
     @property
     def ccs(self) -> tuple[MajorMinor, ...]:

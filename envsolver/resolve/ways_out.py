@@ -87,9 +87,10 @@ def _moves(kb: KnowledgeBase, target: Target) -> list[Options]:
     newer_glibc = sorted({b.glibc for b in kb.torch_builds if b.glibc is not None and b.glibc > target.glibc})
     moves += [(("--glibc", str(glibc)),) for glibc in newer_glibc]
     # The GPUs' own platform, where the user named another; never a platform some target GPU is not built for
-    # (GPUs that need different platforms need one environment each, as the conflict says).
+    # (GPUs that need different platforms need one environment each, as the conflict says); none for a GPU whose
+    # row records no platform (known only by PCI ID or CC: it has no platform of its own to offer).
     usual = {g.platform for g in target.gpus}
-    if len(usual) == 1 and target.platform is not None and target.platform not in usual:
+    if len(usual) == 1 and None not in usual and target.platform is not None and target.platform not in usual:
         moves.append((("--platform", usual.pop()),))
     if target.deepspeed:
         moves.append((("--no-deepspeed", None),))
