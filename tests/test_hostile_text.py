@@ -44,8 +44,9 @@ def _tool(bin_dir: Path, name: str, script: str) -> Path:
 
 
 def _smi_path(tmp_path: Path) -> str:
-    """A PATH whose nvidia-smi answers verify's query with one H100 named HOSTILE (printf's %s prints it as is)."""
-    row = f"{HOSTILE}, 9.0, 81559 MiB, 570.133.20"
+    """A PATH whose nvidia-smi answers verify's query (name, pci.device_id, compute_cap, memory.total,
+    driver_version) with one GPU named HOSTILE and no device ID (printf's %s prints it as is)."""
+    row = f"{HOSTILE}, [N/A], 9.0, 81559 MiB, 570.133.20"
     _tool(tmp_path / "bin", "nvidia-smi", f"printf '%s\\n' {shlex.quote(row)}\n")
     return f"{tmp_path / 'bin'}:/usr/bin:/bin"
 

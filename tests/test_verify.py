@@ -361,6 +361,7 @@ def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, c
     tool = tmp_path / "nvidia-smi"
     tool.write_text(
         "#!/bin/sh\n"
+        'echo "$*" >> "$CALLS"\n'
         'fields=""; for a in "$@"; do case "$a" in --query-gpu=*) fields="${a#--query-gpu=}" ;; esac; done\n'
         'row=""; for f in $(echo "$fields" | tr , " "); do\n'
         '  case " $REFUSE " in *" $f "*) echo "Field \\"$f\\" is not a valid field to query." >&2; exit 2 ;; esac\n'
@@ -371,11 +372,16 @@ def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, c
         encoding="utf-8",
     )
     tool.chmod(0o755)
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REFUSE": refuse}
+    calls = tmp_path / "calls"
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REFUSE": refuse, "CALLS": str(calls)}
     doc = verify_run.probe(Path(sys.executable), deepspeed=False, gpu_test=False, timeout=60, environ=env)
     want = {"name": "NVIDIA Quantum 3000", "compute_capability": cc, "memory": "24564 MiB", "device_id": "0x223310DE"}
     assert doc["driver"]["gpus"] == [want], doc["driver"]
     assert doc["driver"]["version"] == "550.54.15", doc["driver"]
+    assert doc["driver"]["cuda"] == "12.4", doc["driver"]
+    # one query per field list the driver refuses, one it answers, then the banner (for the CUDA version)
+    asked = calls.read_text().splitlines()
+    assert len(asked) == (3 if refuse else 2), asked
 
 
 def test_probe_runs_in_this_interpreter() -> None:

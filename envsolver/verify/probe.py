@@ -242,44 +242,56 @@ def fact(facts: dict[str, Any], name: str, getter: Any) -> None:
         facts[name + "_error"] = "%s: %s" % (type(exc).__name__, exc)
 
 
-def _with_cell(line: str, index: int, value: str) -> str:
-    cells = line.split(",")
-    return ",".join([*cells[:index], " " + value, *cells[index:]])
-
-
+# The fields asked for, most first, as resolve/detect.SMI_FIELDS asks them (this file runs without envsolver): a
+# driver that refuses one (compute_cap came with R510) is asked again without it; a field it cannot fill it prints
+# as "[N/A]".
+_SMI_FIELDS = (
+    ("name", "pci.device_id", "compute_cap", "memory.total", "driver_version"),
+    ("name", "pci.device_id", "memory.total", "driver_version"),
+    ("name", "memory.total", "driver_version"),
+)
 # Sample (nvidia-smi --query-gpu=pci.device_id --format=csv,noheader: the device ID, then NVIDIA's vendor ID):
 #   0x233510DE
 _DEVICE_ID = re.compile(r"0x[0-9A-Fa-f]{8}")
 
 
-def _device_ids(smi: str, gpus: list[dict[str, Any]]) -> None:
-    """Each GPU's PCI device ID (key device_id), where nvidia-smi gives one per GPU in the same order."""
-    rc, text = _run([smi, "--query-gpu=pci.device_id", "--format=csv,noheader"])
-    found = [line.strip() for line in text.strip().splitlines()] if rc == 0 else []
-    if len(found) == len(gpus) and all(_DEVICE_ID.fullmatch(d) for d in found):
-        for gpu, device in zip(gpus, found):
-            gpu["device_id"] = device
+def _smi_gpus(smi: str) -> tuple[list[dict[str, Any]], str | None] | None:
+    """Each GPU (name, compute_capability, memory, and device_id where the driver gives a well-formed one) and the
+    driver version, from the first of _SMI_FIELDS nvidia-smi answers; None when it answers none."""
+    for fields in _SMI_FIELDS:
+        rc, text = _run([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader"])
+        if rc == 0:
+            break
+        if rc != 2:  # nvidia-smi refuses an unknown field with exit 2; anything else is no answer at all
+            return None
+    else:
+        return None
+    gpus: list[dict[str, Any]] = []
+    version = None
+    for line in text.strip().splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(fields):
+            continue
+        row = dict(zip(fields, cells))
+        gpu: dict[str, Any] = {"name": row["name"], "compute_capability": row.get("compute_cap", "[N/A]")}
+        gpu["memory"] = row["memory.total"]
+        if _DEVICE_ID.fullmatch(row.get("pci.device_id", "")):
+            gpu["device_id"] = row["pci.device_id"]
+        gpus.append(gpu)
+        version = row["driver_version"]
+    return gpus, version
 
 
 def driver() -> dict[str, Any]:
     out: dict[str, Any] = {"source": None, "version": None, "cuda": None, "gpus": []}
     smi = shutil.which("nvidia-smi")
-    if smi:
-        rc, text = _run([smi, "--query-gpu=name,compute_cap,memory.total,driver_version", "--format=csv,noheader"])
-        if rc != 0:  # a driver older than R510 refuses compute_cap: ask again without it
-            rc, text = _run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"])
-            text = "\n".join(_with_cell(line, 1, "[N/A]") for line in text.strip().splitlines())
-        if rc == 0:
-            for line in text.strip().splitlines():
-                cells = [c.strip() for c in line.split(",")]
-                if len(cells) >= 4:
-                    out["gpus"].append({"name": cells[0], "compute_capability": cells[1], "memory": cells[2]})
-                    out["version"] = cells[3]
-            out["source"] = "nvidia-smi"
-            _device_ids(smi, out["gpus"])
-            rc, banner = _run([smi])
-            match = re.search(r"CUDA Version:\s*([\d.]+)", banner)
-            out["cuda"] = match.group(1) if match else None
+    answered = _smi_gpus(smi) if smi else None
+    if smi and answered is not None:
+        out["gpus"], out["version"] = answered
+        out["source"] = "nvidia-smi"
+        _rc, banner = _run([smi])
+        match = re.search(r"CUDA Version:\s*([\d.]+)", banner)
+        out["cuda"] = match.group(1) if match else None
     if out["version"] is None:
         for path in ("/sys/module/nvidia/version", "/proc/driver/nvidia/version"):
             if os.path.exists(path):
