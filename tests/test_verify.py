@@ -1180,6 +1180,18 @@ def test_driver_and_host_compiler_details_word_for_word(kb: KnowledgeBase) -> No
         )
 
 
+def test_a_gcc_too_new_is_fixed_in_the_env_for_its_machines_platform(kb: KnowledgeBase) -> None:
+    """The fix for a GCC newer than nvcc accepts names the environment (-p) and the compiler package of its
+    platform: before, it was `conda install -c conda-forge 'gxx<16' 'gxx_linux-64<16'` on every machine, into
+    whatever environment was active."""
+    for machine, arch in (("x86_64", "64"), ("aarch64", "aarch64")):
+        check = result(kb, "host_compiler", edit("python.machine", machine)(edit("compiler.major", 16)(healthy())))
+        assert (check.status, check.fix) == (
+            "fail",
+            f"conda install -p /opt/torch/.venv -c conda-forge 'gxx<16' 'gxx_linux-{arch}<16'",
+        ), check
+
+
 @pytest.mark.parametrize(
     ("value", "fix"),
     [

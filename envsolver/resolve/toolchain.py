@@ -48,15 +48,18 @@ def gcc_limit(kb: KnowledgeBase, nvcc: MajorMinor | None) -> int | None:
     return gcc_max(kb, toolkit)[0] if toolkit else None
 
 
-def gcc_vs_nvcc(cxx: str, major: int, nvcc: MajorMinor | None, limit: int) -> tuple[Verdict, str, str]:
-    """(verdict, detail, fix) for host compiler `cxx` of GCC `major` under nvcc's newest accepted GCC `limit`."""
+def gcc_vs_nvcc(cxx: str, major: int, nvcc: MajorMinor | None, limit: int) -> tuple[Verdict, str]:
+    """(verdict, detail) for host compiler `cxx` of GCC `major` under nvcc's newest accepted GCC `limit`."""
     if major > limit:
-        return (
-            "fail",
-            f"{cxx} is GCC {major}; nvcc {nvcc} accepts GCC <= {limit}",
-            f"conda install -c conda-forge 'gxx<{limit + 1}' 'gxx_linux-64<{limit + 1}'",
-        )
-    return "ok", f"{cxx} is GCC {major} (nvcc {nvcc} accepts <= {limit})", ""
+        return "fail", f"{cxx} is GCC {major}; nvcc {nvcc} accepts GCC <= {limit}"
+    return "ok", f"{cxx} is GCC {major} (nvcc {nvcc} accepts <= {limit})"
+
+
+def cxx_specs(kb: KnowledgeBase, platform: str, limit: int | None) -> list[str]:
+    """conda-forge's C++ compiler packages for `platform` (the KB's toolchain.cxx: gxx and gxx_<platform>), each
+    below GCC `limit` + 1 where the limit is known: 'gxx<16', 'gxx_linux-aarch64<16'."""
+    below = f"<{limit + 1}" if limit is not None else ""
+    return [name.replace("{platform}", platform) + below for name in kb.cxx_packages[0]]
 
 
 def compiler_line(text: str) -> str:

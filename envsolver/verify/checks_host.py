@@ -10,6 +10,7 @@ from envsolver.core.versions import leading_major_minor
 from envsolver.kb.gpus import identify
 from envsolver.resolve import driver as driver_rules
 from envsolver.resolve import toolchain
+from envsolver.resolve.detect import host_platform
 from envsolver.verify import archplan
 from envsolver.verify.checks_base import (
     Check,
@@ -177,17 +178,9 @@ def check_host_compiler(ctx: Context) -> Check:
     nvcc = leading_major_minor((ctx.facts.get("nvcc") or {}).get("version"))
     limit = toolchain.gcc_limit(ctx.kb, nvcc)
     if not c.get("path") or c.get("major") is None:
-        machine = (ctx.facts.get("python") or {}).get("machine") or "x86_64"
-        below = f"<{limit + 1}" if limit else ""
-        names = " ".join(shlex.quote(f"{n}{below}") for n in ("gxx", f"gxx_linux-{_conda_arch(machine)}"))
         found = f"{c['path']} gives no GCC version" if c.get("path") else "no C++ compiler found"
         return Check(
-            "host_compiler",
-            "fail",
-            f"{found} (CXX, the env's conda c++, c++ or g++ on PATH)",
-            f"conda install -p {prefix_of(ctx)} -c conda-forge {names}"
-            if conda_env(ctx)
-            else _host_gcc_fix(ctx, limit),
+            "host_compiler", "fail", f"{found} (CXX, the env's conda c++, c++ or g++ on PATH)", _gcc_fix(ctx, limit)
         )
     major = int(c["major"])
     if nvcc is None:
@@ -199,23 +192,24 @@ def check_host_compiler(ctx: Context) -> Check:
             f"{c['path']} is GCC {major}; the newest GCC nvcc {nvcc} accepts is not in the knowledge base",
             "check nvcc's host compiler range in NVIDIA's installation guide for this CUDA release",
         )
-    verdict, detail, fix = toolchain.gcc_vs_nvcc(c["path"], major, nvcc, limit)
-    if fix and not conda_env(ctx):
-        fix = _host_gcc_fix(ctx, limit)
-    return Check("host_compiler", "pass" if verdict == "ok" else verdict, detail, fix)
+    verdict, detail = toolchain.gcc_vs_nvcc(c["path"], major, nvcc, limit)
+    return Check(
+        "host_compiler", "pass" if verdict == "ok" else verdict, detail, _gcc_fix(ctx, limit) if verdict != "ok" else ""
+    )
 
 
-def _host_gcc_fix(ctx: Context, limit: int | None) -> str:
-    """A host compiler for an environment that is no conda one: the host's g++ named by CXX, or a conda env."""
+def _gcc_fix(ctx: Context, limit: int | None) -> str:
+    """A host compiler nvcc accepts: conda-forge's, into the environment when it is a conda one (for its machine's
+    platform); else the host's g++ named by CXX, or a new conda environment."""
+    if conda_env(ctx):
+        machine = (ctx.facts.get("python") or {}).get("machine") or "x86_64"
+        names = toolchain.cxx_specs(ctx.kb, host_platform(machine) or "linux-64", limit)
+        return f"conda install -p {prefix_of(ctx)} -c conda-forge {' '.join(shlex.quote(n) for n in names)}"
     most = f" of GCC {limit} or older" if limit else ""
     return (
         f"install a g++{most} from the host's packages and export CXX=its path, or: "
         f"{new_env_fix(ctx, 'the gxx compiler')}"
     )
-
-
-def _conda_arch(machine: str) -> str:
-    return "aarch64" if machine in ("aarch64", "arm64") else "64"
 
 
 def check_torch_cuda_arch_list(ctx: Context) -> Check:
