@@ -384,6 +384,32 @@ def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, c
     assert len(asked) == (3 if refuse else 2), asked
 
 
+def test_probe_reads_the_h200s_own_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's query and the banner, answered with what a real H200 printed for them (tests/data/nvidia_smi)."""
+    smi = DATA / "nvidia_smi"
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  --query-gpu=name,pci.device_id,compute_cap,memory.total,driver_version)"
+        f" cat {smi / 'h200-query-probe-noheader.txt'} ;;\n"
+        f"  '') cat {smi / 'h200-default.txt'} ;;\n"
+        f"  *) cat {smi / 'h200-query-unknown-field.txt'}; exit 2 ;;\n"
+        "esac\n",
+        encoding="utf-8",
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert probe.driver() == {
+        "source": "nvidia-smi",
+        "version": "580.159.04",
+        "cuda": "13.0",
+        "gpus": [
+            {"name": "NVIDIA H200", "compute_capability": "9.0", "memory": "143771 MiB", "device_id": "0x233510DE"}
+        ],
+    }
+
+
 def test_probe_runs_in_this_interpreter() -> None:
     doc = verify_run.probe(
         Path(sys.executable), deepspeed=False, gpu_test=False, timeout=60, environ={"PATH": "/usr/bin:/bin"}
