@@ -89,6 +89,26 @@ def test_an_id_outside_the_table_is_unknown(kb: KnowledgeBase) -> None:
     with pytest.raises(UnknownGpuError, match="driver's table does not name") as caught:
         lookup(kb, "0x0001")
     assert caught.value.closest == [], caught.value.closest
+    # the error's name is what was given (--json and cluster messages quote it), the reason beside it
+    assert caught.value.name == "0x0001", caught.value.name
+    assert str(caught.value).startswith("unknown GPU '0x0001' (a PCI device ID the driver's table does not name)."), (
+        str(caught.value)
+    )
+
+
+def test_identifying_by_id_or_cc_does_not_search_for_close_names(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fuzzy search over every name (13 ms under load) is for a message; a GPU that its device ID or CC
+    identifies needs none (cluster init identifies every node's GPUs)."""
+    from envsolver.kb import gpus
+
+    def searched(*_: object) -> list[str]:
+        raise AssertionError("closest() was called for a GPU its device ID or CC identifies")
+
+    monkeypatch.setattr(gpus, "closest", searched)
+    assert identify(kb, "NVIDIA Mystery 3090", "0x220410DE", None).key == "rtx3090"
+    assert identify(kb, "NVIDIA Mystery 9000", None, "8.9").key == "sm_89"
 
 
 def test_identify_uses_name_then_id_then_reported_cc(kb: KnowledgeBase) -> None:

@@ -100,13 +100,13 @@ class UnknownGpuError(BadInputError):
 
     kind: Kind = "unknown_gpu"
 
-    def __init__(self, name: str, closest: list[str]) -> None:
+    def __init__(self, name: str, closest: list[str], why: str = "") -> None:
         hint = ", ".join(repr(c) for c in closest) if closest else "none"
         super().__init__(
-            f"unknown GPU {name!r}. Closest known names: {hint}. "
+            f"unknown GPU {name!r}{f' ({why})' if why else ''}. Closest known names: {hint}. "
             "Run `envsolver gpus` for the full table and pass one of its names or aliases to --gpu."
         )
-        self.name = name
+        self.name = name  # as given
         self.closest = closest
 
 

@@ -96,19 +96,10 @@ def lookup(kb: KnowledgeBase, name: str) -> Gpu:
     """The GPU for a key, alias, name or nvidia-smi name; else for a PCI device ID ("0x2233") or a name the
     driver's table gives a device (the row of that name, else one from the device's chip); else for `sm_XY`.
     Raises UnknownGpuError with the 3 closest names (or the device and chip whose CC is unknown)."""
-    found = _by_name(kb, name)
-    if found is not None:
-        return found
-    wanted = pci.device_id(name)
-    rows = pci.devices(kb, wanted) if wanted else _driver_names(kb.pci_devices).get(normalize(name), ())
-    if rows:
-        return _by_device(kb, name, rows)
-    if wanted:
-        raise UnknownGpuError(f"{name} (a PCI device ID the driver's table does not name)", [])
-    cc = pci.compute_capability(name) if name.strip().lower().startswith("sm_") else None
-    if cc is not None:
-        return pci.reported_row(kb, cc)
-    raise UnknownGpuError(name, closest(kb, name))
+    found, why = _find(kb, name)
+    if found is None:
+        raise _unknown(kb, name, why)
+    return found
 
 
 def identify(kb: KnowledgeBase, name: str, device_id: str | None = None, compute_cap: str | None = None) -> Gpu:
@@ -120,18 +111,40 @@ def identify(kb: KnowledgeBase, name: str, device_id: str | None = None, compute
 def identified(
     kb: KnowledgeBase, name: str, device_id: str | None = None, compute_cap: str | None = None
 ) -> tuple[Gpu, Identity]:
-    """`identify`, and by which of the three: "name", "device" (the PCI device ID) or "compute_cap"."""
-    try:
-        return lookup(kb, name), "name"
-    except UnknownGpuError as exc:
-        unknown = exc
+    """`identify`, and by which of the three: "name", "device" (the PCI device ID) or "compute_cap". The closest
+    names (a fuzzy search of every name) are only looked for when none of the three is known."""
+    found, why = _find(kb, name)
+    if found is not None:
+        return found, "name"
     wanted = pci.device_id(device_id)
     if wanted and (rows := pci.devices(kb, wanted)):
-        return _by_device(kb, name, rows), "device"
+        by_device, _ = _by_device(kb, rows)
+        if by_device is not None:
+            return by_device, "device"
     cc = pci.compute_capability(compute_cap)
     if cc is not None:
         return pci.reported_row(kb, cc), "compute_cap"
-    raise unknown
+    raise _unknown(kb, name, why)
+
+
+def _find(kb: KnowledgeBase, name: str) -> tuple[Gpu | None, str]:
+    """`lookup`'s search: (the GPU, "") or (None, why not where there is more to say than "unknown")."""
+    found = _by_name(kb, name)
+    if found is not None:
+        return found, ""
+    wanted = pci.device_id(name)
+    rows = pci.devices(kb, wanted) if wanted else _driver_names(kb.pci_devices).get(normalize(name), ())
+    if rows:
+        return _by_device(kb, rows)
+    if wanted:
+        return None, "a PCI device ID the driver's table does not name"
+    cc = pci.compute_capability(name) if name.strip().lower().startswith("sm_") else None
+    return (pci.reported_row(kb, cc), "") if cc is not None else (None, "")
+
+
+def _unknown(kb: KnowledgeBase, name: str, why: str) -> UnknownGpuError:
+    """The error for a GPU nothing identifies: what is known of it where anything is, else the closest names."""
+    return UnknownGpuError(name, [] if why.startswith("a PCI device ID") else closest(kb, name), why)
 
 
 def _by_name(kb: KnowledgeBase, name: str) -> Gpu | None:
@@ -142,18 +155,18 @@ def _by_name(kb: KnowledgeBase, name: str) -> Gpu | None:
     return None
 
 
-def _by_device(kb: KnowledgeBase, given: str, rows: tuple[PciDevice, ...]) -> Gpu:
-    """The GPU row one of the device's driver names resolves to, else the row of its chip. Raises UnknownGpuError
-    when neither is known."""
+def _by_device(kb: KnowledgeBase, rows: tuple[PciDevice, ...]) -> tuple[Gpu | None, str]:
+    """The GPU row one of the device's driver names resolves to, else the row of its chip: (row, ""), or (None, the
+    device and chip whose compute capability is not known)."""
     for row in rows:
         if (found := _by_name(kb, row.name)) is not None:
-            return found
+            return found, ""
     # the device's own row (no subsystem) names it, so a name and the ID give the same row
     derived = pci.chip_row(kb, pci.devices(kb, rows[0].device_id)[0])
     if derived is None:
         device = f"PCI device 0x{rows[0].device_id}, {rows[0].name}, chip {rows[0].chip}"
-        raise UnknownGpuError(f"{given} ({device}, whose compute capability is not known)", closest(kb, given))
-    return derived
+        return None, f"{device}, whose compute capability is not known"
+    return derived, ""
 
 
 @lru_cache(maxsize=8)
