@@ -92,7 +92,7 @@ def install(words: Sequence[str], environ: Mapping[str, str]) -> int | None:
     """Print install's report and return its exit code when WORDS ask for a prefix that is up to date and whose
     hook does not run; else None, having printed nothing."""
     asked = parse(words, environ)
-    if asked is None or asked.prefix is None:
+    if asked is None or asked.prefix is None or sys.stdout is None:  # None: started with no stdout at all
         return None
     prefix = Path(asked.prefix)
     lock = Path(asked.lock or LOCK_DEFAULT)
