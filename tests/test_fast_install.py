@@ -14,10 +14,11 @@ from click.testing import CliRunner
 
 from envsolver import __main__ as entry
 from envsolver import __version__
-from envsolver.cli import fast
+from envsolver.cli import fast, install_report
 from envsolver.cli.install import install_command
 from envsolver.cli.main import main
 from envsolver.core.errors import Terminated
+from envsolver.core.printable import printable
 from envsolver.install import installstate
 from tests.conda_packages import build_channel
 from tests.test_closed_stdout import _run as run_on_closed_stdout
@@ -175,6 +176,7 @@ def test_the_whole_process_imports_neither_click_nor_the_cli(installed: tuple[Pa
     lock, prefix = installed
     loaded = modules_at_exit(tmp_path, "install", str(lock), "-p", str(prefix), "--no-hook")
     slow = {"click", "envsolver.cli.main", "envsolver.cli.base", "envsolver.core.errors", "dataclasses", "typing"}
+    slow |= {"envsolver.core.printable", "platform", "inspect"}  # a line of printable ASCII needs no regex
     assert loaded & slow == set(), "the no-op imported click, the CLI or their slower modules"
     # A command line left to click is still answered from the record, by the click command.
     loaded = modules_at_exit(tmp_path, "install", str(lock), "--prefix", str(prefix), "--no-hook", "-v")
@@ -201,3 +203,12 @@ def test_sigterm_before_the_cli_ends_as_the_cli_ends_it(
         assert doc["error"]["message"] == "terminated (SIGTERM)." and doc["error"]["fix"].startswith("Run the same")
     else:
         assert out == ""
+
+
+@pytest.mark.parametrize("line", ["env: already up to date", "caf\u00e9 \u2028", "a\tb", "\x1b[31m", "\x7f", ""])
+def test_the_report_spells_out_what_printable_spells_out(line: str) -> None:
+    """plain() leaves printable ASCII as it is without importing core.printable: every such character is one
+    printable() leaves alone too, and any other line goes through printable()."""
+    ascii_printable = "".join(chr(c) for c in range(128) if chr(c).isprintable())
+    assert printable(ascii_printable) == ascii_printable and len(ascii_printable) == 95
+    assert install_report.plain([line, ascii_printable]) == f"{printable(line)}\n{ascii_printable}\n"

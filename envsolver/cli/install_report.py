@@ -1,12 +1,11 @@
 """What `envsolver install` prints once the prefix holds the lock (its text lines and its --json document), in one
 place for both of the command's paths: the click command (cli/install.py) and the no-op answered before click is
-imported (cli/fast.py). The standard library only (core.printable), so the no-op imports nothing slower."""
+imported (cli/fast.py). The standard library only, so the no-op imports nothing slower (core.printable only for a
+line that needs it: its patterns take a millisecond to compile)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from envsolver.core.printable import printable
 
 HOOK_NOT_RUN = "not run (--no-hook); run `envsolver hook -p PREFIX` later"
 HOOK_NO_METADATA = (
@@ -78,5 +77,12 @@ def skipped_line(skipped: str) -> str:
 
 
 def plain(said: list[str]) -> str:
-    """LINES as render.Plain prints them (and rich, for these unstyled lines): control characters spelled out."""
-    return "".join(printable(line) + "\n" for line in said)
+    """LINES as render.Plain prints them (and rich, for these unstyled lines): control characters spelled out
+    (core.printable; a line of printable ASCII holds none, so it is left as it is)."""
+    return "".join((line if line.isascii() and line.isprintable() else _printable(line)) + "\n" for line in said)
+
+
+def _printable(line: str) -> str:
+    from envsolver.core.printable import printable
+
+    return printable(line)
