@@ -12,8 +12,10 @@ is a new process on a new prefix, alternating in one run:
            archive (envsolver.install.archive), extract and link;
   - warm:  the same with the proven archives already in envsolver's cache (each still re-hashed as it is
            copied to the staging directory);
-  - no-op: the same command again on the installed prefix.
-Reported: medians and the ratios to bare.
+  - no-op: the same command again on the installed prefix, as `python -m envsolver` and as the `envsolver`
+           console script beside this Python (where one is installed), with `python -c pass` timed in the same
+           loop: the interpreter's own start, which no envsolver change can take away.
+Reported: medians (and the no-ops' minimums), the ratios to bare, and the load average at the start and the end.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def main() -> int:
     parser.add_argument("--format", choices=["conda", "tar.bz2"], default="conda")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envsolver-bench-install-"))
+    before = os.getloadavg()
     try:
         lock = build_lock(work, args.packages, args.big_mib, args.format)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -92,7 +95,9 @@ def main() -> int:
         subprocess.run(
             [*envsolver, str(work / "prime")], check=True, env={**env, "ENVSOLVER_CACHE_DIR": str(warm_cache)}
         )
-        runs: dict[str, list[float]] = {"bare": [], "cold": [], "warm": [], "noop": []}
+        script = Path(sys.executable).parent / "envsolver"
+        console = [str(script), "install", str(lock), "--no-hook", "-p"] if script.is_file() else None
+        runs: dict[str, list[float]] = {"bare": [], "cold": [], "warm": [], "noop": [], "script": [], "pass": []}
         for i in range(args.repeat):
             runs["bare"].append(
                 timed([sys.executable, "-c", BARE, str(lock), str(work / f"bare{i}"), str(work / f"bc{i}")], env)
@@ -102,13 +107,18 @@ def main() -> int:
             warm = {**env, "ENVSOLVER_CACHE_DIR": str(warm_cache)}
             runs["warm"].append(timed([*envsolver, str(work / f"warm{i}")], warm))
             runs["noop"].append(timed([*envsolver, str(work / f"warm{i}")], warm))
+            if console is not None:
+                runs["script"].append(timed([*console, str(work / f"warm{i}")], warm))
+            runs["pass"].append(timed([sys.executable, "-c", "pass"], env))
             for name in (f"bare{i}", f"bc{i}", f"cold{i}", f"cc{i}", f"warm{i}"):
                 shutil.rmtree(work / name, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in runs.items()}
+    load = os.getloadavg()
+    med = {k: statistics.median(v) for k, v in runs.items() if v}
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}"
     print(f"machine: {machine}, Python {platform.python_version()}")
+    print(f"load average {before[0]:.2f} {before[1]:.2f} {before[2]:.2f} at the start, {load[0]:.2f} at the end")
     what = f"{args.packages} small packages + one of {args.big_mib} MiB, .{args.format}"
     print(f"install of {what}, median of {args.repeat} fresh processes:")
     for key, label in (
@@ -116,8 +126,12 @@ def main() -> int:
         ("cold", "envsolver install, empty cache"),
         ("warm", "envsolver install, proven archives cached"),
         ("noop", "envsolver install, prefix up to date"),
+        ("script", "the same, `envsolver` console script"),
+        ("pass", "python -c pass"),
     ):
-        print(f"  {label:45s} {med[key]:7.2f} s   ratio to bare {med[key] / med['bare']:5.2f}")
+        if key in med:
+            least = f"   min {min(runs[key]):5.3f} s" if key in ("noop", "script", "pass") else ""
+            print(f"  {label:45s} {med[key]:7.3f} s   ratio to bare {med[key] / med['bare']:5.2f}{least}")
     return 0
 
 

@@ -1,23 +1,64 @@
-"""`python -m envsolver`. A Ctrl-C while the CLI is still loading ends like one during a command: exit 130, one
-line on stderr, and with --json the failure document on stdout."""
+"""`python -m envsolver`, and the `envsolver` console script. A no-op `install` is answered before click and the CLI
+are imported (cli/fast.py); everything else goes to the CLI. A Ctrl-C while the CLI is still loading (or SIGTERM or
+SIGHUP during that no-op, which the CLI's install ends the same way) ends like one during a command: exit 130 (128 +
+the signal's number), one line on stderr, and with --json the failure document on stdout."""
 
 from __future__ import annotations
 
-import json
 import sys
-
-from envsolver.core.errors import INTERRUPTED, INTERRUPTED_EXIT, INTERRUPTED_FIX, failure
 
 
 def run() -> None:
     try:
+        if sys.argv[1:2] == ["install"]:
+            code = _fast_install()
+            if code is not None:
+                sys.exit(code)
         from envsolver.cli.main import main
-    except KeyboardInterrupt:
-        print(f"error: {INTERRUPTED} {INTERRUPTED_FIX}", file=sys.stderr)
-        if "--json" in sys.argv[1:]:
-            print(json.dumps(failure(INTERRUPTED_EXIT, "interrupted", INTERRUPTED, INTERRUPTED_FIX), indent=2))
-        sys.exit(INTERRUPTED_EXIT)
-    main()
+    except KeyboardInterrupt as exc:
+        sys.exit(_interrupted(exc))
+    else:
+        main()
+
+
+def _fast_install() -> int | None:
+    """cli/fast.py's answer, SIGTERM and SIGHUP ending it as Ctrl-C does (as the CLI's install does)."""
+    import os
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        from envsolver.core.errors import Terminated
+
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)  # once, as core.interrupts does
+        raise Terminated(signum, signal.Signals(signum).name)
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: was for sig, was in previous.items() if was is signal.SIG_DFL}
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        from envsolver.cli import fast
+
+        return fast.install(sys.argv[2:], os.environ)
+    finally:
+        for sig, was in previous.items():
+            signal.signal(sig, was)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """The exit code, after the message, of a Ctrl-C (or SIGTERM, SIGHUP) before a command ran."""
+    import json
+
+    from envsolver.core.errors import INTERRUPTED, INTERRUPTED_EXIT, INTERRUPTED_FIX, Terminated, failure
+
+    code, message = INTERRUPTED_EXIT, INTERRUPTED
+    if isinstance(exc, Terminated):
+        code, message = exc.exit_code, f"terminated ({exc.name})."
+    print(f"error: {message} {INTERRUPTED_FIX}", file=sys.stderr)
+    if "--json" in sys.argv[1:]:
+        print(json.dumps(failure(code, "interrupted", message, INTERRUPTED_FIX), indent=2))
+    return code
 
 
 if __name__ == "__main__":

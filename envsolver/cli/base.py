@@ -9,6 +9,7 @@ install, verify, hook or cluster. Nothing here imports a command module by name,
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
@@ -156,15 +157,43 @@ def _stdout_closed() -> bool:
 
 def _end_quietly(ctx: click.Context) -> NoReturn:
     """End as `ls | head` ends once head has exited: nothing printed (there is no one to read it), exit 1 as click
-    ends its own help on a closed pipe. stdout points at /dev/null from here on, so the interpreter's last flush
-    does not report the same pipe again."""
+    ends its own help on a closed pipe."""
+    stdout_to_null()
+    ctx.exit(STDOUT_CLOSED_EXIT)
+
+
+def stdout_to_null() -> None:
+    """stdout points at /dev/null from here on, so the interpreter's last flush does not report a closed pipe
+    again."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
     except (OSError, ValueError, AttributeError):
         pass
-    ctx.exit(STDOUT_CLOSED_EXIT)
+
+
+def io_message(exc: OSError) -> str:
+    """The message of an OSError that no command turned into an error of its own (exit 2)."""
+    where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
+    return (
+        f"{redact_text(exc.strerror or str(exc))}{where}. Check that the path exists and that you can read and "
+        "write it, then run the same command again."
+    )
+
+
+def print_failed(exc: OSError, as_json: bool) -> int:
+    """The exit code, after its message, when printing a result failed outside a click command (cli/fast.py), as
+    Group ends it inside one: a closed stdout quietly (1), another failure with io_message (2)."""
+    if isinstance(exc, BrokenPipeError) and _stdout_closed():
+        stdout_to_null()
+        return STDOUT_CLOSED_EXIT
+    text = io_message(exc)
+    error(text)
+    if as_json:
+        with contextlib.suppress(OSError):
+            click.echo(json.dumps(failure(2, "io", *split_fix(text)), indent=2))
+    return 2
 
 
 def _discard_spare_worker() -> None:
@@ -376,14 +405,7 @@ class Group(click.Group):
             rejected = [g.to_json() for g in by_reason] if exc.kind == "conflict" else None
             _fail(ctx, exc.exit_code, exc.kind, redact_text(str(exc)), rejected)
         except OSError as exc:
-            where = f" ({str(exc.filename)!r})" if exc.filename else ""  # a local path, shown as it is
-            _fail(
-                ctx,
-                2,
-                "io",
-                f"{redact_text(exc.strerror or str(exc))}{where}. Check that the path exists and that you can read "
-                "and write it, then run the same command again.",
-            )
+            _fail(ctx, 2, "io", io_message(exc))
         except Exception as exc:
             if os.environ.get("ENVSOLVER_DEBUG"):
                 raise

@@ -7,16 +7,16 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from envsolver import __version__
-from envsolver.cli import render
+from envsolver.cli import install_report, render
 from envsolver.cli.base import Command, diagnostics, progress, verbosity_of
 from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, install_prefix
+from envsolver.cli.install_report import Done
 from envsolver.core import interrupts
 from envsolver.install import installstate
 from envsolver.net import progress as byte_progress
@@ -122,11 +122,12 @@ def _install(
     asked = None if dry_run else installstate.request(lock_path, platform, mirrors, __version__)
     recorded = installstate.unchanged(prefix, asked)
     if recorded is not None:
-        done = _Done(prefix, recorded.platform, recorded.packages, 0, False, (), recorded.pip)
-        _finish(done, None, no_hook, cache, as_json)
+        done = Done(prefix, recorded.platform, recorded.packages, 0, False, (), recorded.pip)
+        _finish(done, recorded.hook, no_hook, cache, as_json)
         return
     from envsolver.install import prefixmeta
     from envsolver.install import run as installer
+    from envsolver.lock.lockfile import ARCH_LIST_KEY
     from envsolver.lock.outputs import cache_dir
     from envsolver.net.http import parse_mirrors
 
@@ -143,50 +144,28 @@ def _install(
         )  # fmt: skip
     prefixmeta.save(prefix, report.platform, report.lock_metadata)
     pip = (*report.pip_installed, *report.pip_kept)
-    installstate.record(prefix, asked, installstate.Recorded(report.platform, report.packages, pip))
-    done = _Done(
+    has_metadata = ARCH_LIST_KEY in report.lock_metadata
+    installstate.record(prefix, asked, installstate.Recorded(report.platform, report.packages, pip, has_metadata))
+    done = Done(
         report.prefix, report.platform, report.packages, report.fetched, report.changed, report.pip_installed,
         report.pip_kept,
     )  # fmt: skip
-    _finish(done, report.lock_metadata, no_hook, cache, as_json)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Done:
-    """What the install did, as its report prints it."""
-
-    prefix: Path
-    platform: str
-    packages: int
-    fetched: int
-    changed: bool
-    pip_installed: tuple[str, ...]
-    pip_kept: tuple[str, ...]
+    _finish(done, has_metadata, no_hook, cache, as_json)
 
 
 def _finish(
-    report: _Done,
-    meta: Mapping[str, str] | None,
+    report: Done,
+    has_metadata: bool,
     no_hook: bool,
     cache: tuple[Path | None, frozenset[int]],
     as_json: bool,
 ) -> None:
-    """The post-install hook (unless --no-hook, or the lock has no envsolver metadata), then the report. META: the
-    lock's metadata, read from the prefix when None (what the install that left it recorded)."""
+    """The post-install hook (unless --no-hook, or the lock has no envsolver metadata: HAS_METADATA, its arch list),
+    then the report (install_report, which the no-op before click prints too)."""
     op_cache, op_cache_trust = cache
-    if meta is None and not no_hook:
-        from envsolver.install import prefixmeta
-
-        kept = prefixmeta.load(report.prefix)
-        meta = kept.custom if kept else {}
     hook_report = None
-    skipped = "not run (--no-hook); run `envsolver hook -p PREFIX` later"
-    if not no_hook and "envsolver_torch_cuda_arch_list" not in (meta or {}):
-        skipped = (
-            "skipped: the lock carries no envsolver metadata (it was not written by envsolver make); run "
-            "`envsolver hook -p PREFIX --arch-list ...`"
-        )
-    elif not no_hook:
+    skipped = install_report.hook_skipped(no_hook, has_metadata)
+    if skipped is None:
         from envsolver.hook import build as hook_build
         from envsolver.hook import render as hook_render
         from envsolver.hook import run as hook_run
@@ -209,32 +188,16 @@ def _finish(
             )
     ok = hook_report is None or hook_report.ok
     if as_json:
-        doc = {
-            "ok": ok,
-            "prefix": str(report.prefix),
-            "platform": report.platform,
-            "packages": report.packages,
-            "fetched": report.fetched,
-            "changed": report.changed,
-            "pip": {"installed": list(report.pip_installed), "kept": list(report.pip_kept)},
-            "hook": hook_render.as_json(hook_report) if hook_report else skipped,
-        }
-        click.echo(json.dumps(doc, indent=2))
+        hook = hook_render.as_json(hook_report) if hook_report else skipped
+        click.echo(json.dumps(install_report.document(report, ok, hook), indent=2))
     else:
-        state = "installed" if report.changed else "already up to date"
         out = render.out()  # rich on a terminal only
-        render.text(
-            out,
-            f"{report.prefix}: {state} ({report.packages} packages for {report.platform}, "
-            f"{report.fetched} fetched and verified)",
-        )
-        if report.pip_installed or report.pip_kept:
-            done = [f"{p} installed" for p in report.pip_installed] + [f"{p} in place" for p in report.pip_kept]
-            render.text(out, f"PyPI part (pip, by sha256): {', '.join(done)}")
+        for line in install_report.lines(report):
+            render.text(out, line)
         if hook_report is not None:
             hook_render.show(render.console(), hook_report)
-        else:
-            render.text(out, f"post-install hook: {skipped}")
+        elif skipped is not None:
+            render.text(out, install_report.skipped_line(skipped))
     if not ok:
         sys.exit(1)
 

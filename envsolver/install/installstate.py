@@ -1,6 +1,7 @@
 """Whether `envsolver install LOCK -p PREFIX` has nothing to do, decided from what the last install recorded, before
-anything a real install needs (conda-lock's models, rattler, the downloader) is imported: the standard library
-only (core.atomic to record).
+anything a real install needs (conda-lock's models, rattler, the downloader) is imported, and before click (the no-op
+in cli/fast.py): the standard library only (core.atomic to record), and none of its slower modules (dataclasses,
+typing, platform).
 
 After an install that left PREFIX holding exactly the lock, install records (PREFIX/etc/envsolver/installed.json):
   - the request: the sha256 of the lock file's bytes, --platform, the --mirror values as given, this host's
@@ -8,7 +9,9 @@ After an install that left PREFIX holding exactly the lock, install records (PRE
   - the prefix as it was left: its path and a digest of every package record (conda-meta/*.json: name, size,
     mtime), of the PyPI part's record, the prefix's lock metadata and every site-packages *.dist-info (name,
     METADATA's size and mtime);
-  - what the report said (platform, package count, the PyPI files in place).
+  - what the report said (platform, package count, the PyPI files in place) and whether the lock carries the
+    metadata the post-install hook needs (its arch list), so the no-op needs neither the lock nor the prefix's copy
+    of its metadata.
 A later install whose request and prefix digest are equal prints that report ("already up to date") without
 reading the lock. Any difference (an edited lock, another mirror, a package removed or added by conda or pip, a
 record touched) takes the full path, which decides from the lock and the records as before and proves what it
@@ -21,25 +24,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform as host
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 STATE = Path("etc") / "envsolver" / "installed.json"
-FORMAT = 1
+FORMAT = 2  # 2: `hook` recorded
 MAX_LOCK_BYTES = 32 << 20  # lock/lockfile.py MAX_BYTES: a larger lock is refused the full way, so never recorded
 MAX_STATE_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
 class Recorded:
-    """What the install that left the prefix reported."""
+    """What the install that left the prefix reported (a plain class: dataclasses imports inspect and ast)."""
 
-    platform: str
-    packages: int
-    pip: tuple[str, ...]  # 'deepspeed 0.19.8' for each PyPI file in place
+    __slots__ = ("hook", "packages", "pip", "platform")
+
+    def __init__(self, platform: str, packages: int, pip: tuple[str, ...], hook: bool) -> None:
+        self.platform = platform
+        self.packages = packages
+        self.pip = pip  # 'deepspeed 0.19.8' for each PyPI file in place
+        self.hook = hook  # the lock carries the hook's metadata (its arch list): the hook runs unless --no-hook
 
 
 def request(lock_path: Path, platform: str | None, mirrors: Sequence[str], version: str) -> str | None:
@@ -56,7 +60,7 @@ def request(lock_path: Path, platform: str | None, mirrors: Sequence[str], versi
                 digest.update(chunk)
     except OSError:
         return None
-    parts = [str(platform), f"{sys.platform}-{host.machine()}", *mirrors]
+    parts = [str(platform), f"{sys.platform}-{os.uname().machine}", *mirrors]  # platform.machine()
     digest.update("\0".join(["", *parts]).encode())
     return digest.hexdigest()
 
@@ -106,9 +110,9 @@ def unchanged(prefix: Path, asked: str | None) -> Recorded | None:
         pip = doc["pip"]
         if not isinstance(pip, list) or not all(isinstance(p, str) for p in pip):
             return None
-        if not isinstance(doc["platform"], str) or type(doc["packages"]) is not int:
+        if not isinstance(doc["platform"], str) or type(doc["packages"]) is not int or type(doc["hook"]) is not bool:
             return None
-        return Recorded(doc["platform"], doc["packages"], tuple(pip))
+        return Recorded(doc["platform"], doc["packages"], tuple(pip), doc["hook"])
     except (OSError, ValueError, KeyError, RecursionError):
         return None
 
@@ -127,6 +131,7 @@ def record(prefix: Path, asked: str | None, done: Recorded) -> None:
         "platform": done.platform,
         "packages": done.packages,
         "pip": list(done.pip),
+        "hook": done.hook,
     }
     try:
         atomic.replace(prefix / STATE, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())

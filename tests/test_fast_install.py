@@ -1,0 +1,214 @@
+"""The no-op `envsolver install` answered before click is imported (cli/fast.py): it takes only the plainest command
+lines, takes them as install_command parses them, and prints what the click command prints for them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from envsolver import __main__ as entry
+from envsolver import __version__
+from envsolver.cli import fast, install_report
+from envsolver.cli.install import install_command
+from envsolver.cli.main import main
+from envsolver.core.errors import Terminated
+from envsolver.core.printable import printable
+from envsolver.install import installstate
+from tests.conda_packages import build_channel
+from tests.test_closed_stdout import _run as run_on_closed_stdout
+from tests.test_install import write_lock
+from tests.test_install_noop import _run, installed  # noqa: F401  (the fixture)
+from tests.test_startup import modules_at_exit
+
+
+def _option(opt: str) -> click.Option:
+    found = [p for p in install_command.params if isinstance(p, click.Option) and opt in p.opts + p.secondary_opts]
+    assert len(found) == 1, f"install_command has no option {opt!r}"
+    return found[0]
+
+
+def test_the_options_taken_are_install_commands_own() -> None:
+    for opt in fast.FLAGS:
+        assert _option(opt).is_flag, f"{opt} is taken as a flag but install_command's takes a value"
+    for opt in fast.VALUED:
+        option = _option(opt)
+        assert not option.is_flag and option.nargs == 1, f"{opt} is taken with one value; install_command's is not"
+    assert _option("--mirror").multiple and not _option("--prefix").multiple and not _option("--platform").multiple
+    platform = _option("--platform").type
+    assert isinstance(platform, click.Choice) and tuple(platform.choices) == fast.PLATFORMS
+    (lock,) = [p for p in install_command.params if isinstance(p, click.Argument)]
+    assert str(lock.default) == fast.LOCK_DEFAULT
+
+
+def test_every_variable_that_gives_an_option_a_value_is_left_to_click() -> None:
+    envvars = {str(p.envvar) for p in install_command.params if p.envvar}
+    assert envvars and envvars <= set(fast.ENVIRON), f"{envvars - set(fast.ENVIRON)} would be missed"
+    assert "_ENVSOLVER_COMPLETE" in fast.ENVIRON  # click's completion variable for the `envsolver` program
+
+
+def test_every_other_option_is_left_to_click() -> None:
+    taken = {*fast.FLAGS, *fast.VALUED}
+    others = [o for p in install_command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+    others += ["-h", "--help"]
+    assert set(others) - taken, "the check below would check nothing"
+    for opt in set(others) - taken:
+        assert fast.parse(["-p", "env", opt], {}) is None, f"{opt} was taken"
+        assert fast.parse(["-p", "env", opt, "value"], {}) is None, f"{opt} value was taken"
+
+
+TAKEN = {
+    "lock and -p": (["l.yml", "-p", "env"], ("l.yml", "env", None, [], False, False)),
+    "default lock": (["-p", "env"], (None, "env", None, [], False, False)),
+    "--prefix=": (["--prefix=env", "l.yml"], ("l.yml", "env", None, [], False, False)),
+    "options first": (["--no-hook", "--json", "-p", "env", "l.yml"], ("l.yml", "env", None, [], True, True)),
+    "-q": (["-q", "-p", "env", "--quiet"], (None, "env", None, [], False, False)),
+    "--platform": (["-p", "env", "--platform", "linux-aarch64"], (None, "env", "linux-aarch64", [], False, False)),
+    "--mirror twice": (
+        ["-p", "env", "--mirror", "a=b", "--mirror=c=d"],
+        (None, "env", None, ["a=b", "c=d"], False, False),
+    ),
+}
+
+
+@pytest.mark.parametrize(("words", "expected"), TAKEN.values(), ids=TAKEN.keys())
+def test_plain_command_lines_are_taken(words: list[str], expected: tuple[object, ...]) -> None:
+    asked = fast.parse(words, {})
+    assert asked is not None, f"{words} was not taken"
+    got = (asked.lock, asked.prefix, asked.platform, asked.mirrors, asked.no_hook, asked.as_json)
+    assert got == expected
+
+
+LEFT = {
+    "no prefix": ["l.yml"],
+    "-n": ["-n", "train"],
+    "two locks": ["a.yml", "b.yml", "-p", "env"],
+    "-p twice": ["-p", "a", "-p", "b"],
+    "-pVALUE": ["-penv"],
+    "-p=VALUE": ["-p=env"],
+    "-p at the end": ["l.yml", "-p"],
+    "empty prefix": ["-p", ""],
+    "value like an option": ["-p", "--json"],
+    "lock '-'": ["-", "-p", "env"],
+    "--": ["-p", "env", "--", "l.yml"],
+    "unknown platform": ["-p", "env", "--platform", "win-64"],
+    "--platform twice": ["-p", "env", "--platform", "linux-64", "--platform", "linux-64"],
+    "-v": ["-p", "env", "-v"],
+    "-qv": ["-p", "env", "-qv"],
+    "--dry-run": ["-p", "env", "--dry-run"],
+    "--json=1": ["-p", "env", "--json=1"],
+    "--help": ["-p", "env", "--help"],
+}
+
+
+@pytest.mark.parametrize("words", LEFT.values(), ids=LEFT.keys())
+def test_other_command_lines_are_left_to_click(words: list[str]) -> None:
+    assert fast.parse(words, {}) is None, f"{words} was taken"
+
+
+@pytest.mark.parametrize("name", fast.ENVIRON)
+def test_a_variable_click_reads_leaves_the_command_to_click(name: str) -> None:
+    assert fast.parse(["-p", "env"], {name: ""}) is None
+
+
+FORMS = {
+    "text": ["--no-hook"],
+    "json": ["--no-hook", "--json"],
+    "quiet, options first": ["-q", "--no-hook"],
+    "no metadata, hook skipped": [],
+}
+
+
+@pytest.mark.parametrize("extra", FORMS.values(), ids=FORMS.keys())
+@pytest.mark.parametrize("terminal", ["0", "1"], ids=["pipe", "terminal"])
+def test_the_fast_answer_is_the_click_commands(
+    installed: tuple[Path, Path],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    extra: list[str],
+    terminal: str,
+) -> None:
+    """Byte for byte, on a pipe (render.Plain) and on a terminal (rich: TTY_COMPATIBLE=1)."""
+    lock, prefix = installed
+    monkeypatch.setenv("TTY_COMPATIBLE", terminal)
+    words = [str(lock), "-p", str(prefix), *extra]
+    assert fast.install(words, {}) == 0, "the recorded prefix was not answered"
+    answered = capsys.readouterr()
+    clicked = CliRunner().invoke(main, ["install", *words])
+    assert clicked.exit_code == 0, clicked.output
+    assert answered.out == clicked.stdout and answered.err == "" == clicked.stderr
+    if "--json" in extra:
+        doc = json.loads(answered.out)
+        assert (doc["ok"], doc["changed"], doc["packages"]) == (True, False, 3), answered.out
+    else:
+        assert "already up to date (3 packages for linux-64, 0 fetched and verified)" in answered.out
+
+
+def test_nothing_is_printed_when_the_prefix_is_not_up_to_date(
+    installed: tuple[Path, Path],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lock, prefix = installed
+    os.utime(next((prefix / "conda-meta").glob("tiny-lib-*.json")), ns=(1, 1))
+    assert fast.install([str(lock), "-p", str(prefix), "--no-hook"], {}) is None
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_lock_whose_hook_runs_is_left_to_click(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lock = write_lock(build_channel(tmp_path), tmp_path, custom={"envsolver_torch_cuda_arch_list": "8.0"})
+    prefix = tmp_path / "env"
+    done = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    recorded = installstate.unchanged(prefix, installstate.request(lock, None, (), __version__))
+    assert recorded is not None and recorded.hook, "the lock's hook metadata was not recorded"
+    assert fast.install([str(lock), "-p", str(prefix)], {}) is None, "the hook's run was answered as a no-op"
+    assert capsys.readouterr() == ("", "")
+    assert fast.install([str(lock), "-p", str(prefix), "--no-hook"], {}) == 0
+    assert "post-install hook: not run (--no-hook)" in capsys.readouterr().out
+
+
+def test_the_whole_process_imports_neither_click_nor_the_cli(installed: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    lock, prefix = installed
+    loaded = modules_at_exit(tmp_path, "install", str(lock), "-p", str(prefix), "--no-hook")
+    slow = {"click", "envsolver.cli.main", "envsolver.cli.base", "envsolver.core.errors", "dataclasses", "typing"}
+    slow |= {"envsolver.core.printable", "platform", "inspect"}  # a line of printable ASCII needs no regex
+    assert loaded & slow == set(), "the no-op imported click, the CLI or their slower modules"
+    # A command line left to click is still answered from the record, by the click command.
+    loaded = modules_at_exit(tmp_path, "install", str(lock), "--prefix", str(prefix), "--no-hook", "-v")
+    assert "envsolver.cli.main" in loaded and "envsolver.install.run" not in loaded
+
+
+def test_a_closed_stdout_ends_quietly(installed: tuple[Path, Path]) -> None:  # noqa: F811
+    lock, prefix = installed
+    code, err = run_on_closed_stdout(["install", str(lock), "-p", str(prefix), "--no-hook"], read_first_line=False)
+    assert (code, err) == (1, ""), f"exit {code}, stderr:\n{err}"
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_sigterm_before_the_cli_ends_as_the_cli_ends_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    monkeypatch.setattr("sys.argv", ["envsolver", "install", "-p", "env", *(["--json"] if as_json else [])])
+    assert entry._interrupted(Terminated(signal.SIGTERM, "SIGTERM")) == 128 + signal.SIGTERM
+    out, err = capsys.readouterr()
+    assert err == "error: terminated (SIGTERM). Run the same command again.\n"
+    if as_json:
+        doc = json.loads(out)
+        assert doc["exit_code"] == 143 and doc["error"]["kind"] == "interrupted", out
+        assert doc["error"]["message"] == "terminated (SIGTERM)." and doc["error"]["fix"].startswith("Run the same")
+    else:
+        assert out == ""
+
+
+@pytest.mark.parametrize("line", ["env: already up to date", "caf\u00e9 \u2028", "a\tb", "\x1b[31m", "\x7f", ""])
+def test_the_report_spells_out_what_printable_spells_out(line: str) -> None:
+    """plain() leaves printable ASCII as it is without importing core.printable: every such character is one
+    printable() leaves alone too, and any other line goes through printable()."""
+    ascii_printable = "".join(chr(c) for c in range(128) if chr(c).isprintable())
+    assert printable(ascii_printable) == ascii_printable and len(ascii_printable) == 95
+    assert install_report.plain([line, ascii_printable]) == f"{printable(line)}\n{ascii_printable}\n"
