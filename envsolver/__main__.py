@@ -9,6 +9,7 @@ import sys
 
 
 def run() -> None:
+    _standard_streams()
     try:
         if sys.argv[1:2] == ["install"]:
             code = _fast_install()
@@ -19,6 +20,30 @@ def run() -> None:
         sys.exit(_interrupted(exc))
     else:
         main()
+
+
+def _standard_streams() -> None:
+    """A process started with stdin, stdout or stderr closed (`envsolver gpus >&-`) gets /dev/null in its place:
+    else the first file envsolver opens takes that descriptor, and what is printed lands in it (a lock, a
+    registry). Python leaves such a stream None; it becomes /dev/null's too, so the command runs as with
+    `>/dev/null` and exits with its own status."""
+    import os
+
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if getattr(sys, name) is None:
+                setattr(sys, name, open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False))
+        except OSError:
+            return
 
 
 def _fast_install() -> int | None:
