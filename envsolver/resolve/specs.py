@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envsolver.kb.model import KnowledgeBase, Toolkit
@@ -239,6 +238,8 @@ def pypi_run_specs(kb: KnowledgeBase, version: Version) -> list[CondaSpec]:
 
 def _requirements_source(kb: KnowledgeBase, version: Version) -> tuple[str, ...]:
     """The sources of this release's requirements row and of the conda-forge names that hold them."""
+    from packaging.utils import canonicalize_name  # imports packaging.tags and logging: only for PyPI's DeepSpeed
+
     row = ds_rules.requirements_row(kb, version)
     names = {canonicalize_name(r.name) for r in ds_rules.requirements_of(kb, version) or ()}
     mapped = tuple(s for r in kb.pypi_conda_names if r.pypi in names for s in r.source)
