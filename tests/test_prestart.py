@@ -66,6 +66,32 @@ def test_the_next_call_takes_the_prestarted_worker(
     assert len(started) == 3  # taken once: the next call starts its own
 
 
+def test_work_meant_for_the_wait_runs_once_while_the_worker_solves(
+    channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    """solve.meanwhile: the work runs after the request was sent (the worker is alive, its answer not yet read),
+    once; one that fails is dropped and the answer still comes; a command's end forgets what no call ran."""
+    source = ChannelSource(channel.as_uri(), channel.as_uri())
+    seen: list[object] = []
+
+    def work() -> None:
+        seen.append(started[-1].poll())  # None: the worker has not exited, so its answer is still to be read
+
+    def broken() -> None:
+        raise ImportError("a module that does not import")
+
+    solve.meanwhile(work)
+    solve.meanwhile(broken)
+    assert len(solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "a")) == 3
+    assert seen == [None]
+    assert len(solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "b")) == 3
+    assert seen == [None]  # once
+    solve.meanwhile(work)
+    solve.discard_spare()
+    solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "c")
+    assert seen == [None]
+
+
 def test_a_spare_that_died_is_replaced_by_a_new_worker(
     channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
 ) -> None:
