@@ -141,6 +141,33 @@ def test_a_spare_nobody_takes_ends_with_its_command(started: list[subprocess.Pop
     assert solve._spare is None
 
 
+def test_make_from_the_command_line_starts_its_worker_before_the_cli_and_only_one(
+    tmp_path: Path, started: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """envsolver.__main__ prestarts for `make` before importing the CLI; make's own prestart then finds the spare,
+    and the solve takes it: one worker for the whole command."""
+    from envsolver import __main__ as entry
+
+    monkeypatch.setattr(sys, "argv", ["envsolver", "make", "--gpu", "v100", "--offline", "--out", str(tmp_path)])
+    entry._prestart(sys.argv)
+    assert len(started) == 1 and solve._spare is not None
+    with pytest.raises(SystemExit) as done:
+        entry.run()
+    assert done.value.code in (0, None)
+    assert len(started) == 1 and started[0].returncode == 0  # the prestarted worker answered; no second one
+    assert (tmp_path / "conda-lock.yml").exists()
+
+
+@pytest.mark.parametrize("argv", [["make", "--no-lock"], ["make", "--help"], ["explain", "--offline"], []])
+def test_the_early_prestart_is_only_for_a_make_that_locks(
+    argv: list[str], started: list[subprocess.Popen[bytes]]
+) -> None:
+    from envsolver import __main__ as entry
+
+    entry._prestart(["envsolver", *argv])
+    assert started == [] and solve._spare is None
+
+
 def test_an_interrupted_make_leaves_no_worker(tmp_path: Path) -> None:
     """Ctrl-C while make works out its plan: exit 130 with the one-line message, and the prestarted worker is
     gone (its pid no longer exists) when the process has exited."""
