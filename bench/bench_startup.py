@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: whole `envsolver` processes against a bare rattler solve process, alternating, in one run.
 
-    python bench/bench_startup.py [--repeat 7] [--gpu a100] [--baseline-src DIR]
+    python bench/bench_startup.py [--repeat 7] [--gpu a100] [--baseline-src DIR] [--make-only]
 
 Each round runs, one after another, fresh processes of:
   - bare:    `python BARE REQUEST`: a script that imports rattler and solves exactly what `make --offline`
@@ -140,7 +140,7 @@ def capture(gpu: str, work: Path) -> tuple[dict[str, object], int]:
     return doc["requests"][0], int(doc["packages"])
 
 
-def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, list[float]]:
+def run(gpu: str, repeat: int, work: Path, baseline: Path | None, make_only: bool = False) -> dict[str, list[float]]:
     request, packages = capture(gpu, work)
     (work / "request.json").write_text(json.dumps(request))
     (work / "bare.py").write_text(BARE)
@@ -169,11 +169,14 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
             out_dir = work / f"out{label.strip()}{i}"
             command = [sys.executable, "-m", "envsolver", "make", "--gpu", gpu, "--offline", "--out", str(out_dir)]
             add(f"{label}make --offline", _timed(command, env, work))
+            if make_only:
+                continue
             add(f"{label}explain", _timed([sys.executable, "-m", "envsolver", "explain", "--gpu", gpu], env, work))
             add(f"{label}gpus", _timed([sys.executable, "-m", "envsolver", "gpus"], env, work))
             cli = [sys.executable, "-c", "import envsolver.cli.main"]
             add(f"{label}python -c 'import envsolver.cli.main'", _timed(cli, env, work))
-        add("python -c pass", _timed([sys.executable, "-c", "pass"], dict(os.environ), work))
+        if not make_only:
+            add("python -c pass", _timed([sys.executable, "-c", "pass"], dict(os.environ), work))
         if i < 0:
             times.clear()
             cpu.clear()
@@ -187,11 +190,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--gpu", default="a100")
     parser.add_argument("--baseline-src", type=Path, help="an older envsolver tree to time alternately")
+    parser.add_argument("--make-only", action="store_true", help="time the bare solve and make alone (more rounds)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envsolver-bench-startup-"))
     before = os.getloadavg()
     try:
-        times = run(args.gpu, args.repeat, work, args.baseline_src.resolve() if args.baseline_src else None)
+        baseline = args.baseline_src.resolve() if args.baseline_src else None
+        times = run(args.gpu, args.repeat, work, baseline, args.make_only)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     import rattler  # only for its version in the report
