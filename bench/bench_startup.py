@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: whole `envsolver` processes against a bare rattler solve process, alternating, in one run.
 
-    python bench/bench_startup.py [--repeat 7] [--gpu a100] [--baseline-src DIR]
+    python bench/bench_startup.py [--repeat 7] [--gpu a100] [--baseline-src DIR] [--make-only]
 
 Each round runs, one after another, fresh processes of:
   - bare:    `python BARE REQUEST`: a script that imports rattler and solves exactly what `make --offline`
@@ -15,7 +15,8 @@ Each round runs, one after another, fresh processes of:
     three commands from that tree, so before and after are measured in the same run.
 Every tree's envsolver package is byte-compiled first (compileall). The timer is time.perf_counter around
 subprocess.run of the whole process (start-up, imports, the worker child, writing the files, exit).
-Reported: medians, minimums, and each median's ratio to the bare solve's median.
+Reported: medians, minimums, and each median's ratio to the bare solve's median; beside them the median CPU time
+(user + system of the process and its children, from getrusage), which other load on the machine moves less.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -90,13 +92,21 @@ def _env(src: Path, cache: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(src), "ENVSOLVER_CACHE_DIR": str(cache)}
 
 
-def _timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system of the process and its children: less moved by other load than
+    the wall clock) and stdout of one run."""
+    cpu = _cpu()
     started = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-2000:]}")
-    return elapsed, done.stdout
+    return elapsed, _cpu() - cpu, done.stdout
 
 
 def _check_tree(src: Path, work: Path) -> None:
@@ -130,7 +140,7 @@ def capture(gpu: str, work: Path) -> tuple[dict[str, object], int]:
     return doc["requests"][0], int(doc["packages"])
 
 
-def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, list[float]]:
+def run(gpu: str, repeat: int, work: Path, baseline: Path | None, make_only: bool = False) -> dict[str, list[float]]:
     request, packages = capture(gpu, work)
     (work / "request.json").write_text(json.dumps(request))
     (work / "bare.py").write_text(BARE)
@@ -141,30 +151,36 @@ def run(gpu: str, repeat: int, work: Path, baseline: Path | None) -> dict[str, l
         # otherwise leave a fresh tree uncompiled and slow)
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(src / "envsolver")], check=True)
     times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
 
-    def add(name: str, seconds: float) -> None:
-        times.setdefault(name, []).append(seconds)
+    def add(name: str, timed: tuple[float, float, str]) -> str:
+        times.setdefault(name, []).append(timed[0])
+        cpu.setdefault(name, []).append(timed[1])
+        return timed[2]
 
     for i in range(-1, repeat):  # round -1 warms the file cache and the caches; it is not counted
         cache = work / f"bare-cache{i}"
-        seconds, out = _timed(
-            [sys.executable, str(work / "bare.py"), str(work / "request.json"), str(cache)], dict(os.environ), work
-        )
+        bare = [sys.executable, str(work / "bare.py"), str(work / "request.json"), str(cache)]
+        out = add("bare solve", _timed(bare, dict(os.environ), work))
         if int(out) != packages:
             raise SystemExit(f"the bare solve found {out.strip()} packages, make locks {packages}")
-        add("bare solve", seconds)
         for label, src in trees.items():
             env = _env(src, work / f"cache-{label.strip() or 'current'}")
             out_dir = work / f"out{label.strip()}{i}"
             command = [sys.executable, "-m", "envsolver", "make", "--gpu", gpu, "--offline", "--out", str(out_dir)]
-            add(f"{label}make --offline", _timed(command, env, work)[0])
-            add(f"{label}explain", _timed([sys.executable, "-m", "envsolver", "explain", "--gpu", gpu], env, work)[0])
-            add(f"{label}gpus", _timed([sys.executable, "-m", "envsolver", "gpus"], env, work)[0])
+            add(f"{label}make --offline", _timed(command, env, work))
+            if make_only:
+                continue
+            add(f"{label}explain", _timed([sys.executable, "-m", "envsolver", "explain", "--gpu", gpu], env, work))
+            add(f"{label}gpus", _timed([sys.executable, "-m", "envsolver", "gpus"], env, work))
             cli = [sys.executable, "-c", "import envsolver.cli.main"]
-            add(f"{label}python -c 'import envsolver.cli.main'", _timed(cli, env, work)[0])
-        add("python -c pass", _timed([sys.executable, "-c", "pass"], dict(os.environ), work)[0])
+            add(f"{label}python -c 'import envsolver.cli.main'", _timed(cli, env, work))
+        if not make_only:
+            add("python -c pass", _timed([sys.executable, "-c", "pass"], dict(os.environ), work))
         if i < 0:
             times.clear()
+            cpu.clear()
+    times.update({f"cpu {name}": values for name, values in cpu.items()})
     times["packages"] = [float(packages)]
     return times
 
@@ -174,11 +190,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--gpu", default="a100")
     parser.add_argument("--baseline-src", type=Path, help="an older envsolver tree to time alternately")
+    parser.add_argument("--make-only", action="store_true", help="time the bare solve and make alone (more rounds)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envsolver-bench-startup-"))
     before = os.getloadavg()
     try:
-        times = run(args.gpu, args.repeat, work, args.baseline_src.resolve() if args.baseline_src else None)
+        baseline = args.baseline_src.resolve() if args.baseline_src else None
+        times = run(args.gpu, args.repeat, work, baseline, args.make_only)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     import rattler  # only for its version in the report
@@ -195,11 +213,15 @@ def main() -> int:
         f"whole processes, median of {args.repeat}, alternating "
         f"(make --gpu {args.gpu} --offline locks {packages} packages)"
     )
-    bare = statistics.median(times["bare solve"])
-    print(f"  {'process':<40} {'median':>9} {'min':>9} {'ratio to bare':>14}")
+    cpu = {name.removeprefix("cpu "): times.pop(name) for name in list(times) if name.startswith("cpu ")}
+    bare, bare_cpu = statistics.median(times["bare solve"]), statistics.median(cpu["bare solve"])
+    print(f"  {'process':<40} {'median':>9} {'min':>9} {'ratio to bare':>14} {'CPU median':>11} {'CPU ratio':>10}")
     for name, values in times.items():
-        median = statistics.median(values)
-        print(f"  {name:<40} {median * 1000:7.0f} ms {min(values) * 1000:6.0f} ms {median / bare:14.2f}")
+        median, used = statistics.median(values), statistics.median(cpu[name])
+        print(
+            f"  {name:<40} {median * 1000:7.0f} ms {min(values) * 1000:6.0f} ms {median / bare:14.2f} "
+            f"{used * 1000:8.0f} ms {used / bare_cpu:10.2f}"
+        )
     return 0
 
 

@@ -1,11 +1,23 @@
 """`python -m envsolver`, and the `envsolver` console script. A no-op `install` is answered before click and the CLI
 are imported (cli/fast.py); everything else goes to the CLI. A Ctrl-C while the CLI is still loading (or SIGTERM or
 SIGHUP during that no-op, which the CLI's install ends the same way) ends like one during a command: exit 130 (128 +
-the signal's number), one line on stderr, and with --json the failure document on stdout."""
+the signal's number), one line on stderr, and with --json the failure document on stdout. `make` starts its rattler
+worker before the CLI is imported (_prestart)."""
 
 from __future__ import annotations
 
 import sys
+
+
+def _prestart(argv: list[str]) -> None:
+    """`make` without --no-lock solves: its rattler worker is started before the CLI is imported, so that the
+    worker's Python start and rattler's import run beside this process's imports (click, the CLI, the locker),
+    which take about as long. A guess from the words alone, never a decision: a worker no command takes is killed
+    at exit (solve.prestart), and a make this misses (an option before `make`) starts one where it did before."""
+    if len(argv) > 1 and argv[1] == "make" and not {"--no-lock", "--help", "-h"} & set(argv[2:]):
+        from envsolver.lock import solve
+
+        solve.prestart()
 
 
 def run() -> None:
@@ -15,6 +27,7 @@ def run() -> None:
             code = _fast_install()
             if code is not None:
                 sys.exit(code)
+        _prestart(sys.argv)
         from envsolver.cli.main import main
     except KeyboardInterrupt as exc:
         sys.exit(_interrupted(exc))
@@ -40,8 +53,9 @@ def _standard_streams() -> None:
             if null != fd:
                 os.dup2(null, fd)
                 os.close(null)
-            if getattr(sys, name) is None:
-                setattr(sys, name, open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False))
+            if getattr(sys, name) is None:  # the stream lives as long as the process, as sys.stdout does
+                stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+                setattr(sys, name, stream)
         except OSError:
             return
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from envsolver.core import atomic, dirlock
 from envsolver.core.errors import BadInputError
-from envsolver.lock.writers import files, fileset
+from envsolver.lock.writers import fileset
 from envsolver.lock.writers.files import Outcome, stamp
 
 COMMAND = "envsolver make --gpu a100"
@@ -372,14 +372,15 @@ def test_a_commit_that_cannot_write_its_journal_leaves_the_set_as_it_was(
 ) -> None:
     commit(tmp_path, OLD)
     before = contents(tmp_path)
-    real = files.write_new
+    real = os.open
 
-    def full_disk(path: Path, text: str) -> None:
-        if path.name == fileset.JOURNAL_NEW:
+    def full_disk(path: object, *rest: int) -> int:
+        """The journal cannot be created, after the temporaries were (write_new_all creates them first)."""
+        if Path(str(path)).name == fileset.JOURNAL_NEW:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        real(path, text)
+        return real(path, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(files, "write_new", full_disk)
+    monkeypatch.setattr(os, "open", full_disk)
     with pytest.raises(BadInputError) as info:
         commit(tmp_path, NEW)
     assert str(info.value).startswith(f"cannot write to {str(tmp_path)!r}: no space is left on the device; ")

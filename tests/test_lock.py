@@ -151,9 +151,45 @@ def test_offline_rejects_candidates_the_snapshot_cannot_solve(kb: KnowledgeBase,
     target = build_target(Options(gpus=("gh200",)), kb).target
     result = lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
     rejected = {r.candidate: r.because for r in result.plan.rejected}
-    # In plain words: every cudnn in the snapshot's linux-aarch64 copy needs cuda-version 12.x.
-    assert rejected["torch 2.10.0 cu130"] == "the snapshot cannot lock it: the snapshot holds no cudnn for CUDA 13.0"
+    # In plain words, before any solve: the snapshot's linux-aarch64 copy holds CUDA 13.0 for none of these.
+    assert rejected["torch 2.10.0 cu130"] == (
+        "the bundled snapshot (2026-07-02) holds no conda-forge-channel libcusparse-dev, libcublas-dev, "
+        "libcusolver-dev, libcurand-dev, cuda-profiler-api and cudnn for CUDA 13.0 on linux-aarch64 (its "
+        "libcusparse-dev, libcublas-dev, libcusolver-dev and libcurand-dev: CUDA 12.9, 13.2; its cuda-profiler-api: "
+        "CUDA 12.9, 13.1, 13.2; its cudnn: CUDA 12.0, 12.2, 12.4, 12.5, 12.6, 12.8, 12.9)"
+    )
     assert result.plan.torch_version == "2.10.0" and str(result.plan.torch_cuda) == "12.9"
+
+
+@pytest.mark.parametrize("gpu", ["a100", "t4", "a10", "rtx3090", "h200", "a6000", "h100", "l40s", "gh200", "v100"])
+def test_offline_solves_once_where_the_snapshot_lacks_a_companion(kb: KnowledgeBase, tmp_path: Path, gpu: str) -> None:
+    """torch 2.10.0 cu130 needs a cudnn for CUDA 13.0, which the snapshot does not hold: the restriction says so
+    and the resolver passes over it, so make solves once (it solved cu130, failed, then solved cu129)."""
+    lines: list[str] = []
+    target = build_target(Options(gpus=(gpu,)), kb).target
+    result = lock.lock(target, kb, "offline", (), tmp_path / "cache", lines.append)
+    solving = [line for line in lines if line.startswith("solving ")]
+    assert len(solving) == 1, lines
+    assert str(result.plan.torch_cuda) == "12.9", result.plan.rejected
+
+
+def test_the_a100_lock_is_the_one_in_locks(a100_offline: Path) -> None:
+    """Solving once locks what solving twice locked: locks/a100 (`--profile a100`, the same target)."""
+    committed = Path(__file__).resolve().parent.parent / "locks" / "a100"
+    for name in ("conda-lock.yml", "conda-linux-64.lock"):
+        assert (a100_offline / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+def test_offline_names_the_companion_the_snapshot_lacks(tmp_path: Path) -> None:
+    """--cuda 13.0 leaves only torch 2.10.0 cu130, whose cudnn the snapshot does not hold for CUDA 13.0."""
+    made = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--cuda", "13.0", "--out", str(tmp_path)])
+    assert made.exit_code == 1, made.output
+    assert (
+        "  - torch 2.10.0 cu130: the bundled snapshot (2026-07-02) holds no conda-forge-channel cudnn for CUDA 13.0 "
+        "on linux-64 (its cudnn: CUDA 11.8, 12.0, 12.2, 12.4, 12.5, 12.6, 12.8, 12.9)\n"
+    ) in made.stderr, made.stderr
+    assert "Ways out: `--cuda 12.9` gives torch 2.10.0 cu129 with CUDA 12.9." in made.stderr, made.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def test_offline_says_plainly_when_the_target_is_outside_the_snapshot(kb: KnowledgeBase, tmp_path: Path) -> None:

@@ -66,6 +66,32 @@ def test_the_next_call_takes_the_prestarted_worker(
     assert len(started) == 3  # taken once: the next call starts its own
 
 
+def test_work_meant_for_the_wait_runs_once_while_the_worker_solves(
+    channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    """solve.meanwhile: the work runs after the request was sent (the worker is alive, its answer not yet read),
+    once; one that fails is dropped and the answer still comes; a command's end forgets what no call ran."""
+    source = ChannelSource(channel.as_uri(), channel.as_uri())
+    seen: list[object] = []
+
+    def work() -> None:
+        seen.append(started[-1].poll())  # None: the worker has not exited, so its answer is still to be read
+
+    def broken() -> None:
+        raise ImportError("a module that does not import")
+
+    solve.meanwhile(work)
+    solve.meanwhile(broken)
+    assert len(solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "a")) == 3
+    assert seen == [None]
+    assert len(solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "b")) == 3
+    assert seen == [None]  # once
+    solve.meanwhile(work)
+    solve.discard_spare()
+    solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "c")
+    assert seen == [None]
+
+
 def test_a_spare_that_died_is_replaced_by_a_new_worker(
     channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -113,6 +139,33 @@ def test_a_spare_nobody_takes_ends_with_its_command(started: list[subprocess.Pop
     assert result.exit_code == 2, result.output
     assert len(started) == 1 and started[0].returncode == -signal.SIGKILL
     assert solve._spare is None
+
+
+def test_make_from_the_command_line_starts_its_worker_before_the_cli_and_only_one(
+    tmp_path: Path, started: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """envsolver.__main__ prestarts for `make` before importing the CLI; make's own prestart then finds the spare,
+    and the solve takes it: one worker for the whole command."""
+    from envsolver import __main__ as entry
+
+    monkeypatch.setattr(sys, "argv", ["envsolver", "make", "--gpu", "v100", "--offline", "--out", str(tmp_path)])
+    entry._prestart(sys.argv)
+    assert len(started) == 1 and solve._spare is not None
+    with pytest.raises(SystemExit) as done:
+        entry.run()
+    assert done.value.code in (0, None)
+    assert len(started) == 1 and started[0].returncode == 0  # the prestarted worker answered; no second one
+    assert (tmp_path / "conda-lock.yml").exists()
+
+
+@pytest.mark.parametrize("argv", [["make", "--no-lock"], ["make", "--help"], ["explain", "--offline"], []])
+def test_the_early_prestart_is_only_for_a_make_that_locks(
+    argv: list[str], started: list[subprocess.Popen[bytes]]
+) -> None:
+    from envsolver import __main__ as entry
+
+    entry._prestart(["envsolver", *argv])
+    assert started == [] and solve._spare is None
 
 
 def test_an_interrupted_make_leaves_no_worker(tmp_path: Path) -> None:

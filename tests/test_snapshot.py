@@ -60,6 +60,52 @@ def test_coverage_holds_the_default_stacks(kb: KnowledgeBase) -> None:
     assert "12.9" in [str(v) for v in restricted.holding.nvcc[("conda-forge", "linux-aarch64")]]
 
 
+def _minors(served: tuple[object, ...]) -> list[str]:
+    return [str(v) for v in served]
+
+
+def test_cuda_bound_packages_serve_the_cuda_minors_their_records_allow() -> None:
+    """From the records' real depends/constrains: every cudnn on conda-forge needs cuda-version 12.x or older
+    (cudnn 9.x `cuda-version >=12,<13.0a0`), nccl 2.29.3.1 has a CUDA 13 build, libcublas-dev's records each
+    serve one minor (12.9's `>=12.9,<12.10.0a0`), and nvcc (no cuda-version tie of its own) is not listed."""
+    bound = coverage.cuda_bound(snapshot.records())
+    cudnn = _minors(bound[("conda-forge", "linux-64", "cudnn")])
+    assert "12.9" in cudnn and not [v for v in cudnn if v.startswith("13.")], cudnn
+    assert "13.0" in _minors(bound[("conda-forge", "linux-64", "nccl")])
+    assert _minors(bound[("conda-forge", "linux-64", "libcublas-dev")]) == [
+        "12.6",
+        "12.8",
+        "12.9",
+        "13.0",
+        "13.2",
+        "13.3",
+    ]
+    assert ("conda-forge", "linux-64", "cuda-nvcc") not in bound
+    assert ("conda-forge", "linux-64", "gxx") not in bound  # tied to no CUDA
+    # The nvidia channel's CUDA 12.6 packages name cuda-version too.
+    assert _minors(bound[("nvidia", "linux-64", "libcurand-dev")]) == ["12.6"]
+
+
+def test_a_tie_through_cudatoolkit_is_followed() -> None:
+    """cudnn 7.6.5.32 names no cuda-version, only `cudatoolkit 10.1|10.1.*`; most cuda-version records constrain
+    cudatoolkit to their own minor (`cudatoolkit 13.0|13.0.*`), so that cudnn serves none of those. Three minors
+    also have a cuda-version record that constrains nothing (11.8 h70ddcb2_2, 12.5 hd4f0392_3, and 12.8
+    h5d125a7_3 as one of its two copies lists it): beside those the solver could take it, so they are served.
+    The real records, taken from the snapshot."""
+    records = snapshot.records()
+    old = [r for r in records if r.name == "cudnn" and r.version == "7.6.5.32" and r.subdir == "linux-64"]
+    assert old and all("cudatoolkit 10.1|10.1.*" in r.depends for r in old), old
+    rest = [r for r in records if r.channel == "conda-forge" and r.name in ("cuda-version", "cudatoolkit")]
+    served = coverage.cuda_bound([*old, *rest])[("conda-forge", "linux-64", "cudnn")]
+    assert _minors(served) == ["11.8", "12.5", "12.8"]
+
+
+def test_the_restriction_holds_what_cuda_bound_says(kb: KnowledgeBase) -> None:
+    restricted = coverage.restrict(kb, snapshot.records(), "the bundled snapshot")
+    assert restricted.holding is not None
+    assert restricted.holding.cuda_bound == coverage.cuda_bound(snapshot.records())
+
+
 def test_every_channel_a_plan_names_is_in_the_snapshot(kb: KnowledgeBase) -> None:
     """The legacy plans name pytorch, nvidia and conda-forge, the channels the real records came from."""
     from envsolver.resolve.candidates import pick

@@ -802,6 +802,40 @@ def test_a_write_new_that_fails_leaves_no_partial_file_and_says_why(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_write_new_all_syncs_every_file_whole_before_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files are fsynced side by side (threads), each once and with all of its bytes written."""
+    synced: list[tuple[str, int]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append((os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd).st_size))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    texts = {tmp_path / f"f{i}.txt": "x" * (1000 * i + 1) for i in range(5)}
+    files.write_new_all(texts)
+    assert sorted(synced) == sorted((str(p), len(t)) for p, t in texts.items()), synced
+    assert {p: p.read_text() for p in texts} == texts
+
+
+def test_a_write_new_all_that_fails_to_sync_one_file_removes_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("f3.txt"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        files.write_new_all({tmp_path / f"f{i}.txt": "text\n" for i in range(5)})
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("error", "raises"), [(None, False), (errno.EINVAL, False), (errno.EBADF, False), (errno.EIO, True)]
 )

@@ -228,7 +228,7 @@ def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan]:
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     if offline:
         from envsolver.lock import run as lock
-        from envsolver.lock.outputs import cache_dir
+        from envsolver.lock.solve import cache_dir
 
         return inputs, _warned(lock.plan_offline(inputs.target, kb, cache_dir())[0], inputs)
     return inputs, _warned(resolve(inputs.target, kb), inputs)
@@ -382,14 +382,13 @@ def make(
         raise BadInputError(
             "--partition and --skip-partition choose partitions of a cluster file. Pass --cluster FILE."
         )
-    if not no_lock:
-        from envsolver.lock import solve
+    from envsolver.lock import solve
 
+    if not no_lock:
         solve.prestart()  # rattler's worker starts while this process imports, loads the KB and plans
+        solve.meanwhile(_import_writers)  # what only the answer needs is imported while rattler solves
     from envsolver.cli import render
-    from envsolver.lock import outputs
     from envsolver.lock import run as lock
-    from envsolver.lock.outputs import cache_dir
     from envsolver.resolve import detect
     from envsolver.resolve.inputs import build_target, make_command
 
@@ -409,10 +408,12 @@ def make(
 
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
         with render.spinner(err, "resolving") as show:
-            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), with_detail(err, show))
+            lock_result = lock.lock(inputs.target, kb, mode, channels, solve.cache_dir(), with_detail(err, show))
         lock_result = dataclasses.replace(lock_result, plan=_warned(lock_result.plan, inputs))
         plan = lock_result.plan
         _solve_details(err, lock_result)
+    from envsolver.lock import outputs
+
     if dry_run:
         if lock_result is None:
             texts = {"environment.yml": _environment_text(plan, command, name)}
@@ -429,6 +430,11 @@ def make(
         return
     render.made(render.out(), written, plan, lock_result, out_dir, name)
     render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
+
+
+def _import_writers() -> None:
+    """make's writers (lock.outputs and the modules it imports), imported while rattler solves."""
+    import envsolver.lock.outputs  # noqa: F401
 
 
 def _environment_text(plan: Plan, command: str, name: str | None) -> str:

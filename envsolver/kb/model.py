@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -262,14 +263,28 @@ class Fact:
 
 @dataclass(frozen=True)
 class Holding:
-    """What a restricted KB can lock: its name for messages ('the bundled snapshot (2026-07-02)') and the
-    nvcc versions (major.minor) it holds per (toolkit channel, platform)."""
+    """What a restricted KB can lock: its name for messages ('the bundled snapshot (2026-07-02)'), the
+    nvcc versions (major.minor) it holds per (toolkit channel, platform), and for each CUDA-bound package (every
+    record of it tied to a cuda-version) per (channel, platform, name) the CUDA minors some record of it
+    installs beside. A package it does not list is either not CUDA-bound or not held at all."""
 
     name: str
     nvcc: dict[tuple[str, str], tuple[MajorMinor, ...]]
+    cuda_bound: dict[tuple[str, str, str], tuple[MajorMinor, ...]] = field(default_factory=dict)
 
     def nvcc_for(self, build: TorchBuild) -> tuple[MajorMinor, ...]:
         return self.nvcc.get((build.toolkit_channel, build.platform), ())
+
+    def lacking(
+        self, channel: str, platform: str, cuda: MajorMinor, names: Iterable[str]
+    ) -> list[tuple[str, tuple[MajorMinor, ...]]]:
+        """Of `names`, the CUDA-bound packages with no record for `cuda` here, each with the minors it serves."""
+        out = []
+        for name in names:
+            served = self.cuda_bound.get((channel, platform, name))
+            if served is not None and cuda not in served:
+                out.append((name, served))
+        return out
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ hand edits without force.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -16,18 +15,10 @@ from envsolver import __version__
 from envsolver.kb.load import kb_date
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock.run import LockResult
+from envsolver.lock.solve import cache_dir as cache_dir  # its home is solve; callers import it from here too
 from envsolver.lock.writers import condalock, environment, explicit, files, fileset, inputhash, pipreqs, virtualpkgs
 from envsolver.resolve.driver import floor_text
 from envsolver.resolve.plan import Plan
-
-
-def cache_dir() -> Path:
-    """Where rattler keeps repodata and packages: ENVSOLVER_CACHE_DIR, else the user cache directory."""
-    if os.environ.get("ENVSOLVER_CACHE_DIR"):
-        return Path(os.environ["ENVSOLVER_CACHE_DIR"])
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("envsolver"))
 
 
 def write_environment(

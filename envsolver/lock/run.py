@@ -320,7 +320,11 @@ def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: P
         plan, records = _within_snapshot(target, kb, cache, progress)
     except ConflictError as exc:
         unlocked = exc.unsolved if isinstance(exc, SnapshotRefusal) else ()
-        raise _not_in_snapshot(target, kb, live, unlocked, cache, progress) from None
+        # Candidates passed over because the snapshot lacks what they need (resolve.candidates._snapshot_gap),
+        # named as the ones it failed to solve are.
+        held = snapshot_restricted.name()
+        lacking = tuple(Rejected(c, b) for c, b in exc.rejected or () if b.startswith(f"{held} holds no "))
+        raise _not_in_snapshot(target, kb, live, lacking + unlocked, cache, progress) from None
     plan = _advised(plan, target, kb, cache)
     same = (plan.torch_version, plan.torch_cuda, plan.cuda_version) == (
         live.torch_version,

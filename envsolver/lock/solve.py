@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -117,6 +117,15 @@ def _how(code: int) -> str:
     return f"exit status {code}" if code else "its answer was not readable"
 
 
+def cache_dir() -> Path:
+    """Where rattler keeps repodata and packages: ENVSOLVER_CACHE_DIR, else the user cache directory."""
+    if os.environ.get("ENVSOLVER_CACHE_DIR"):
+        return Path(os.environ["ENVSOLVER_CACHE_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("envsolver"))
+
+
 def worker_command() -> list[str]:
     """The command that starts a worker: this Python, running envsolver/lock/rattler_worker.py by path."""
     return [sys.executable, "-c", _BOOT, str(WORKER)]
@@ -137,6 +146,19 @@ def read_answer(raw: bytes) -> dict[str, Any] | None:
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("ok"), bool) else None
+
+
+# Work the next call does while its worker solves (meanwhile).
+_meanwhile: list[Callable[[], object]] = []
+
+
+def meanwhile(work: Callable[[], object]) -> None:
+    """Have the next call run `work` once, after it has sent its request and before it reads the answer, so that
+    what a command needs only after the answer (make imports its writers) is done while rattler solves instead of
+    before. Best effort: an Exception from `work` is dropped (what it prepared is done again where it is needed,
+    and fails there); an interrupt stops the call as any other does. Forgotten when a command ends (discard_spare).
+    """
+    _meanwhile.append(work)
 
 
 # A worker started ahead of its request (prestart): the child, its stderr file, and the environment it got.
@@ -172,8 +194,9 @@ def prestart() -> None:
 
 
 def discard_spare() -> None:
-    """Kill and reap a prestarted worker that no call took."""
+    """Kill and reap a prestarted worker that no call took (and forget the work meant for the next call)."""
     global _spare
+    _meanwhile.clear()
     if _spare is None:
         return
     child, errors, _ = _spare
@@ -235,6 +258,9 @@ def _call(request: dict[str, Any], doing: str, fix: str, limit_s: float) -> dict
             with contextlib.suppress(BrokenPipeError):  # a child gone already: its exit status says how
                 child.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
                 child.stdin.flush()
+            while _meanwhile:
+                with contextlib.suppress(Exception):
+                    _meanwhile.pop(0)()
             answer, _ = pipes.collect(child, limit_s, pipes.Bound(MAX_ANSWER))
             code = child.wait()
         except subprocess.TimeoutExpired:

@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import KnowledgeBase, Toolkit, TorchBuild
-from envsolver.resolve import archs, driver
+from envsolver.resolve import archs, companions, driver
 from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, no_conda_text
 from envsolver.resolve.plan import Rejected
 from envsolver.resolve.refusals import Refused
@@ -171,17 +171,37 @@ def _variant_problem(target: Target, build: TorchBuild) -> Problem | None:
 
 
 def _snapshot_gap(kb: KnowledgeBase, build: TorchBuild, toolkit: Toolkit) -> Problem | None:
-    """Within a restricted KB (the snapshot): a toolkit whose nvcc it holds no record of."""
+    """Within a restricted KB (the snapshot): a toolkit whose nvcc it holds no record of, or (conda-forge) one
+    for whose CUDA it holds no record of a CUDA-bound package the plan takes (cudnn, nccl, the headers)."""
     if kb.holding is None:
         return None
     offered = kb.holding.nvcc_for(build)
-    if toolkit.version in offered:
+    if toolkit.version not in offered:
+        held = ", ".join(str(v) for v in offered) or "none"
+        return Problem(
+            f"{kb.holding.name} holds no {build.toolkit_channel}-channel nvcc {toolkit.version} for "
+            f"{build.platform} (its {build.toolkit_channel} nvcc: {held})"
+        )
+    if build.channel != "conda-forge":
+        # A pytorch-channel plan pins no cuda-version: its CUDA packages come by channel priority (nvidia first).
         return None
-    held = ", ".join(str(v) for v in offered) or "none"
-    return Problem(
-        f"{kb.holding.name} holds no {build.toolkit_channel}-channel nvcc {toolkit.version} for {build.platform} "
-        f"(its {build.toolkit_channel} nvcc: {held})"
+    lacking = kb.holding.lacking(build.channel, build.platform, toolkit.version, companions.names(kb, build))
+    if not lacking:
+        return None
+    groups: dict[tuple[MajorMinor, ...], list[str]] = {}
+    for name, served in lacking:
+        groups.setdefault(served, []).append(name)
+    serves = "; ".join(
+        f"its {_and(names)}: CUDA {', '.join(str(v) for v in served) or 'none'}" for served, names in groups.items()
     )
+    return Problem(
+        f"{kb.holding.name} holds no {build.channel}-channel {_and([name for name, _ in lacking])} for CUDA "
+        f"{toolkit.version} on {build.platform} ({serves})"
+    )
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _compatibility(kb: KnowledgeBase, target: Target, cuda: MajorMinor) -> str:

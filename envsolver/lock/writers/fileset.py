@@ -245,9 +245,9 @@ def edited_refusal(edited: Sequence[str]) -> str:
 
 def _write(out_dir: Path, stamped: Mapping[str, str], stale: tuple[str, ...], command: str) -> None:
     try:
-        for name, text in stamped.items():
-            files.write_new(out_dir / temp_name(name), text)
-        files.write_new(out_dir / JOURNAL_NEW, journal_text(tuple(stamped), stale))
+        # the temporaries and the new journal, each on disk before the journal is renamed into place
+        texts = {out_dir / temp_name(name): text for name, text in stamped.items()}
+        files.write_new_all({**texts, out_dir / JOURNAL_NEW: journal_text(tuple(stamped), stale)})
         atomic.fsync_dir(out_dir)
         os.replace(out_dir / JOURNAL_NEW, out_dir / JOURNAL)
         atomic.fsync_dir(out_dir)

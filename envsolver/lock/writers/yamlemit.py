@@ -59,7 +59,19 @@ def _plain(text: str) -> bool:
     return not _NOT_IMPLICIT.isdisjoint(text)
 
 
+# str -> its scalar: a lock repeats its keys and many values (a few thousand scalars, a few hundred distinct).
+_SCALARS: dict[str, str] = {}
+_SCALARS_MAX = 8192
+
+
 def scalar(value: Any) -> str:
+    if type(value) is str:
+        found = _SCALARS.get(value)
+        if found is None:
+            found = value if _plain(value) else f'"{escape(value, quote=True)}"'
+            if len(_SCALARS) < _SCALARS_MAX:
+                _SCALARS[value] = found
+        return found
     if value is None:
         return "null"
     if isinstance(value, bool):
