@@ -383,17 +383,26 @@ class SlurmLab:
             raise
 
     def stop(self) -> None:
-        """SIGTERM every daemon by PID, SIGKILL what is left after 10 s, reap them all."""
-        for proc in reversed(self.processes.values()):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        """SIGTERM the daemons by PID in stages, the slurmds, then slurmctld, then munged, each stage reaped (SIGKILL
+        for what is left after 10 s) before the next. A slurmd whose node ran a cancelled step reports to the
+        controller as it stops: with slurmctld stopped beside it, it waited out its message retries (9 s)."""
+        stages = [
+            [name for name in self.processes if name.startswith("slurmd-")],
+            [name for name in self.processes if name == "slurmctld"],
+            [name for name in self.processes if not name.startswith("slurmd-") and name != "slurmctld"],
+        ]
+        for stage in stages:
+            procs = [self.processes[name] for name in stage]
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            for proc in procs:
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
         self.processes.clear()
 
     def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
