@@ -557,9 +557,10 @@ class SlurmLab:
             "SlurmdTimeout=60",
             "InactiveLimit=0",
             "KillWait=2",
-            # `sbatch --wait` polls the job every 2 s, then 8, then 32 (src/sbatch/sbatch.c _job_wait), unless
-            # MinJobAge is under four times the wait: at the default (300) a 15 s job was seen done after 42 s.
-            # At 5 it polls every 2 s; a finished job's record is still kept 5 s, past sbatch's next look.
+            # `sbatch --wait` sleeps 2 s between looks at the job, times 4 while the sleep is under MinJobAge / 2
+            # (/ 3 in some versions) and under 32 (src/sbatch/sbatch.c _job_wait): 2, 8, 32 at the default (300),
+            # so a 15 s job was seen done after 42 s. At 5 it looks every 2 s; a finished job's record is still
+            # kept 5 s, past sbatch's next look.
             "MinJobAge=5",
         ]
         gres_conf = []
