@@ -17,8 +17,8 @@ steps' PATH a `uname` that answers `-m` (and `-p`, `-i`) with it, which is what 
 
 `write_env` writes a stand-in environment prefix for `envsolver verify` on the lab's nodes (there is no CUDA
 torch here): its python runs verify's real probe (as a file, or as source: `python -I -c PROBE ...`, what
-`verify --cluster` runs on a node) with the interpreter it is given, and answers torch's part from the prefix's
-lock metadata, and the machine from the node's `uname -m`.
+`verify --cluster` runs on a node) with a venv of the interpreter it is given (standard library only), and answers
+torch's part from the prefix's lock metadata, and the machine from the node's `uname -m`.
 
 Run it by hand: `python -m tests.slurmlab` starts a lab, prints the SLURM_CONF to export, and stops it on Enter.
 """
@@ -219,11 +219,13 @@ exec {uname} "$@"
 """
 
 
-# The stand-in python of `write_env`'s prefix: verify runs it as `python PROBE ARGS...` (envsolver verify) or
-# `python -I -c PROBE_SOURCE ARGS...` (verify --cluster, on a node); it runs the same with the interpreter it was
-# written for (so the driver and GPUs come from the node's nvidia-smi, glibc from the node), then answers torch's
+# The stand-in python of `write_env`'s prefix: verify runs it as `python PROBE ARGS...` (envsolver verify, and the
+# job's gate) or `python -I -c PROBE_SOURCE ARGS...` (verify --cluster, on a node); it runs the same with the
+# interpreter it was written for (so the driver and GPUs come from the node's nvidia-smi, glibc from the node),
+# verify's probe under that interpreter's venv without site-packages (write_env says why), then answers torch's
 # facts as the torch the lock pins would: its version and CUDA, the lock's arch list (standing for torch's), the
-# node's GPUs as its devices; and the machine as the node's `uname -m` says it. Anything else it passes through.
+# node's GPUs as its devices; and the machine as the node's `uname -m` says it. Anything else (a job's command
+# under torchrun, which needs torch) runs under the interpreter itself and passes through.
 STAND_IN = """#!{python}
 import json
 import os
@@ -233,7 +235,21 @@ import sys
 
 TORCH = json.loads({torch})
 PREFIX = {prefix}
-done = subprocess.run([sys.executable, *sys.argv[1:]], stdout=subprocess.PIPE, text=True, timeout=900)
+PROBE, PROBE_PYTHON = {probe}, {probe_python}
+
+
+def is_probe(args):
+    words = [a for a in args if a != "-I"]
+    if words[:1] == [PROBE]:
+        return True
+    if words[:1] == ["-c"] and len(words) > 1:
+        with open(PROBE, encoding="utf-8") as source:
+            return words[1] == source.read()
+    return False
+
+
+python = PROBE_PYTHON if is_probe(sys.argv[1:]) else sys.executable
+done = subprocess.run([python, *sys.argv[1:]], stdout=subprocess.PIPE, text=True, timeout=900)
 try:
     docs, streamed = [json.loads(done.stdout)], False
 except ValueError:
@@ -280,20 +296,43 @@ def torch_facts(meta: Mapping[str, str], prefix: Path) -> dict[str, object]:
     }
 
 
+STAND_IN_VENV = "stand-in-venv"  # under the prefix: the venv of `python` that STAND_IN runs on
+
+
 def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str) -> None:
     """A stand-in environment at `prefix` for `envsolver verify -p PREFIX` on the lab's nodes: the lock metadata
     `envsolver install` keeps (etc/envsolver/lock-metadata.json), its conda-meta/ (a conda environment, as install
-    leaves it), and bin/python (STAND_IN) run by `python`."""
+    leaves it), and bin/python (STAND_IN) run by `python`, which runs verify's probe under a venv of `python`
+    (PREFIX/stand-in-venv, no site-packages).
+
+    The venv is the point: the probe imports torch in a child of the interpreter it runs under, and STAND_IN
+    replaces torch's facts with the lock's. Under an interpreter that has this machine's CPU torch, every node of
+    every step imported it for nothing (a `verify --cluster` over the lab's 8 nodes took 15-27 s on the loaded
+    2-core machine, 2 s without); in the venv the import fails at once, as the probe's child of a prefix without
+    torch does."""
     import json
 
     from envsolver.install import prefixmeta
+    from envsolver.verify.run import PROBE
 
     prefixmeta.save(prefix, platform, meta)
     (prefix / "conda-meta").mkdir(exist_ok=True)
+    venv = prefix / STAND_IN_VENV
+    made = subprocess.run(
+        [python, "-m", "venv", "--without-pip", "--clear", str(venv)], capture_output=True, text=True, check=False
+    )
+    if made.returncode != 0:
+        raise LabError(f"{python} -m venv {venv} failed (exit {made.returncode}): {made.stderr}")
     stand_in = prefix / "bin" / "python"
     stand_in.parent.mkdir(parents=True, exist_ok=True)
     stand_in.write_text(
-        STAND_IN.format(python=python, torch=repr(json.dumps(torch_facts(meta, prefix))), prefix=repr(str(prefix)))
+        STAND_IN.format(
+            python=python,
+            torch=repr(json.dumps(torch_facts(meta, prefix))),
+            prefix=repr(str(prefix)),
+            probe=repr(str(PROBE)),
+            probe_python=repr(str(venv / "bin" / "python")),
+        )
     )
     stand_in.chmod(0o755)
 
@@ -379,17 +418,26 @@ class SlurmLab:
             raise
 
     def stop(self) -> None:
-        """SIGTERM every daemon by PID, SIGKILL what is left after 10 s, reap them all."""
-        for proc in reversed(self.processes.values()):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        """SIGTERM the daemons by PID in stages, the slurmds, then slurmctld, then munged, each stage reaped (SIGKILL
+        for what is left after 10 s) before the next. A slurmd whose node ran a cancelled step reports to the
+        controller as it stops: with slurmctld stopped beside it, it waited out its message retries (9 s)."""
+        stages = [
+            [name for name in self.processes if name.startswith("slurmd-")],
+            [name for name in self.processes if name == "slurmctld"],
+            [name for name in self.processes if not name.startswith("slurmd-") and name != "slurmctld"],
+        ]
+        for stage in stages:
+            procs = [self.processes[name] for name in stage]
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            for proc in procs:
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
         self.processes.clear()
 
     def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
@@ -544,6 +592,11 @@ class SlurmLab:
             "SlurmdTimeout=60",
             "InactiveLimit=0",
             "KillWait=2",
+            # `sbatch --wait` sleeps 2 s between looks at the job, times 4 while the sleep is under MinJobAge / 2
+            # (/ 3 in some versions) and under 32 (src/sbatch/sbatch.c _job_wait): 2, 8, 32 at the default (300),
+            # so a 15 s job was seen done after 42 s. At 5 it looks every 2 s; a finished job's record is still
+            # kept 5 s, past sbatch's next look.
+            "MinJobAge=5",
         ]
         gres_conf = []
         files = 0

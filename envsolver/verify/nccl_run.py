@@ -87,7 +87,8 @@ def environ_for(prefix: Path | None, environ: Mapping[str, str]) -> dict[str, st
     return env
 
 
-COUNT_GPUS = "import torch; print(torch.cuda.device_count())"
+# The count, then out without the interpreter's teardown (0.55 s of CPU time once torch is imported).
+COUNT_GPUS = "import os, sys, torch; print(torch.cuda.device_count()); sys.stdout.flush(); os._exit(0)"
 
 
 def processes(python: Path, requested: int | None, options: Options, environ: Mapping[str, str]) -> int:

@@ -330,4 +330,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # Leave without the interpreter's teardown, which with torch imported took 0.55 s of CPU time (a third of what
+    # a rank on the CPU torch spent in all; 2 s of wall time on a loaded 2-core machine): every file is written
+    # and closed and the process group destroyed by now; the streams are flushed here.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -208,6 +208,7 @@ def _reap(lab: SlurmLab, started: running.Started, name: str) -> None:
 
 def test_an_srun_that_does_not_end_has_its_job_cancelled_by_id(lab: SlurmLab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(running, "END_WAIT_S", 1.0)
+    monkeypatch.setattr(running, "CANCEL_WAIT_S", 1.0)  # the stopped srun cannot exit: it is killed after this
     started = _stopped_srun(lab, lab.env, "h3-stuck")
     try:
         job = _squeue(lab, "--name=h3-stuck")[0].split()[0]
@@ -222,6 +223,7 @@ def test_an_srun_that_does_not_end_has_its_job_cancelled_by_id(lab: SlurmLab, mo
 
 def test_inside_an_allocation_only_the_step_is_cancelled(lab: SlurmLab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(running, "END_WAIT_S", 1.0)
+    monkeypatch.setattr(running, "CANCEL_WAIT_S", 1.0)  # the stopped srun cannot exit: it is killed after this
     made = lab.run(["salloc", "--partition=a100", "--gres=gpu:1", "--no-shell", "--job-name=h3-alloc"])
     assert made.returncode == 0, made.stderr
     job = _squeue(lab, "--name=h3-alloc")[0].split()[0]

@@ -42,6 +42,7 @@ os.write(1, ("RANK " + json.dumps({
     "nousersite": os.environ.get("PYTHONNOUSERSITE"),
 }) + "\\n").encode())
 dist.destroy_process_group()
+os._exit(0)  # what it had to say is written: no interpreter teardown (0.55 s of CPU with torch)
 """
 
 

@@ -45,6 +45,7 @@ os.write(1, ("TRAIN " + json.dumps({
     "run_id": os.environ.get("TORCHELASTIC_RUN_ID"),
 }) + "\\n").encode())
 dist.destroy_process_group()
+os._exit(0)  # what it had to say is written: no interpreter teardown (0.55 s of CPU with torch)
 """
 MARK = "TRAIN "
 

@@ -82,7 +82,7 @@ def test_a_stream_without_a_tail_is_refused_past_its_head_without_reading_the_re
 
 
 def test_a_child_that_prints_nothing_and_never_ends_is_stopped_at_the_deadline(tmp_path: Path) -> None:
-    proc = _child("sleep 60")
+    proc = _child("exec sleep 60")  # the child itself: a `sleep` forked by sh would hold the pipes past sh
     started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
         pipes.collect(proc, 1, pipes.Bound(10, 10), pipes.Bound(10, 10))
