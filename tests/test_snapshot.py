@@ -56,10 +56,11 @@ class _KeptNormaliser:
         answer = self._module.load_file(path, hint)
         text = json.dumps(list(answer))
         if json.loads(text) == list(answer) and all(isinstance(r, dict) for r in answer[1]):
-            self._cache.mkdir(parents=True, exist_ok=True)
-            part = kept.with_suffix(f".{os.getpid()}.part")
-            part.write_text(text, encoding="utf-8")
-            part.replace(kept)
+            with contextlib.suppress(OSError):  # a cache that cannot be written is only not kept
+                self._cache.mkdir(parents=True, exist_ok=True)
+                part = kept.with_suffix(f".{os.getpid()}.part")
+                part.write_text(text, encoding="utf-8")
+                part.replace(kept)
         return tuple(answer)
 
 
