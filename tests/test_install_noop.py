@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,22 +32,46 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def installed(tmp_path: Path) -> tuple[Path, Path]:
-    lock = write_lock(build_channel(tmp_path), tmp_path)
-    prefix = tmp_path / "env"
-    done = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=tmp_path)
+def _install(root: Path) -> tuple[Path, Path]:
+    lock = write_lock(build_channel(root), root)
+    prefix = root / "env"
+    done = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=root)
     assert done.returncode == 0 and "installed (3 packages" in done.stdout, done.stderr
     assert (prefix / installstate.STATE).is_file(), "install recorded nothing for the next run"
     return lock, prefix
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> tuple[Path, Path]:
+    """A prefix of its own, for a test that changes the prefix or the lock."""
+    return _install(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def _shared_install(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return _install(tmp_path_factory.mktemp("shared-install"))
+
+
+@pytest.fixture
+def installed_once(_shared_install: tuple[Path, Path]) -> Iterator[tuple[Path, Path]]:
+    """One install shared by the module's tests that leave the lock and the prefix as they found them; the record
+    is put back after each (a test may overwrite it), and every test first proves it still answers."""
+    lock, prefix = _shared_install
+    state = prefix / installstate.STATE
+    kept = state.read_bytes()
+    assert installstate.unchanged(prefix, installstate.request(lock, None, (), __version__)) is not None, (
+        "the shared install's record no longer answers: a test before this one changed the prefix or the lock"
+    )
+    yield lock, prefix
+    state.write_bytes(kept)
 
 
 def _loaded(hook_modules: set[str]) -> list[str]:
     return sorted(m for m in hook_modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
 
 
-def test_a_noop_install_imports_nothing_a_real_install_needs(installed: tuple[Path, Path], tmp_path: Path) -> None:
-    lock, prefix = installed
+def test_a_noop_install_imports_nothing_a_real_install_needs(installed_once: tuple[Path, Path], tmp_path: Path) -> None:
+    lock, prefix = installed_once
     loaded = modules_at_exit(tmp_path, "install", str(lock), "-p", str(prefix), "--no-hook")
     assert _loaded(loaded) == [], "a no-op install imported what only a real one needs"
 
@@ -106,8 +130,8 @@ def test_any_change_takes_the_full_path(
 
 
 @pytest.mark.parametrize("options", [("--platform", "linux-64"), ("--mirror", "https://a.example=https://b.example")])
-def test_other_options_are_another_request(installed: tuple[Path, Path], options: tuple[str, str]) -> None:
-    lock, prefix = installed
+def test_other_options_are_another_request(installed_once: tuple[Path, Path], options: tuple[str, str]) -> None:
+    lock, prefix = installed_once
     version = __version__
     assert installstate.unchanged(prefix, installstate.request(lock, None, (), version)) is not None
     platform = options[1] if options[0] == "--platform" else None
@@ -115,8 +139,10 @@ def test_other_options_are_another_request(installed: tuple[Path, Path], options
     assert installstate.unchanged(prefix, installstate.request(lock, platform, mirrors, version)) is None
 
 
-def test_a_dry_run_and_a_copied_prefix_never_take_the_shortcut(installed: tuple[Path, Path], tmp_path: Path) -> None:
-    lock, prefix = installed
+def test_a_dry_run_and_a_copied_prefix_never_take_the_shortcut(
+    installed_once: tuple[Path, Path], tmp_path: Path
+) -> None:
+    lock, prefix = installed_once
     dry = _run("install", str(lock), "-p", str(prefix), "--dry-run", "--json", cwd=tmp_path)
     assert dry.returncode == 0 and json.loads(dry.stdout)["dry_run"] is True, dry.stderr
     copy = tmp_path / "copy"
@@ -128,8 +154,8 @@ def test_a_dry_run_and_a_copied_prefix_never_take_the_shortcut(installed: tuple[
 @pytest.mark.parametrize(
     "record", ["", "{", "[]", '{"format": 1}', '{"format": 1, "request": "x", "prefix": null, "pip": 3}', "\0" * 10]
 )
-def test_a_broken_record_is_no_answer(installed: tuple[Path, Path], record: str) -> None:
-    lock, prefix = installed
+def test_a_broken_record_is_no_answer(installed_once: tuple[Path, Path], record: str) -> None:
+    lock, prefix = installed_once
     (prefix / installstate.STATE).write_text(record)
     version = __version__
     assert installstate.unchanged(prefix, installstate.request(lock, None, (), version)) is None

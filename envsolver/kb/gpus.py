@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Literal
@@ -180,6 +181,7 @@ def _driver_names(devices: tuple[PciDevice, ...]) -> dict[str, tuple[PciDevice, 
     return table
 
 
+@lru_cache(maxsize=4096)
 def _model(form: str) -> tuple[str, str, int | None]:
     """The model letters, generation and number of a loose form: "3080ti" -> ("", "3", 3080), "1660ti" ->
     ("", "16", 1660), "h100" -> ("h", "h", None), "a6000" -> ("a", "a", None). Only four-digit numbers without
@@ -212,25 +214,66 @@ def _near(target: str, spelled: str) -> tuple[bool, bool, int, bool]:
     return other[0] != letters, other[1] != generation, distance, not related
 
 
-def _alike(target: str, spelled: str) -> float:
-    return difflib.SequenceMatcher(None, target, loose(spelled)).ratio()
+def _alike(target: str, spellings: list[str]) -> float:
+    """The highest similarity of `target` to one of `spellings` (difflib's ratio)."""
+    matcher = difflib.SequenceMatcher(None, target)
+    best = 0.0
+    for spelled in spellings:
+        matcher.set_seq2(loose(spelled))
+        best = max(best, matcher.ratio())
+    return best
+
+
+def _bound(target: Counter[str], size: int, spellings: list[str]) -> float:
+    """A value `_alike` never exceeds for these spellings: difflib's quick_ratio (the characters in common, in any
+    order, as its ratio is computed: 2 * matches / both lengths), counting the target's characters once."""
+    best = 0.0
+    for spelled in spellings:
+        form, form_size = _counted(spelled)
+        common = sum(min(count, target[char]) for char, count in form)
+        length = size + form_size
+        best = max(best, 2.0 * common / length if length else 1.0)
+    return best
+
+
+@lru_cache(maxsize=4096)
+def _counted(spelled: str) -> tuple[tuple[tuple[str, int], ...], int]:
+    """The characters of a known spelling's loose form with their counts, and its length."""
+    form = loose(spelled)
+    return tuple(Counter(form).items()), len(form)
+
+
+def _most_alike(target: str, group: list[tuple[int, list[str]]], n: int) -> list[tuple[float, int]]:
+    """The n rows of `group` (row index, its spellings in the running) most alike `target`, as (-ratio, index),
+    in order: the ranking of sorting every row by (-ratio, index), without computing the ratio of a row whose
+    upper bound shows it cannot enter the first n."""
+    counted = Counter(target)
+    bounds = sorted((-_bound(counted, len(target), spellings), i, spellings) for i, spellings in group)
+    found: list[tuple[float, int]] = []
+    for bound, i, spellings in bounds:
+        if len(found) >= n and bound > found[n - 1][0]:  # ratio <= bound < the n-th best ratio: the rest too
+            break
+        found.append((-_alike(target, spellings), i))
+        found.sort()
+    return found[:n]
 
 
 def closest(kb: KnowledgeBase, name: str, n: int = 3) -> list[str]:
     """The n known GPUs nearest to `name` by any of their names (see `_near`, then the most alike spelling; ties
     in the knowledge base's order), each shown by its key or alias (as written in the KB) spelled most like
-    `name`. Spellings are compared only for the GPUs that `_near` leaves in the running (the slow part)."""
+    `name`. Spellings are compared only for the GPUs that `_near` leaves in the running, and only while an upper
+    bound of their likeness can still place them (the slow part)."""
     target, exact = loose(name), normalize(name)
     near = [[(_near(target, s), s) for s in gpu.all_names] for gpu in kb.gpus]
     best = [min(rank for rank, _ in spellings) for spellings in near]
     if n < 1 or not best:
         return []
-    cutoff = sorted(best)[min(n, len(best)) - 1]
-    ranked = sorted(
-        ((best[i], min(-_alike(target, s) for rank, s in near[i] if rank == best[i])), i)
-        for i in range(len(kb.gpus))
-        if best[i] <= cutoff
-    )
+    ranked: list[tuple[float, int]] = []
+    for rank in sorted(set(best)):
+        if len(ranked) >= n:
+            break
+        group = [(i, [s for r, s in near[i] if r == rank]) for i in range(len(kb.gpus)) if best[i] == rank]
+        ranked += _most_alike(target, group, n - len(ranked))
     shown = []
     for _, i in ranked[:n]:
         spelled = (kb.gpus[i].key, *kb.gpus[i].aliases)

@@ -135,6 +135,8 @@ def _script() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    shipped = load_kb()  # read once: the script's runs here never pass --kb, and nothing changes the shipped KB
+    module.load_kb = lambda data_dir=None: shipped if data_dir is None else load_kb(data_dir)
     return module
 
 
