@@ -50,6 +50,22 @@ def verdicts(found: dict[str, Any], wanted: dict[str, Any]) -> dict[str, tuple[s
     return {rule_id: (status, detail, fix) for rule_id, status, detail, fix in gate.judge(found, wanted, NODE)}
 
 
+def test_host_vs_lock_passes_only_for_what_it_saw() -> None:
+    """A node where no driver answers and no GPU is visible: the gate said "meets the lock's driver, glibc and GPU
+    targets" (a pass for what it never compared). It says what it compared, and skips when it compared nothing."""
+    wanted = {"lock": {"driver": "525.60.13", "solved_cuda": "12.4", "glibc": "2.28", "archs": ["8.0", "9.0"]}}
+    status, detail, _ = verdicts(facts(None, gpus=[], glibc=None), wanted)["host_vs_lock"]
+    assert status == "skip" and "nothing to compare" in detail, detail
+    status, detail, _ = verdicts(facts(None, gpus=[]), wanted)["host_vs_lock"]
+    assert (status, detail) == (
+        "pass",
+        f"{NODE}: meets the lock's glibc; not checked: driver and GPU targets (not seen on the node, or not "
+        "recorded in the lock)",
+    ), detail
+    status, detail, _ = verdicts(facts("550.54.15"), wanted)["host_vs_lock"]
+    assert (status, detail) == ("pass", f"{NODE}: meets the lock's driver, glibc and GPU targets"), detail
+
+
 @pytest.mark.parametrize(
     ("entries", "cc", "covered"),
     [
@@ -167,9 +183,10 @@ def run_gate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_gate_runs_as_a_file_with_the_real_probe_and_names_the_node(kb: KnowledgeBase, tmp_path: Path) -> None:
-    """This python (CPU torch), a stand-in nvidia-smi on PATH saying driver 450.80.02: the lock's floor fails."""
+    """This python (CPU torch), a stand-in nvidia-smi on PATH saying driver 450.80.02 (to the probe's query: name,
+    pci.device_id, compute_cap, memory.total, driver_version): the lock's floor fails."""
     smi = tmp_path / "nvidia-smi"
-    smi.write_text('#!/bin/sh\necho "NVIDIA H100 80GB HBM3, 9.0, 81559 MiB, 450.80.02"\n')
+    smi.write_text('#!/bin/sh\necho "NVIDIA H100 80GB HBM3, 0x233010DE, 9.0, 81559 MiB, 450.80.02"\n')
     smi.chmod(0o755)
     wanted = json.dumps(demands.derive(kb, lab_meta()))
     options = run.probe_options(False, False, 60.0, stream=False)

@@ -235,11 +235,12 @@ def rule_host_vs_lock(facts: Mapping[str, Any], demands: Mapping[str, Any], node
     lock = demands.get("lock")
     if not isinstance(lock, dict):
         return ("skip", "no lock metadata in the prefix", "")
-    problems, unknown, fixes = [], [], []
+    problems, unknown, fixes, looked = [], [], [], []
     version, floor = numbers(_driver(facts).get("version")), numbers(lock.get("driver"))
     solved = major_minor(lock.get("solved_cuda"))
     shown_version = shown(_driver(facts).get("version"))
     if version is not None and solved is not None:  # as verify's host_vs_lock: the CUDA the lock was solved for
+        looked.append("driver")
         table = demands.get("cuda_drivers") or {}
         have = newest_full_cuda(table, version)
         row = table.get(f"{solved[0]}.{solved[1]}")
@@ -262,10 +263,14 @@ def rule_host_vs_lock(facts: Mapping[str, Any], demands: Mapping[str, Any], node
             need = row.get("full") if isinstance(row, dict) else None
             fixes.append(f"upgrade the driver on {node} (driver >= {need})" if need else "remake the lock")
     glibc, wanted = major_minor(facts.get("glibc")), major_minor(lock.get("glibc"))
+    if glibc is not None and wanted is not None:
+        looked.append("glibc")
     if glibc is not None and wanted is not None and glibc < wanted:
         problems.append(f"glibc {glibc[0]}.{glibc[1]} is older than the lock's {lock['glibc']}")
         fixes.append(f"run the job on nodes with glibc >= {lock['glibc']}")
     archs = [str(a) for a in lock.get("archs") or lock.get("ccs") or []]
+    if archs and _gpus(facts):
+        looked.append("GPU targets")
     for gpu in _gpus(facts) if archs else []:
         cc = major_minor(gpu.get("compute_capability"))
         how = covering(archs, cc) if cc is not None else None
@@ -290,7 +295,23 @@ def rule_host_vs_lock(facts: Mapping[str, Any], demands: Mapping[str, Any], node
             f"{node}: " + "; ".join(problems + unknown),
             f"{'; '.join(dict.fromkeys(fixes))}, {_exclude(node)}" if fixes else _exclude(node).removeprefix("or "),
         )
-    return ("pass", f"{node}: meets the lock's driver, glibc and GPU targets", "")
+    unseen = [what for what in ("driver", "glibc", "GPU targets") if what not in looked]
+    if not looked:  # nothing seen on the node (no driver answering, no GPU) or nothing the lock records
+        return (
+            "skip",
+            f"{node}: nothing to compare with the lock (its {_listed(unseen)} not seen on the node, or not "
+            "recorded in the lock)",
+            "",
+        )
+    not_checked = (
+        f"; not checked: {_listed(unseen)} (not seen on the node, or not recorded in the lock)" if unseen else ""
+    )
+    return ("pass", f"{node}: meets the lock's {_listed(looked)}{not_checked}", "")
+
+
+def _listed(words: list[str]) -> str:
+    """'driver, glibc and GPU targets'."""
+    return " and ".join([", ".join(words[:-1]), words[-1]]) if len(words) > 1 else words[0]
 
 
 def newest_full_cuda(table: Mapping[str, Any], version: tuple[int, ...]) -> tuple[int, int] | None:
