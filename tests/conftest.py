@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -114,23 +113,6 @@ def pytest_configure(config: pytest.Config) -> None:
     back. Processes it starts then get the default disposition, and Python's handler, as from a terminal."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    _keep_bytecode(config)
-
-
-def _keep_bytecode(config: pytest.Config) -> None:
-    """Bytecode is written and kept even where the environment says not to (PYTHONDONTWRITEBYTECODE=1, as on the
-    development machine): without it, every `python -m envsolver` a test starts compiled envsolver's modules from
-    source again (about 40 ms of a 160 ms command), and every worker rewrote every test module's asserts on every
-    run. The runner compiles envsolver and the tests once (compileall writes only what is out of date); the
-    processes the tests start read those files and, as the environment asks, write none."""
-    sys.dont_write_bytecode = False
-    if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist: once per run
-        import compileall
-        import re
-
-        root = Path(__file__).parent.parent
-        compileall.compile_dir(root / "envsolver", quiet=2)
-        compileall.compile_dir(root / "tests", quiet=2, rx=re.compile(r"[/\\]data[/\\]"))  # not the test data
 
 
 @pytest.fixture(scope="session")
