@@ -101,8 +101,8 @@ def read_records(realdata: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted(p for p in realdata.rglob("*") if p.is_file()):
         rel = path.relative_to(realdata).as_posix()
-        if path.suffix in (".md", ".py", ".txt"):
-            continue
+        if path.suffix in (".md", ".py", ".txt") or "__pycache__" in path.parts:
+            continue  # notes, the normaliser, and its bytecode where importing it wrote any
         label, records, _ = norm.load_file(str(path), norm.CHANNEL_HINTS.get(rel))
         kind = format_kind(label)
         if kind is None:
