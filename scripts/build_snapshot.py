@@ -80,7 +80,11 @@ def load_normaliser(realdata: Path) -> Any:
     if spec is None or spec.loader is None:
         sys.exit(f"cannot load {realdata / 'extract_records.py'}: pass --realdata with the shared/realdata folder")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    writing, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # nothing written into the shared data folder
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writing
     return module
 
 
