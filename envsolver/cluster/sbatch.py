@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-from envsolver.cluster import gate_step, grammar, job_options, job_shell, nccl_nodes, parse, slurm, slurm_launch
+from envsolver.cluster import gate_step, grammar, job_options, job_shell, nccl_nodes, parse, slurm, slurm_launch, step
 from envsolver.cluster.job_options import JobOptions
 from envsolver.cluster.model import Partition, SlurmOptions
 from envsolver.core.errors import BadInputError
@@ -277,7 +277,7 @@ def launch_argv(job: Job) -> list[str]:
     head += ["--kill-on-bad-exit=1"]
     cpus = task_cpus(job)
     head += [f"--cpus-per-task={cpus}"] if cpus else []
-    python = str(Path(job.where) / "bin" / "python")
+    python = step.python_of(job.where)  # as the verify step names it
     style = STYLE[job.launch]
     return [
         *head,

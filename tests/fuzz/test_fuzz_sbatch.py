@@ -135,9 +135,12 @@ def read_back(job: sbatch.Job, script: str) -> None:
     exports = [line for line in body if line.startswith("export CONDA_PREFIX=")]
     prefix = shlex.split(exports[0])[1].removeprefix("CONDA_PREFIX=")
     assert prefix == str(Path(job.prefix)), prefix  # the prefix as Path names it (no trailing or doubled /)
-    assert verify == [] or verify[0][verify[0].index("--python") + 1] == f"{prefix}/bin/python".replace("//", "/")
+    # both steps run the prefix's bin/python, named alike: the prefix less its trailing slashes, then /bin/python
+    # (a prefix "//" gave the verify step /bin/python and the command //bin/python, one file named two ways)
+    want = prefix.rstrip("/") + "/bin/python"
+    assert verify == [] or verify[0][verify[0].index("--python") + 1] == want, (verify, want)
     python = next(word for word in launch[1:] if not word.startswith("--"))  # the first word after srun's options
-    assert python == f"{prefix}/bin/python".replace("//bin", "/bin"), launch
+    assert python == want, launch
 
 
 @modes(150)
