@@ -64,11 +64,16 @@ _SCALARS: dict[str, str] = {}
 _SCALARS_MAX = 8192
 
 
+def _text(text: str) -> str:
+    """A string's scalar: plain where YAML reads it back as this string, else double-quoted and escaped."""
+    return text if _plain(text) else f'"{escape(text, quote=True)}"'
+
+
 def scalar(value: Any) -> str:
     if type(value) is str:
         found = _SCALARS.get(value)
         if found is None:
-            found = value if _plain(value) else f'"{escape(value, quote=True)}"'
+            found = _text(value)
             if len(_SCALARS) < _SCALARS_MAX:
                 _SCALARS[value] = found
         return found
@@ -81,8 +86,7 @@ def scalar(value: Any) -> str:
             return str(value)
         except ValueError:  # past sys.get_int_max_str_digits(); hex has no such limit in Python or YAML
             return f"-0x{-value:x}" if value < 0 else f"0x{value:x}"
-    text = str(value)
-    return text if _plain(text) else f'"{escape(text, quote=True)}"'
+    return _text(str(value))
 
 
 def _key(value: Any, indent: str) -> str:
