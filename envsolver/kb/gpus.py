@@ -32,6 +32,8 @@ _FORM = re.compile(r"pcie|sxm\d*|hbm\d*e?|nvl\d*")
 _SPLIT = re.compile(r"[\s\-_/,()\[\]]+")
 _MODEL = re.compile(r"([a-z]*)(\d+)")
 Identity = Literal["name", "device", "compute_cap"]  # what identified a detected GPU (see `identified`)
+# Why a name given as a PCI device ID is unknown: no name is close to an ID, so no close names are searched for.
+_ID_NOT_IN_TABLE = "a PCI device ID the driver's table does not name"
 
 
 def _words(name: str) -> list[str]:
@@ -138,14 +140,14 @@ def _find(kb: KnowledgeBase, name: str) -> tuple[Gpu | None, str]:
     if rows:
         return _by_device(kb, rows)
     if wanted:
-        return None, "a PCI device ID the driver's table does not name"
+        return None, _ID_NOT_IN_TABLE
     cc = pci.compute_capability(name) if name.strip().lower().startswith("sm_") else None
     return (pci.reported_row(kb, cc), "") if cc is not None else (None, "")
 
 
 def _unknown(kb: KnowledgeBase, name: str, why: str) -> UnknownGpuError:
     """The error for a GPU nothing identifies: what is known of it where anything is, else the closest names."""
-    return UnknownGpuError(name, [] if why.startswith("a PCI device ID") else closest(kb, name), why)
+    return UnknownGpuError(name, [] if why == _ID_NOT_IN_TABLE else closest(kb, name), why)
 
 
 def _by_name(kb: KnowledgeBase, name: str) -> Gpu | None:
