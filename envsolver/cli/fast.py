@@ -92,8 +92,8 @@ def install(words: Sequence[str], environ: Mapping[str, str]) -> int | None:
     """Print install's report and return its exit code when WORDS ask for a prefix that is up to date and whose
     hook does not run; else None, having printed nothing."""
     asked = parse(words, environ)
-    if asked is None or asked.prefix is None or sys.stdout is None:  # None: started with no stdout at all
-        return None
+    if asked is None or asked.prefix is None or sys.stdout is None:  # None: a caller that did not set the streams
+        return None  # up as __main__ does (a stream closed at start becomes /dev/null there)
     prefix = Path(asked.prefix)
     lock = Path(asked.lock or LOCK_DEFAULT)
     request = installstate.request(lock, asked.platform, asked.mirrors, __version__)
