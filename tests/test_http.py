@@ -9,7 +9,6 @@ import hashlib
 import http.server
 import ssl
 import subprocess
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from envsolver.core.errors import BadInputError
 from envsolver.install import pkgcache
 from envsolver.lock.lockfile import LockEntry
 from envsolver.net.http import DownloadError, Retry, check_url, download, parse_mirrors
+from tests import httplab
 
 USER, PASSWORD = "alice", "pw-S3CRET-1"
 TOKEN = "tk-S3CRET-2"
@@ -69,14 +69,9 @@ def serve(route: Route, host: str = "127.0.0.1", tls: ssl.SSLContext | None = No
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"{'https' if tls else 'http'}://{host}:{server.server_address[1]}"
-    try:
+    with httplab.serving(server):
+        state.url = f"{'https' if tls else 'http'}://{host}:{server.server_address[1]}"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def send(handler: http.server.BaseHTTPRequestHandler, body: bytes, status: int = 200) -> bool:

@@ -10,7 +10,6 @@ import http.server
 import os
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from envsolver.cli.main import main
+from tests import httplab
 from tests.conda_packages import build_channel, build_package, explicit_lock
 from tests.test_install import snapshot_tree, write_lock
 
@@ -201,8 +201,7 @@ def test_two_installs_sharing_a_cache_both_succeed(tmp_path: Path) -> None:
     channel = build_channel(tmp_path)
     handler = functools.partial(_SlowHandler, directory=str(channel))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with httplab.serving(server):
         base = f"http://127.0.0.1:{server.server_address[1]}"
         archives = sorted((channel / "linux-64").glob("*.tar.bz2"))
         lock = explicit_lock(tmp_path / "conda-linux-64.lock", archives)
@@ -210,8 +209,6 @@ def test_two_installs_sharing_a_cache_both_succeed(tmp_path: Path) -> None:
         cache = tmp_path / "cache"
         with ThreadPoolExecutor(2) as pool:
             runs = list(pool.map(lambda i: _install_process(lock, tmp_path / f"env-{i}", cache), range(2)))
-    finally:
-        server.shutdown()
     for done in runs:
         assert done.returncode == 0, done.stderr[-2000:]
     for i in range(2):
@@ -243,7 +240,6 @@ def test_credentials_fetch_but_never_reach_the_prefix_or_the_output(tmp_path: Pa
     channel = build_channel(tmp_path)
     handler = functools.partial(_PrivateChannel, directory=str(channel))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     archives = sorted((channel / "linux-64").glob("*.tar.bz2"))
     lock = explicit_lock(tmp_path / "conda-linux-64.lock", archives)
@@ -255,10 +251,8 @@ def test_credentials_fetch_but_never_reach_the_prefix_or_the_output(tmp_path: Pa
         lock.write_text(lock.read_text().replace(channel.as_uri(), public))
         extra = ("--mirror", f"{public}=http://alice:SECRET-PW-43@127.0.0.1:{server.server_address[1]}")
     prefix = tmp_path / "env"
-    try:
+    with httplab.serving(server):
         code, output = _install(lock, prefix, tmp_path / "cache", *extra)
-    finally:
-        server.shutdown()
     assert code == 0, output
     assert (prefix / "share" / "tiny" / "data.txt").read_text() == GENUINE
     assert "SECRET" not in output
