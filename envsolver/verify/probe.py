@@ -26,9 +26,11 @@ import json
 import os
 import platform
 import re
+import selectors
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -196,30 +198,81 @@ def _python() -> list[str]:
     return [sys.executable, "-I"] if sys.flags.isolated else [sys.executable]
 
 
-def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = None) -> tuple[int, str]:
+# What is read of a child's output (nvidia-smi, nvcc, the compiler, torch's and DeepSpeed's children) at most, in
+# bytes: a child that prints more is stopped (the probe holds and prints what it reads; envsolver's own read of
+# the probe is bounded too, core/pipes).
+MAX_OUTPUT = 1 << 20
+EXIT_TIMED_OUT, EXIT_TOO_MUCH, EXIT_NOT_STARTED = 124, 125, 127
+
+
+class _TooMuch(Exception):
+    """A child printed more than MAX_OUTPUT bytes."""
+
+
+def _collect(child: subprocess.Popen[bytes], timeout: float) -> str:
+    """What CHILD prints on its pipes (stdout, then stderr), read together until both close and it has exited,
+    within TIMEOUT seconds and MAX_OUTPUT bytes; decoded as UTF-8, a byte that is not shown as U+FFFD. Else the
+    child is killed and reaped and subprocess.TimeoutExpired or _TooMuch raised."""
+    deadline = time.monotonic() + timeout
+    got = {pipe: bytearray() for pipe in (child.stdout, child.stderr) if pipe is not None}
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
-        return done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired:
-        return 124, "timed out after %ss" % timeout
+        with selectors.DefaultSelector() as selector:
+            for pipe in got:
+                selector.register(pipe, selectors.EVENT_READ)
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(child.args, timeout)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    got[key.fileobj] += chunk  # type: ignore[index]
+                    if sum(len(part) for part in got.values()) > MAX_OUTPUT:
+                        raise _TooMuch
+        child.wait(max(0.0, deadline - time.monotonic()))
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        for pipe in got:
+            pipe.close()
+    return b"".join(got.values()).decode("utf-8", "replace")
+
+
+def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """ARGV's exit status and output (bounded: _collect); EXIT_TIMED_OUT, EXIT_TOO_MUCH or EXIT_NOT_STARTED with
+    why, when it could not be had."""
+    try:
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
     except OSError as exc:
-        return 127, str(exc)
+        return EXIT_NOT_STARTED, str(exc)
+    try:
+        text = _collect(child, timeout)
+    except subprocess.TimeoutExpired:
+        return EXIT_TIMED_OUT, "timed out after %ss" % timeout
+    except _TooMuch:
+        return EXIT_TOO_MUCH, "printed more than %d bytes, so it was stopped" % MAX_OUTPUT
+    return child.returncode, text
 
 
-def _start(code: str, *args: str) -> subprocess.Popen[str]:
+def _start(code: str, *args: str) -> subprocess.Popen[bytes]:
     """Start a child python now (torch imports take seconds); collect it later with _finish."""
     return subprocess.Popen(
-        [*_python(), "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*_python(), "-c", code, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
 
 
-def _finish(child: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+def _finish(child: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
     try:
-        out, _ = child.communicate(timeout=timeout)
+        out = _collect(child, timeout)
     except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate()
         return {"error": "timed out after %ss (a hung CUDA initialisation?)" % timeout}
+    except _TooMuch:
+        return {"error": "printed more than %d bytes, so it was stopped" % MAX_OUTPUT}
     return _parse(out, child.returncode)
 
 
