@@ -104,6 +104,7 @@ def test_the_shortcut_says_what_the_full_path_says(installed_once: tuple[Path, P
     """Text and JSON of the recorded no-op equal those of the full decision (the record removed first; the full
     path on a prefix that holds the lock changes nothing but the record)."""
     lock, prefix = installed_once
+    before = installstate.prefix_digest(prefix)
     outputs = []
     for _ in range(2):
         text = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=tmp_path)
@@ -114,6 +115,7 @@ def test_the_shortcut_says_what_the_full_path_says(installed_once: tuple[Path, P
     assert outputs[0] == outputs[1]
     assert "already up to date (3 packages for linux-64, 0 fetched and verified)" in outputs[0][0]
     assert outputs[0][1]["changed"] is False and outputs[0][1]["fetched"] == 0
+    assert installstate.prefix_digest(prefix) == before, "the full path changed a prefix that held the lock"
 
 
 def _edit_lock(lock: Path, prefix: Path) -> None:
