@@ -22,10 +22,16 @@ from envsolver.cli.main import main
 from envsolver.core.errors import Terminated
 from envsolver.core.printable import printable
 from envsolver.install import installstate
-from tests.conda_packages import build_channel
 from tests.test_closed_stdout import _run as run_on_closed_stdout
 from tests.test_install import write_lock
-from tests.test_install_noop import _run, installed  # noqa: F401  (the fixture)
+from tests.test_install_noop import (  # noqa: F401  (the fixtures)
+    _install,
+    _shared_install,
+    channel_lock,
+    installed,
+    installed_once,
+    tiny_channel,
+)
 from tests.test_startup import modules_at_exit
 
 
@@ -129,14 +135,14 @@ FORMS = {
 @pytest.mark.parametrize("extra", FORMS.values(), ids=FORMS.keys())
 @pytest.mark.parametrize("terminal", ["0", "1"], ids=["pipe", "terminal"])
 def test_the_fast_answer_is_the_click_commands(
-    installed: tuple[Path, Path],  # noqa: F811
+    installed_once: tuple[Path, Path],  # noqa: F811
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     extra: list[str],
     terminal: str,
 ) -> None:
     """Byte for byte, on a pipe (render.Plain) and on a terminal (rich: TTY_COMPATIBLE=1)."""
-    lock, prefix = installed
+    lock, prefix = installed_once
     monkeypatch.setenv("TTY_COMPATIBLE", terminal)
     words = [str(lock), "-p", str(prefix), *extra]
     assert fast.install(words, {}) == 0, "the recorded prefix was not answered"
@@ -161,11 +167,13 @@ def test_nothing_is_printed_when_the_prefix_is_not_up_to_date(
     assert capsys.readouterr() == ("", "")
 
 
-def test_a_lock_whose_hook_runs_is_left_to_click(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    lock = write_lock(build_channel(tmp_path), tmp_path, custom={"envsolver_torch_cuda_arch_list": "8.0"})
-    prefix = tmp_path / "env"
-    done = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+def test_a_lock_whose_hook_runs_is_left_to_click(
+    tmp_path: Path,
+    tiny_channel: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    custom = {"envsolver_torch_cuda_arch_list": "8.0"}
+    lock, prefix = _install(tmp_path, write_lock(tiny_channel, tmp_path, custom=custom))
     recorded = installstate.unchanged(prefix, installstate.request(lock, None, (), __version__))
     assert recorded is not None and recorded.hook, "the lock's hook metadata was not recorded"
     assert fast.install([str(lock), "-p", str(prefix)], {}) is None, "the hook's run was answered as a no-op"
@@ -174,8 +182,11 @@ def test_a_lock_whose_hook_runs_is_left_to_click(tmp_path: Path, capsys: pytest.
     assert "post-install hook: not run (--no-hook)" in capsys.readouterr().out
 
 
-def test_the_whole_process_imports_neither_click_nor_the_cli(installed: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
-    lock, prefix = installed
+def test_the_whole_process_imports_neither_click_nor_the_cli(
+    installed_once: tuple[Path, Path],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    lock, prefix = installed_once
     loaded = modules_at_exit(tmp_path, "install", str(lock), "-p", str(prefix), "--no-hook")
     slow = {"click", "envsolver.cli.main", "envsolver.cli.base", "envsolver.core.errors", "dataclasses", "typing"}
     slow |= {"envsolver.core.printable", "platform", "inspect"}  # a line of printable ASCII needs no regex
@@ -199,8 +210,8 @@ def _at_startup() -> set[str]:
     return set(json.loads(done.stdout))
 
 
-def test_a_closed_stdout_ends_quietly(installed: tuple[Path, Path]) -> None:  # noqa: F811
-    lock, prefix = installed
+def test_a_closed_stdout_ends_quietly(installed_once: tuple[Path, Path]) -> None:  # noqa: F811
+    lock, prefix = installed_once
     code, err = run_on_closed_stdout(["install", str(lock), "-p", str(prefix), "--no-hook"], read_first_line=False)
     assert (code, err) == (1, ""), f"exit {code}, stderr:\n{err}"
 

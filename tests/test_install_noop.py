@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from envsolver import __version__
+from envsolver.cli.main import main
 from envsolver.install import installstate
 from tests.conda_packages import build_channel
 from tests.test_install import write_lock
@@ -32,24 +34,46 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _install(root: Path) -> tuple[Path, Path]:
-    lock = write_lock(build_channel(root), root)
+def _install(root: Path, lock: Path) -> tuple[Path, Path]:
+    """Install LOCK into ROOT/env with the install command, in this process (the setup of a test about what that
+    install recorded; the tests of what a process does run `envsolver` in one, `_run` or modules_at_exit)."""
     prefix = root / "env"
-    done = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=root)
-    assert done.returncode == 0 and "installed (3 packages" in done.stdout, done.stderr
+    words = ["install", str(lock), "-p", str(prefix), "--no-hook"]
+    done = CliRunner().invoke(main, words, env={"ENVSOLVER_CACHE_DIR": str(root / "cache")})
+    assert done.exit_code == 0 and "installed (3 packages" in done.stdout, f"{done.output}{done.exception!r}"
     assert (prefix / installstate.STATE).is_file(), "install recorded nothing for the next run"
     return lock, prefix
 
 
-@pytest.fixture
-def installed(tmp_path: Path) -> tuple[Path, Path]:
-    """A prefix of its own, for a test that changes the prefix or the lock."""
-    return _install(tmp_path)
+@pytest.fixture(scope="module")
+def tiny_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One channel of three packages per module."""
+    return build_channel(tmp_path_factory.mktemp("channel"))
 
 
 @pytest.fixture(scope="module")
-def _shared_install(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return _install(tmp_path_factory.mktemp("shared-install"))
+def channel_lock(tiny_channel: Path) -> Path:
+    """A lock of tiny_channel's three packages (it names the channel by its file URL); each install starts from a
+    copy of it, which a test may edit."""
+    return write_lock(tiny_channel, tiny_channel.parent)
+
+
+@pytest.fixture
+def installed(tmp_path: Path, channel_lock: Path) -> tuple[Path, Path]:
+    """A prefix of its own, for a test that changes the prefix or the lock."""
+    return _install(tmp_path, _copy(channel_lock, tmp_path))
+
+
+@pytest.fixture(scope="module")
+def _shared_install(tmp_path_factory: pytest.TempPathFactory, channel_lock: Path) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("shared-install")
+    return _install(root, _copy(channel_lock, root))
+
+
+def _copy(lock: Path, root: Path) -> Path:
+    copy = root / lock.name
+    copy.write_bytes(lock.read_bytes())
+    return copy
 
 
 @pytest.fixture
@@ -76,9 +100,11 @@ def test_a_noop_install_imports_nothing_a_real_install_needs(installed_once: tup
     assert _loaded(loaded) == [], "a no-op install imported what only a real one needs"
 
 
-def test_the_shortcut_says_what_the_full_path_says(installed: tuple[Path, Path], tmp_path: Path) -> None:
-    """Text and JSON of the recorded no-op equal those of the full decision (the record removed first)."""
-    lock, prefix = installed
+def test_the_shortcut_says_what_the_full_path_says(installed_once: tuple[Path, Path], tmp_path: Path) -> None:
+    """Text and JSON of the recorded no-op equal those of the full decision (the record removed first; the full
+    path on a prefix that holds the lock changes nothing but the record)."""
+    lock, prefix = installed_once
+    before = installstate.prefix_digest(prefix)
     outputs = []
     for _ in range(2):
         text = _run("install", str(lock), "-p", str(prefix), "--no-hook", cwd=tmp_path)
@@ -89,6 +115,7 @@ def test_the_shortcut_says_what_the_full_path_says(installed: tuple[Path, Path],
     assert outputs[0] == outputs[1]
     assert "already up to date (3 packages for linux-64, 0 fetched and verified)" in outputs[0][0]
     assert outputs[0][1]["changed"] is False and outputs[0][1]["fetched"] == 0
+    assert installstate.prefix_digest(prefix) == before, "the full path changed a prefix that held the lock"
 
 
 def _edit_lock(lock: Path, prefix: Path) -> None:
@@ -143,8 +170,11 @@ def test_a_dry_run_and_a_copied_prefix_never_take_the_shortcut(
     installed_once: tuple[Path, Path], tmp_path: Path
 ) -> None:
     lock, prefix = installed_once
-    dry = _run("install", str(lock), "-p", str(prefix), "--dry-run", "--json", cwd=tmp_path)
-    assert dry.returncode == 0 and json.loads(dry.stdout)["dry_run"] is True, dry.stderr
+    # in this process: that a dry run is left to click by the no-op before click (cli/fast.py) is
+    # test_fast_install's test_other_command_lines_are_left_to_click[--dry-run]
+    words = ["install", str(lock), "-p", str(prefix), "--dry-run", "--json"]
+    dry = CliRunner().invoke(main, words, env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")})
+    assert dry.exit_code == 0 and json.loads(dry.stdout)["dry_run"] is True, f"{dry.output}{dry.exception!r}"
     copy = tmp_path / "copy"
     shutil.copytree(prefix, copy)  # the same records (copy2 keeps mtimes), but not this prefix's
     version = __version__
