@@ -157,7 +157,44 @@ def test_the_worker_keeps_stdout_for_its_answer(channel: Path, tmp_path: Path) -
     request = {"op": "index", "path": str(channel)}
     code, out, errors = _worker(json.dumps(request).encode() + b"\n")
     assert code == 0 and out.count(b"\n") == 1, (out, errors)
-    assert solve.read_answer(out) == {"ok": True, "warnings": []}
+    assert solve.read_answer(out) == {"ok": True, "warnings": [], "next": False}
+
+
+def test_the_worker_answers_solves_one_line_each_and_leaves_when_its_stdin_closes(
+    channel: Path, tmp_path: Path
+) -> None:
+    """After a solve that succeeded the worker says so ("next") and waits: it answers the next request, one line
+    each, and when its stdin closes while it waits (its parent gone) it exits by itself, EXIT_ORPHANED."""
+    request = {
+        "op": "solve",
+        "channels": [channel.as_uri()],
+        "specs": ["tiny-app"],
+        "platforms": ["linux-64", "noarch"],
+        "virtual_packages": [],
+        "cache_dir": str(tmp_path),
+        "timeout_s": 60,
+    }
+    child = subprocess.Popen(
+        solve.worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+        answers = []
+        for _ in range(2):
+            child.stdin.write(json.dumps(request).encode() + b"\n")
+            child.stdin.flush()
+            answers.append(solve.read_answer(child.stdout.readline()))
+        assert all(a is not None and a["ok"] is True and a["next"] is True for a in answers), answers
+        assert answers[0] == answers[1] and child.poll() is None, "the same answer twice, and it waits again"
+        child.stdin.close()
+        assert child.wait(timeout=30) == rattler_worker.EXIT_ORPHANED, child.stderr.read()
+        assert child.stdout.read() == b"", "nothing after the answers"
+    finally:
+        child.kill()
+        child.wait()
+        for stream in (child.stdout, child.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def test_the_worker_leaves_when_its_parent_is_gone(tmp_path: Path) -> None:

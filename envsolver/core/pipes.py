@@ -4,9 +4,10 @@
 and the child exits, or the deadline passes. Each stream has a Bound: its first `head` bytes are kept; past
 them, either its last `tail` bytes are kept and the bytes between are counted and dropped (a node that prints
 700 MB costs head + tail bytes, whatever it prints), or, with no tail, the stream is refused the moment it
-passes `head` (TooLarge), without reading the rest. `stop` ends a child, dropping what it has left unkept.
-Used by envsolver.cluster.slurm (Slurm's commands and the steps on compute nodes), envsolver.lock.solve (the
-rattler worker's answer) and envsolver.resolve.detect (nvidia-smi on this host).
+passes `head` (TooLarge), without reading the rest. `read_line` reads one line of a child that goes on running (an
+answer of a worker that then waits for its next request), bounded the same way. `stop` ends a child, dropping what
+it has left unkept. Used by envsolver.cluster.slurm (Slurm's commands and the steps on compute nodes),
+envsolver.lock.solve (the rattler worker's answers) and envsolver.resolve.detect (nvidia-smi on this host).
 """
 
 from __future__ import annotations
@@ -114,6 +115,29 @@ def collect(
                     selector.unregister(key.fd)
     proc.wait(max(deadline - time.monotonic(), 0.0))
     return kept
+
+
+def read_line(proc: subprocess.Popen[bytes], timeout: float, bound: Bound) -> bytes:
+    """Read the child's stdout up to the end of its first line, or of the stream, within `timeout` seconds; the
+    child is not waited for. Returns what was read: it ends in the newline unless the stream ended first (bytes the
+    child wrote past the newline in the same burst come with it). Raises subprocess.TimeoutExpired when the
+    deadline passes, TooLarge as soon as more than `bound.head` bytes came (the Bound's tail is not used); the
+    child is left running then (call stop)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    kept = Kept(Bound(bound.head))
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout.fileno(), selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            if not selector.select(left):
+                continue
+            data = os.read(proc.stdout.fileno(), READ)
+            kept.add(data, "stdout")
+            if not data or b"\n" in data:
+                return kept.bytes()
 
 
 def stop(proc: subprocess.Popen[bytes], sig: signal.Signals = signal.SIGTERM) -> None:

@@ -1,4 +1,5 @@
-"""The child process that makes envsolver's rattler calls (solve, install, index), one call per process.
+"""The child process that makes envsolver's rattler calls (solve, install, index), one request at a time: it
+answers requests until one is not a solve that succeeded, then exits.
 
 Why a child: py-rattler 0.28 (pyo3 0.29, pyo3-async-runtimes) runs each call on tokio threads through
 future_into_py. The Rust side of a call outlives `asyncio.run`: after an error, or after Ctrl-C cancelled the
@@ -8,18 +9,29 @@ PyGILState_Release: thread state ... must be current when releasing`, exit 134; 
 Rust panic ("The Python interpreter is not initialized"). This process is never finalized: it writes its answer
 and leaves through os._exit, and its parent kills it on an interrupt.
 
-Protocol: one JSON request on stdin (one line), one JSON answer on stdout, then exit 0:
+Why it may serve again: each process costs a Python start and rattler's import, about 0.1 s of CPU, which a
+process that solves several times (a test run, `cluster make` over several partitions) would pay per solve. After
+a solve that succeeded, rattler has handed over its whole result, so the worker reads the next request (of any
+op) and answers it as a fresh one would: each request gets its own Gateway, event loop and record of warnings, and
+all of its input is in the request. It ends (os._exit) after any other answer: a failure (rattler's Rust side may
+still be running, the reason this is a child at all), an install (in a command, its last rattler call, and
+minutes long: a start is nothing beside it) or an index (tests only). The parent keeps a worker for the same
+Python, working directory and environment only (envsolver/lock/solve.py).
+
+Protocol: JSON requests on stdin, one a line; one JSON answer on stdout for each, one line, after which the worker
+waits for the next request when the answer says "next": true, else exits 0:
   {"op": "solve", "channels": [URL], "specs": [str], "platforms": [str],
    "virtual_packages": [[name, version, build]], "cache_dir": str, "timeout_s": float}
       -> {"ok": true, "records": [{name, version, build, build_number, subdir, url, md5, sha256, size,
-                                   depends, constrains, noarch}], "warnings": [str]}
+                                   depends, constrains, noarch}], "warnings": [str], "next": true}
   {"op": "install", "records": [{name, version, build, subdir, depends, sha256, md5, file_name, url,
                                  channel}], "prefix": str, "platform": str, "cache_dir": str,
-   "reinstall": [str]}                                        -> {"ok": true, "warnings": [str]}
-  {"op": "index", "path": str}                                -> {"ok": true, "warnings": [str]}
+   "reinstall": [str]}                                        -> {"ok": true, "warnings": [str], "next": false}
+  {"op": "index", "path": str}                                -> {"ok": true, "warnings": [str], "next": false}
   any failure -> {"ok": false, "kind": "bad-request" | "channel" | "fetch" | "solver" | "error", "message": str}
-SIGINT is ignored (the parent decides what an interrupt stops), and the process leaves as soon as its stdin
-closes, so a parent that is killed takes it along.
+SIGINT is ignored (the parent decides what an interrupt stops), and the process leaves (EXIT_ORPHANED) as soon as
+its stdin closes, whether it is working on a request or waiting for one, so a parent that is killed takes it
+along.
 
 Started by path (envsolver/lock/solve.py) with the standard library and rattler only, so that nothing in the working
 directory or the envsolver package is imported on the way.
@@ -31,6 +43,7 @@ import asyncio
 import datetime
 import json
 import os
+import queue
 import signal
 import sys
 import threading
@@ -40,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 OPS = ("solve", "install", "index")
+# The ops after whose successful answer the worker waits for another request (the module docstring says why).
+AGAIN_AFTER = frozenset({"solve"})
 EXIT_ORPHANED = 3
 
 
@@ -196,7 +211,8 @@ def _message(exc: Exception) -> str:
 
 
 def answer(text: str) -> dict[str, Any]:
-    """Carry out one request; every outcome is an answer (rattler's own errors as kind and message)."""
+    """Carry out one request; every outcome is an answer (rattler's own errors as kind and message). A successful
+    one says whether this worker then waits for another request ("next")."""
     try:
         request = parse_request(text)
     except BadRequest as exc:
@@ -207,12 +223,24 @@ def answer(text: str) -> dict[str, Any]:
             result = asyncio.run(RUN[request["op"]](request))
         except Exception as exc:  # rattler raises its own types for IO, fetching, solving, extracting, linking
             return {"ok": False, "kind": _kind(exc), "message": _message(exc)}
-    return {"ok": True, **result, "warnings": [str(w.message) for w in caught]}
+    return {"ok": True, **result, "warnings": [str(w.message) for w in caught], "next": request["op"] in AGAIN_AFTER}
 
 
-def _exit_when_orphaned(stdin: Any) -> None:
-    stdin.read()  # returns at end of file: the parent closed the pipe or is gone
-    os._exit(EXIT_ORPHANED)
+def _requests(stdin: Any) -> queue.SimpleQueue[bytes]:
+    """The request lines as they come, read by a thread that ends this process (EXIT_ORPHANED) when stdin
+    closes: the parent closed it or is gone, whether this process is working on a request or waiting for one. A
+    line the end cut short is not a request."""
+    lines: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+
+    def read() -> None:
+        for line in stdin:
+            if not line.endswith(b"\n"):
+                break
+            lines.put(line)
+        os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
 
 
 def _warm() -> None:
@@ -231,19 +259,23 @@ def _warm() -> None:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # whatever else writes to stdout lands on stderr; stdout carries the answer alone
+    os.dup2(2, 1)  # whatever else writes to stdout lands on stderr; stdout carries the answers alone
     _warm()
-    stdin = sys.stdin.buffer
-    request = stdin.readline().decode("utf-8", "replace")
-    threading.Thread(target=_exit_when_orphaned, args=(stdin,), daemon=True).start()
-    try:
-        doc = answer(request)
-    except BaseException as exc:  # a bug here still answers, as an error the parent reports
-        doc = {"ok": False, "kind": "error", "message": f"{type(exc).__name__}: {exc}"}
-    out.write(json.dumps(doc) + "\n")
-    out.flush()
-    # Never finalize: rattler's threads may still be about to attach to this interpreter.
-    os._exit(0)
+    requests = _requests(sys.stdin.buffer)
+    while True:
+        request = requests.get().decode("utf-8", "replace")
+        try:
+            doc = answer(request)
+        except BaseException as exc:  # a bug here still answers, as an error the parent reports
+            doc = {"ok": False, "kind": "error", "message": f"{type(exc).__name__}: {exc}"}
+        try:
+            out.write(json.dumps(doc) + "\n")
+            out.flush()
+        except OSError:  # the parent is gone
+            os._exit(EXIT_ORPHANED)
+        if doc.get("next") is not True:
+            # Never finalize: rattler's threads may still be about to attach to this interpreter.
+            os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,22 @@
 """The one module that reaches rattler: solve a set of specs for a target platform, index a local channel,
 install records into a prefix.
 
-Every call runs in a child process of the same Python (envsolver/lock/rattler_worker.py, one per call): py-rattler's
-Rust threads outlive the call that started them, and when they reach the interpreter while it shuts down the
-process aborts or panics (the worker's docstring says how). Here a rattler error comes back as an answer, a
-child that dies becomes WorkerCrashed (exit 2), and a KeyboardInterrupt kills and reaps the child before it goes
-on, so an interrupted call never returns a result and nothing of it runs on.
+Every call runs in a child process of the same Python (envsolver/lock/rattler_worker.py): py-rattler's Rust threads
+outlive the call that started them, and when they reach the interpreter while it shuts down the process aborts or
+panics (the worker's docstring says how). Here a rattler error comes back as an answer, a child that dies becomes
+WorkerCrashed (exit 2), and a KeyboardInterrupt kills and reaps the child before it goes on, so an interrupted call
+never returns a result and nothing of it runs on.
 
-The answer is bounded (envsolver.core.pipes): an answer past MAX_ANSWER bytes is refused as it arrives, unread, and
-a worker that has not answered within its time (LIMITS_S for its op, or $ENVSOLVER_RATTLER_TIMEOUT seconds) is
-killed; both are WorkerCrashed (exit 2) with a message. Of its stderr only the last ERRORS_TAIL bytes are read.
+One worker serves the calls of a process while they succeed: a worker whose solve succeeded waits for the next
+request, and is kept (the spare) for the next call from the same Python, working directory and environment; after
+any other answer (a failure, an install, an index), a timeout, an oversized answer, a crash or an interrupt, a
+worker is never used again. The spare is killed and reaped when this process exits (atexit), and leaves by itself
+when its stdin closes (this process is gone); one that died while it waited is replaced by a new one.
+
+Each answer is one line, bounded (envsolver.core.pipes): an answer past MAX_ANSWER bytes is refused as it arrives,
+unread, and a worker that has not answered within its time (LIMITS_S for its op, or $ENVSOLVER_RATTLER_TIMEOUT
+seconds, counted for each request) is killed; both are WorkerCrashed (exit 2) with a message. Of its stderr only the
+last ERRORS_TAIL bytes are read.
 
 Results come back as envsolver's own `Record` type, with URLs in their public form (a record read from a
 local copy of a channel, such as the bundled snapshot, gets the public channel's URL).
@@ -25,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -161,66 +169,145 @@ def meanwhile(work: Callable[[], object]) -> None:
     _meanwhile.append(work)
 
 
-# A worker started ahead of its request (prestart): the child, its stderr file, and the environment it got.
-_Started = tuple[subprocess.Popen[bytes], IO[bytes]]
-_spare: tuple[subprocess.Popen[bytes], IO[bytes], tuple[str, dict[str, str]]] | None = None
+# Variables of the environment that may differ between the calls one worker serves: pytest names in this one the
+# test it is running (it changes with every test and phase), and nothing the worker runs reads it.
+_IGNORED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
 
-def _start() -> _Started:
+def _circumstances() -> tuple[str, str, dict[str, str]] | None:
+    """What a worker inherits when it starts, which a call must share to be served by it: this Python, the working
+    directory (a relative path in a request) and the environment (PYTHONPATH, rattler's and the proxies'
+    settings). None where the working directory cannot be read (it was removed): then no worker fits."""
+    try:
+        where = os.getcwd()
+    except OSError:
+        return None
+    return sys.executable, where, {k: v for k, v in os.environ.items() if k not in _IGNORED_ENV}
+
+
+@dataclass
+class _Worker:
+    """A worker process: the child, the temporary file its stderr goes to, what it started with (_circumstances),
+    and whether it has answered a request (it waits for the next one then, kept as the spare)."""
+
+    child: subprocess.Popen[bytes]
+    errors: IO[bytes]
+    started_with: tuple[str, str, dict[str, str]] | None
+    served: bool = False
+
+    def fits(self) -> bool:
+        """Whether it still runs and a call from here may use it."""
+        here = _circumstances()
+        return here is not None and here == self.started_with and self.child.poll() is None
+
+    def send(self, line: bytes) -> bool:
+        """Write a request line to it; False where it is gone (its stdin is closed): then it never read it. Whatever
+        else stops the write (KeyboardInterrupt) ends it first."""
+        assert self.child.stdin is not None
+        try:
+            self.child.stdin.write(line)
+            self.child.stdin.flush()
+        except BrokenPipeError:
+            return False
+        except BaseException:
+            self.end()
+            raise
+        return True
+
+    def end(self) -> None:
+        """Kill and reap the child where it still runs; close its pipes and its stderr file."""
+        self.child.kill()
+        self.child.wait()
+        for stream in (self.child.stdin, self.child.stdout, self.errors):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+# The worker the next call takes: one started ahead of its request (prestart), or one that answered a solve and
+# waits for its next request.
+_spare: _Worker | None = None
+_ends_at_exit = False
+
+
+def _start() -> _Worker:
     """A new worker process, waiting for its request on stdin; its stderr goes to a temporary file."""
-    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _call, or by discard_spare)
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _Worker.end)
+    started_with = _circumstances()
     try:
         child = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
     except BaseException:
         errors.close()
         raise
-    return child, errors
+    return _Worker(child, errors, started_with)
+
+
+def _hold(worker: _Worker) -> None:
+    """Keep `worker` for the next call; it is killed and reaped when this process exits (atexit)."""
+    global _spare, _ends_at_exit
+    _spare = worker
+    if not _ends_at_exit:
+        atexit.register(discard_spare)
+        _ends_at_exit = True
 
 
 def prestart() -> None:
     """Start the next call's worker now, so that its Python start and rattler's import run while this process
-    does its own work (imports, the knowledge base, the plan). The next _call takes it; a worker never taken is
-    killed and reaped when this process exits (atexit), and it leaves by itself when its stdin closes. Best
-    effort: a worker that cannot be started here is started (and its failure reported) by the call."""
-    global _spare
-    if _spare is not None:
+    does its own work (imports, the knowledge base, the plan); a spare that fits already is enough. The next _call
+    takes it; a worker never taken is killed and reaped when the command ends (end_of_command) or this process
+    exits (atexit), and it leaves by itself when its stdin closes. Best effort: a worker that cannot be started
+    here is started (and its failure reported) by the call."""
+    if _spare is not None and _spare.fits():
         return
+    _drop_spare()
     try:
-        child, errors = _start()
+        worker = _start()
     except OSError:
         return
-    _spare = (child, errors, (sys.executable, dict(os.environ)))
-    atexit.register(discard_spare)
+    _hold(worker)
+
+
+def _drop_spare() -> None:
+    """Kill and reap the spare worker, if there is one."""
+    global _spare
+    worker, _spare = _spare, None
+    if worker is not None:
+        worker.end()
 
 
 def discard_spare() -> None:
-    """Kill and reap a prestarted worker that no call took (and forget the work meant for the next call)."""
-    global _spare
+    """Kill and reap the spare worker, whether it has served or not, and forget the work meant for the next call:
+    at this process's exit (atexit), and wherever no worker may be left (tests)."""
     _meanwhile.clear()
-    if _spare is None:
-        return
-    child, errors, _ = _spare
-    _spare = None
-    child.kill()
-    child.wait()
-    for stream in (child.stdin, child.stdout, errors):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+    _drop_spare()
 
 
-def _take_spare() -> _Started | None:
-    """The prestarted worker, if one is waiting, alive, and was started with this Python and this environment
-    (else it is discarded, and the call starts a new one: a changed PYTHONPATH must reach the worker)."""
+def end_of_command() -> None:
+    """What a command leaves when it ends (cli.base.Group), also in-process (tests, a caller of `main`): the work
+    meant for its next call is forgotten, and a worker it started ahead that no call took is killed and reaped. A
+    worker that has answered a solve stays for this process's next call, as between two solves of one command:
+    it ends with the process (atexit), or by itself when the process is gone (its stdin closes)."""
+    _meanwhile.clear()
+    if _spare is not None and not _spare.served:
+        _drop_spare()
+
+
+def _take_spare() -> _Worker | None:
+    """The spare worker, if there is one that still runs and was started with this Python, this working directory
+    and this environment (else it is ended, and the call starts a new one: a changed PYTHONPATH must reach the
+    worker)."""
     global _spare
-    if _spare is None:
+    worker = _spare
+    if worker is None:
         return None
-    child, errors, started_with = _spare
-    if started_with != (sys.executable, dict(os.environ)) or child.poll() is not None:
-        discard_spare()
+    if not worker.fits():
+        _drop_spare()
         return None
     _spare = None
-    return child, errors
+    if worker.served:  # what its stderr holds so far came with answers: a crash is told by what follows
+        worker.errors.seek(0)
+        worker.errors.truncate()
+    return worker
 
 
 def time_limit(default: float, environ: Mapping[str, str] = os.environ) -> float:
@@ -239,56 +326,69 @@ def time_limit(default: float, environ: Mapping[str, str] = os.environ) -> float
 
 
 def _call(request: dict[str, Any], doing: str, fix: str, limit_s: float) -> dict[str, Any]:
-    """Carry out one request in a worker process (the prestarted one, else a new one) and return its answer
-    (`ok` true or false). Whatever stops the wait (KeyboardInterrupt above all) kills and reaps the child before
-    it goes on. Raises WorkerCrashed (exit 2) when the child dies without answering, answers more than
-    MAX_ANSWER bytes or has not answered within `limit_s` seconds; `fix` ends the first message."""
-    started = _take_spare()
-    if started is None:
+    """Carry out one request in a worker process (the spare, else a new one) and return its answer (`ok` true or
+    false). A spare that died while it waited is replaced by a new worker. A worker that answers a solve in full and
+    says it waits for the next request is kept as the spare; any other is reaped (or killed). Whatever stops the
+    wait (KeyboardInterrupt above all) kills and reaps the child before it goes on. Raises WorkerCrashed (exit 2)
+    when the child dies without answering, answers more than MAX_ANSWER bytes or has not answered within
+    `limit_s` seconds; `fix` ends the first message."""
+    line = json.dumps(request).encode("utf-8") + b"\n"
+    worker = _take_spare()
+    if worker is not None and not worker.send(line):
+        worker.end()  # it died while it waited, before it could read the request: a new worker takes it
+        worker = None
+    if worker is None:
         try:
-            started = _start()
+            worker = _start()
         except OSError as exc:
             raise WorkerCrashed(
                 f"could not start a Python process for rattler while {doing} ({exc.strerror or exc}). {fix}"
             ) from None
-    child, stderr_file = started
-    with stderr_file as errors:
-        assert child.stdin is not None and child.stdout is not None
-        try:
-            with contextlib.suppress(BrokenPipeError):  # a child gone already: its exit status says how
-                child.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
-                child.stdin.flush()
-            while _meanwhile:
-                with contextlib.suppress(Exception):
-                    _meanwhile.pop(0)()
-            answer, _ = pipes.collect(child, limit_s, pipes.Bound(MAX_ANSWER))
+        worker.send(line)  # a child gone already: its exit status says how
+    child = worker.child
+    try:
+        while _meanwhile:
+            with contextlib.suppress(Exception):
+                _meanwhile.pop(0)()
+        deadline = time.monotonic() + limit_s
+        raw = pipes.read_line(child, limit_s, pipes.Bound(MAX_ANSWER))
+        doc = read_answer(raw)
+        waits = raw.endswith(b"\n") and doc is not None and doc["ok"] is True and doc.get("next") is True
+        if not waits:  # it exits after this answer: read to the end, then its exit status
+            rest, _ = pipes.collect(child, max(deadline - time.monotonic(), 0.0), pipes.Bound(MAX_ANSWER - len(raw)))
             code = child.wait()
-        except subprocess.TimeoutExpired:
-            pipes.stop(child, signal.SIGKILL)
-            raise WorkerCrashed(
-                f"rattler gave no answer within {limit_s:g} s while {doing}, so it was stopped. If it needs longer "
-                f"(a slow channel, a large environment), export {TIMEOUT_ENV}=SECONDS and run the same command "
-                "again; else run it again as it is."
-            ) from None
-        except pipes.TooLarge:
-            pipes.stop(child, signal.SIGKILL)
-            raise WorkerCrashed(
-                f"rattler's answer while {doing} is larger than {MAX_ANSWER >> 20} MiB, so it was not read and the "
-                "worker was stopped. Run the same command again; if it stops the same way, report it."
-            ) from None
-        except BaseException:
-            child.kill()
-            child.wait()
-            raise
-        finally:
-            child.stdout.close()
-            with contextlib.suppress(BrokenPipeError):
-                child.stdin.close()
-        doc = read_answer(answer.bytes()) if code == 0 else None
-        if doc is None:
-            raise WorkerCrashed(
-                f"rattler stopped without an answer while {doing} ({_how(code)}){_cause(_end_of(errors))}. {fix}"
-            )
+            doc = read_answer(raw + rest.bytes()) if code == 0 else None
+    except subprocess.TimeoutExpired:
+        pipes.stop(child, signal.SIGKILL)
+        worker.end()
+        raise WorkerCrashed(
+            f"rattler gave no answer within {limit_s:g} s while {doing}, so it was stopped. If it needs longer "
+            f"(a slow channel, a large environment), export {TIMEOUT_ENV}=SECONDS and run the same command "
+            "again; else run it again as it is."
+        ) from None
+    except pipes.TooLarge:
+        pipes.stop(child, signal.SIGKILL)
+        worker.end()
+        raise WorkerCrashed(
+            f"rattler's answer while {doing} is larger than {MAX_ANSWER >> 20} MiB, so it was not read and the "
+            "worker was stopped. Run the same command again; if it stops the same way, report it."
+        ) from None
+    except BaseException:
+        worker.end()
+        raise
+    if waits:
+        worker.served = True
+        if _spare is None:
+            _hold(worker)
+        else:  # a worker was started ahead meanwhile: one spare at a time
+            worker.end()
+    elif doc is None:
+        cause = _cause(_end_of(worker.errors))
+        worker.end()
+        raise WorkerCrashed(f"rattler stopped without an answer while {doing} ({_how(code)}){cause}. {fix}")
+    else:
+        worker.end()
+    assert doc is not None
     said = doc.get("warnings")
     for text in said if isinstance(said, list) else ():
         warnings.warn(redact_text(str(text)), RuntimeWarning, stacklevel=3)
