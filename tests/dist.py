@@ -7,6 +7,8 @@ Found without importing them (importing torch takes seconds, in every xdist work
 from __future__ import annotations
 
 import importlib.util
+import venv
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +23,12 @@ needs_deepspeed = pytest.mark.skipif(
     not HAS_DEEPSPEED,
     reason=f"DeepSpeed is not installed in this python: `{INSTALL}` installs it (the dist extra) for its launcher",
 )
+
+
+def python_without_torch(where: Path) -> Path:
+    """An interpreter with the standard library only (a venv of the base interpreter without pip; this one's
+    site-packages are not in it): a real target environment without torch, for the tests whose point is what the
+    probe reads from the host (nvidia-smi), where the probe's torch child would only spend its import (1-2 s of
+    CPU). It takes a few milliseconds."""
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(where)
+    return where / "bin" / "python"

@@ -23,7 +23,7 @@ from envsolver.lock.pypi.record import PipRecord
 from envsolver.verify import checks, probe
 from envsolver.verify import run as verify_run
 from tests.conftest import DATA
-from tests.dist import HAS_TORCH
+from tests.dist import HAS_TORCH, python_without_torch
 
 FACTS = DATA / "verify"
 
@@ -359,7 +359,8 @@ def test_h200_cli_runs_recorded() -> None:
 )
 def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, cc: str) -> None:
     """The probe's nvidia-smi queries, against a stand-in that answers any --query-gpu field list by name (and
-    refuses the fields in REFUSE as an old driver does)."""
+    refuses the fields in REFUSE as an old driver does). The probe runs in a python without torch: its torch
+    child is not what this reads."""
     tool = tmp_path / "nvidia-smi"
     tool.write_text(
         "#!/bin/sh\n"
@@ -376,7 +377,8 @@ def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, c
     tool.chmod(0o755)
     calls = tmp_path / "calls"
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REFUSE": refuse, "CALLS": str(calls)}
-    doc = verify_run.probe(Path(sys.executable), deepspeed=False, gpu_test=False, timeout=60, environ=env)
+    python = python_without_torch(tmp_path / "env")
+    doc = verify_run.probe(python, deepspeed=False, gpu_test=False, timeout=60, environ=env)
     want = {"name": "NVIDIA Quantum 3000", "compute_capability": cc, "memory": "24564 MiB", "device_id": "0x223310DE"}
     assert doc["driver"]["gpus"] == [want], doc["driver"]
     assert doc["driver"]["version"] == "550.54.15", doc["driver"]
