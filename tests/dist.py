@@ -2,7 +2,8 @@
 scripts' ranks (gloo on the CPU), and DeepSpeed, whose own launcher `cluster sbatch --launch deepspeed` runs. The
 `test` extra leaves them out (PyPI's torch is its CUDA build, gigabytes); without them their tests skip, saying so.
 
-Found without importing them (importing torch takes seconds, in every xdist worker)."""
+Found without importing them (importing torch takes seconds, in every xdist worker). A test whose target python
+need not have torch runs one without it (python_without_torch)."""
 
 from __future__ import annotations
 
