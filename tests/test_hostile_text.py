@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from envsolver.hook.run import HookReport
 from envsolver.lock.writers.files import Outcome
 from envsolver.verify.checks_base import Check
 from tests.conda_packages import build_channel
+from tests.dist import python_without_torch
 from tests.hostile import HOSTILE, SHOWN, assert_shown
 from tests.httplab import Faults, serve, write_lock
 
@@ -51,10 +51,15 @@ def _smi_path(tmp_path: Path) -> str:
     return f"{tmp_path / 'bin'}:/usr/bin:/bin"
 
 
+# verify's GPU names come from nvidia-smi, read by the probe in the target python: one without torch (tests/dist.py)
+# runs the same probe and checks without the torch import, which these tests do not look at.
+
+
 @TERMINAL
 def test_verify_shows_a_gpu_name_from_nvidia_smi_escaped(tmp_path: Path, terminal: bool) -> None:
     env = {"PATH": _smi_path(tmp_path)}
-    result = _invoke(["verify", "--python", sys.executable, "--check", "gpus"], env, terminal)
+    python = str(python_without_torch(tmp_path / "env"))
+    result = _invoke(["verify", "--python", python, "--check", "gpus"], env, terminal)
     assert result.exit_code == 0, result.output
     assert_shown(result.stdout + result.stderr, result.output, styled=terminal)
     assert f"warn gpus: {SHOWN} (CC 9.0, not in the knowledge base)" in render_plain(result.stdout, terminal)
@@ -67,7 +72,8 @@ def render_plain(text: str, styled: bool) -> str:
 
 
 def test_verify_json_keeps_the_gpu_name_as_nvidia_smi_said_it(tmp_path: Path) -> None:
-    result = _invoke(["verify", "--python", sys.executable, "--check", "gpus", "--json"], {"PATH": _smi_path(tmp_path)})
+    python = str(python_without_torch(tmp_path / "env"))
+    result = _invoke(["verify", "--python", python, "--check", "gpus", "--json"], {"PATH": _smi_path(tmp_path)})
     assert result.exit_code == 0, result.output
     (gpus,) = json.loads(result.stdout)["checks"]
     assert gpus["detail"].startswith(f"{HOSTILE} (CC 9.0"), gpus

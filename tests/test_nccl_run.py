@@ -2,9 +2,10 @@
 
 Without a GPU: the torchrun and srun command lines (golden argv; hostile values refused by the cluster file's
 grammars), the per-node command srun and sbatch run (the Slurm launcher, envsolver/cluster/slurm_launch.py,
-executed here with a stand-in scontrol, so the rendezvous host and node rank are the ones it computes), and the
-worker end to end in gloo mode through the real torchrun with 2 processes: it passes, and a fault injected into one
-rank fails the right check. A rank that cannot join ends within its timeout."""
+executed here with stand-ins for srun and scontrol, so the rendezvous host and node rank are the ones it computes),
+and the worker end to end in gloo mode through the real torchrun with 2 processes: it passes, and faults injected
+into its ranks (one launch, one fault per rank) each fail the right check. A rank that cannot join ends within its
+timeout. Each real launch is a module fixture that several tests read (torch's import costs seconds of CPU)."""
 
 from __future__ import annotations
 
@@ -12,22 +13,24 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from envsolver.cli.main import main
 from envsolver.cluster import grammar, nccl_nodes, slurm_launch
 from envsolver.cluster.model import SlurmOptions
 from envsolver.core.errors import BadInputError
-from envsolver.verify import nccl, nccl_run
+from envsolver.verify import nccl, nccl_run, nccl_worker
 from tests.dist import needs_torch
 
 WORKER = str(nccl_run.WORKER)
@@ -211,6 +214,37 @@ def test_hostile_values_are_refused(key: str, value: Any) -> None:
         nccl_nodes.sbatch_fragment(job(**{key: value}))
 
 
+# The tests' --inject-fault: (value, the worker takes it, the srun line's grammar takes it: it does not count ranks)
+FAULTS = [
+    ("1:sum", True, True),
+    ("1:sum,0:nccl-version", True, True),
+    ("0:sum,0:nccl-version", False, True),
+    ("1:sum,", False, False),
+    ("1:sum;id", False, False),
+    ("x:sum", False, False),
+    ("1:hang", False, False),
+]
+
+
+@pytest.mark.parametrize(("faults", "worker", "srun"), FAULTS, ids=[f for f, *_ in FAULTS])
+def test_injected_faults_are_rank_kind_one_per_rank(
+    faults: str, worker: bool, srun: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--out-dir", "o", "--inject-fault", faults]
+    if worker:
+        pairs = (one.partition(":") for one in faults.split(","))
+        assert nccl_worker.parse_args(argv).faults == {int(rank): kind for rank, _, kind in pairs}
+    else:
+        with pytest.raises(SystemExit):
+            nccl_worker.parse_args(argv)
+        assert "RANK:KIND, one per rank" in capsys.readouterr().err
+    if srun:
+        nccl_nodes.check_options(nccl_run.Options(inject_fault=faults))
+    else:
+        with pytest.raises(BadInputError, match="is not RANK:KIND"):
+            nccl_nodes.check_options(nccl_run.Options(inject_fault=faults))
+
+
 def test_the_sbatch_fragment_quotes_paths_with_spaces_and_quotes() -> None:
     """Paths are free text (only control characters are refused); the batch shell must see each as one word."""
     odd = job(python="/shared/my envs/it's/bin/python", out_dir="/shared/o $HOME")
@@ -223,14 +257,18 @@ def test_the_sbatch_fragment_quotes_paths_with_spaces_and_quotes() -> None:
 def slurm_bin(tmp_path: Path) -> Path:
     """Stand-ins for the two Slurm commands the path uses: scontrol (the allocation's hosts: this machine first,
     then a host that does not exist, so a rendezvous on any host but the first cannot work) and srun (drops its
-    options and runs the command, as one task)."""
+    options and runs the command once per node of the allocation, SLURM_NNODES, each with its SLURM_NODEID, all at
+    once, as the fragment's `--ntasks-per-node=1` step does; it fails when one of them fails)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     scripts = {
         "scontrol": '#!/bin/sh\ncase "$1 $2 $3" in\n'
         "  'show hostnames gpu-a[07-08]') printf '127.0.0.1\\nno-such-host.invalid\\n' ;;\n"
         "  'show hostnames gpu-a07') printf '127.0.0.1\\n' ;;\n  *) exit 1 ;;\nesac\n",
-        "srun": '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n',
+        "srun": '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nnode=0; pids=""\n'
+        'while [ "$node" -lt "$SLURM_NNODES" ]; do\n'
+        '  SLURM_NODEID=$node "$@" & pids="$pids $!"; node=$((node + 1))\ndone\n'
+        'status=0\nfor pid in $pids; do wait "$pid" || status=1; done\nexit $status\n',
     }
     for name, text in scripts.items():
         (bin_dir / name).write_text(text)
@@ -250,37 +288,71 @@ def judged(out: Path, world: int) -> dict[str, Any]:
     return {c.id: c.status for c in checks}
 
 
-@needs_torch
-def test_two_nodes_through_the_srun_argv_meet_on_the_first_host(tmp_path: Path) -> None:
-    """Two 'nodes' (two processes with SLURM_NODEID 0 and 1, one rank each) run the srun argv's command: each asks
-    scontrol for the hosts and meets the other at the first one; gloo, so it runs here."""
-    bin_dir, out = slurm_bin(tmp_path), tmp_path / "out"
+# --- the real runs (torchrun, gloo on the CPU): each fixture launches once and several tests read what it left,
+# each asserting one thing. Each launch costs a few seconds of CPU time (torch imported by torchrun and every
+# rank); a fixture's tests stand side by side, so pytest-xdist sends them to one worker, which launches once.
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    fragment: str
+    done: subprocess.CompletedProcess[str]
+    out: Path
+    port: int
+
+
+@pytest.fixture(scope="module")
+def batch_job(tmp_path_factory: pytest.TempPathFactory) -> BatchJob:
+    """The sbatch fragment of a 2-node job, one rank per node, run as the job script under /bin/sh with the
+    stand-in srun and scontrol: srun starts the fragment's command (the Slurm launcher) as node 0 and node 1,
+    each asks scontrol for the hosts and meets the other at the first one. The output directory has a space."""
+    tmp = tmp_path_factory.mktemp("batch")
+    bin_dir, out, port = slurm_bin(tmp), tmp / "out dir", free_port()
     two = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), gpus_per_node=1)
-    two = nccl_nodes.SlurmJob(**{**two.__dict__, "port": free_port(), "options": FAST})
-    command = nccl_nodes.node_command(two)
-    nodes = [subprocess.Popen(command, env=slurm_env(bin_dir, 2, n), stdout=subprocess.PIPE) for n in (0, 1)]
-    outputs = [node.communicate(timeout=240)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0]
-    assert nccl.MARKER.encode() in outputs[0] + outputs[1]
-    assert judged(out, 2)["nccl-ranks"] == "pass"
-    assert judged(out, 2)["nccl-sum"] == "pass"
+    fragment = nccl_nodes.sbatch_fragment(nccl_nodes.SlurmJob(**{**two.__dict__, "port": port, "options": FAST}))
+    script = tmp / "job.sh"
+    script.write_text("#!/bin/sh\n" + fragment)
+    return BatchJob(fragment, run_job(["/bin/sh", str(script)], slurm_env(bin_dir, 2, 0)), out, port)
+
+
+def run_job(argv: list[str], env: dict[str, str], limit: float = 240) -> subprocess.CompletedProcess[str]:
+    """argv in a session of its own, to its end or for `limit` seconds (then every process of the session is
+    killed and stderr says so, for the tests to show)."""
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += f"\n[the job did not end in {limit:.0f} s; it was killed]"
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 @needs_torch
-def test_the_sbatch_fragment_runs_as_a_batch_script(tmp_path: Path) -> None:
-    """The fragment as a job script under /bin/sh, with the stand-in srun and scontrol: one node, two ranks."""
-    bin_dir, out = slurm_bin(tmp_path), tmp_path / "out dir"
-    one = job(python=sys.executable, worker=WORKER, launcher=LAUNCHER, out_dir=str(out), nodes=1, gpus_per_node=2)
-    one = nccl_nodes.SlurmJob(**{**one.__dict__, "port": free_port()})
-    fragment = nccl_nodes.sbatch_fragment(nccl_nodes.SlurmJob(**{**one.__dict__, "options": FAST}))
-    lines = fragment.splitlines()
-    assert "#SBATCH --partition=h100" in lines and "#SBATCH --nodes=1" in lines
-    assert "#SBATCH --ntasks-per-node=1" in lines and "#SBATCH --gpus-per-node=2" in lines
-    script = tmp_path / "job.sh"
-    script.write_text("#!/bin/sh\n" + fragment)
-    done = subprocess.run(["/bin/sh", str(script)], env=slurm_env(bin_dir, 1, 0), capture_output=True, timeout=240)
+def test_the_sbatch_fragment_runs_as_a_batch_script(batch_job: BatchJob) -> None:
+    """The fragment as a job script under /bin/sh: its #SBATCH lines, then its srun line runs and every rank
+    reports."""
+    lines = batch_job.fragment.splitlines()
+    assert "#SBATCH --partition=h100" in lines and "#SBATCH --nodes=2" in lines, lines
+    assert "#SBATCH --ntasks-per-node=1" in lines and "#SBATCH --gpus-per-node=1" in lines, lines
+    assert batch_job.done.returncode == 0, batch_job.done.stderr[-2000:]
+    assert judged(batch_job.out, 2)["nccl-ranks"] == "pass"
+
+
+@needs_torch
+def test_two_nodes_through_the_srun_argv_meet_on_the_first_host(batch_job: BatchJob) -> None:
+    """Two 'nodes' (SLURM_NODEID 0 and 1, one rank each) run the srun line's command: each launcher names the
+    first host as the rendezvous, and the ranks joined there and summed right."""
+    done = batch_job.done
     assert done.returncode == 0, done.stderr[-2000:]
-    assert judged(out, 2)["nccl-ranks"] == "pass"
+    for node in (0, 1):
+        said = f"(node {node} of 2): torchrun with 1 process(es), rendezvous at 127.0.0.1:{batch_job.port} (127.0.0.1,"
+        assert said in done.stderr, done.stderr[-2000:]
+    assert nccl.MARKER in done.stdout, done.stdout[-2000:]
+    assert judged(batch_job.out, 2)["nccl-ranks"] == "pass"
+    assert judged(batch_job.out, 2)["nccl-sum"] == "pass"
 
 
 def test_the_node_command_outside_slurm_says_so(tmp_path: Path) -> None:
@@ -293,11 +365,20 @@ def test_the_node_command_outside_slurm_says_so(tmp_path: Path) -> None:
     assert "SLURM_JOB_NODELIST" in done.stderr and "srun" in done.stderr
 
 
+@pytest.fixture(scope="module")
+def gloo_cli() -> Result:
+    """`envsolver verify --nccl --backend gloo --gpus 2 --json` with this python: torchrun and two ranks."""
+    args = ["verify", "--nccl", "--python", sys.executable, "--backend", "gloo", "--gpus", "2"]
+    return CliRunner().invoke(main, [*args, "--sizes", "4K,64K", "--iters", "2", "--json"])
+
+
 @needs_torch
-def test_the_worker_passes_in_gloo_mode_through_torchrun(tmp_path: Path) -> None:
-    seen: list[str] = []
-    run = nccl_run.run_local(Path(sys.executable), None, 2, FAST, dict(os.environ), seen.append)
-    status = {c.id: c.status for c in run.checks}
+def test_the_worker_passes_in_gloo_mode_through_torchrun(gloo_cli: Result) -> None:
+    """Every check of a clean gloo run (the CLI's run; the JSON's checks are the run's, test_cli_verify_nccl_gloo_json
+    holds the JSON to them): a pass, but never an NCCL pass; each rank timed each size."""
+    assert gloo_cli.exit_code == 0, gloo_cli.output
+    doc = json.loads(gloo_cli.stdout)
+    status = {c["id"]: c["status"] for c in doc["checks"]}
     assert status == {
         "nccl-report": "pass",
         "nccl-ranks": "pass",
@@ -306,26 +387,67 @@ def test_the_worker_passes_in_gloo_mode_through_torchrun(tmp_path: Path) -> None
         "nccl-version": "skip",
         "nccl-library": "skip",
         "nccl-bandwidth": "skip",
-    }, run.checks
-    assert nccl.passed(run.checks) and not nccl.tested(run.checks)
-    assert any("checking sums" in line for line in seen)
-    doc = nccl.parse_document(run.collected.document or "")
-    assert [r.rank for r in doc.ranks] == [0, 1] and doc.backend == "gloo"
-    assert [t.nbytes for t in doc.ranks[1].times] == [4096, 65536]
-
-
-INJECTED = [("1:sum", "nccl-sum", "rank 1"), ("0:nccl-version", "nccl-version", "0.0.0-injected (torch) on rank 0")]
+    }, doc["checks"]
+    assert doc["ok"] is True and doc["nccl_tested"] is False, doc
+    report = nccl.parse_document(json.dumps(doc["report"]))
+    assert [r.rank for r in report.ranks] == [0, 1] and report.backend == "gloo", doc["report"]
+    assert [t.nbytes for t in report.ranks[1].times] == [4096, 65536], doc["report"]
 
 
 @needs_torch
-@pytest.mark.parametrize(("fault", "check_id", "words"), INJECTED, ids=[f[0] for f in INJECTED])
-def test_an_injected_fault_fails_the_right_check(fault: str, check_id: str, words: str) -> None:
-    options = nccl_run.Options(**{**FAST.__dict__, "inject_fault": fault, "sizes": (4096,)})
-    run = nccl_run.run_local(Path(sys.executable), None, 2, options, dict(os.environ))
-    failed = {c.id: c for c in run.checks if c.status == "fail"}
-    assert list(failed) == [check_id]
-    assert words in failed[check_id].detail and "injected" in failed[check_id].detail
+def test_cli_verify_nccl_gloo_json(gloo_cli: Result) -> None:
+    assert gloo_cli.exit_code == 0, gloo_cli.output
+    doc = json.loads(gloo_cli.stdout)
+    assert doc["ok"] is True and doc["nccl_tested"] is False
+    assert doc["backend"] == "gloo" and doc["world_size"] == 2
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert {c["id"] for c in doc["checks"]} == set(nccl.CHECK_IDS)
+    assert doc["command"].startswith(shlex.quote(sys.executable) + " -m torch.distributed.run --standalone")
+
+
+# Independent faults on different ranks, injected in one launch: each must fail its own check and name its own
+# rank, and no check but theirs may fail. (fault, the check it fails, words of that check, words it must not say)
+INJECTED = [
+    ("1:sum", "nccl-sum", "rank 1", "rank 0"),
+    ("0:nccl-version", "nccl-version", "0.0.0-injected (torch) on rank 0 (", "0.0.0-injected (torch) on ranks"),
+]
+
+
+@dataclass(frozen=True)
+class Faulty:
+    run: nccl_run.Run
+    progress: list[str]
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Faulty:
+    """run_local with every fault of INJECTED at once, the ranks' progress lines kept."""
+    options = nccl_run.Options(**{**FAST.__dict__, "inject_fault": ",".join(f for f, *_ in INJECTED)})
+    seen: list[str] = []
+    return Faulty(nccl_run.run_local(Path(sys.executable), None, 2, options, dict(os.environ), seen.append), seen)
+
+
+@needs_torch
+@pytest.mark.parametrize(("fault", "check_id", "words", "not_words"), INJECTED, ids=[f[0] for f in INJECTED])
+def test_an_injected_fault_fails_the_right_check(
+    faulty: Faulty, fault: str, check_id: str, words: str, not_words: str
+) -> None:
+    failed = {c.id: c for c in faulty.run.checks if c.status == "fail"}
+    assert set(failed) == {c for _, c, *_ in INJECTED}, faulty.run.checks
+    detail = failed[check_id].detail
+    rank, _, kind = fault.partition(":")
+    assert words in detail and not_words not in detail, detail
+    assert "injected by --inject-fault: " in detail and f"{kind} on rank {rank}" in detail, detail
     assert failed[check_id].fix
+
+
+@needs_torch
+def test_the_ranks_progress_reaches_the_caller(faulty: Faulty) -> None:
+    """Rank 0's progress lines (envsolver-nccl: ...) on torchrun's stderr reach run_local's callback as they come
+    (the fault run's: progress does not depend on what the sums found)."""
+    assert any("joining 2 ranks (gloo)" in line for line in faulty.progress), faulty.progress
+    assert any("checking sums" in line for line in faulty.progress), faulty.progress
+    assert any(line.startswith("all-reduce 65536 bytes: ") for line in faulty.progress), faulty.progress
 
 
 def free_port() -> int:
@@ -360,20 +482,6 @@ def test_a_launch_that_hangs_is_killed_and_reported(tmp_path: Path) -> None:
     checks = {c.id: c for c in run.checks}
     assert checks["nccl-report"].status == "fail"
     assert "did not finish in 3 s" in checks["nccl-report"].detail
-
-
-@needs_torch
-def test_cli_verify_nccl_gloo_json(tmp_path: Path) -> None:
-    args = ["verify", "--nccl", "--python", sys.executable, "--backend", "gloo", "--gpus", "2"]
-    args += ["--sizes", "4K", "--iters", "2", "--json"]
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
-    assert doc["ok"] is True and doc["nccl_tested"] is False
-    assert doc["backend"] == "gloo" and doc["world_size"] == 2
-    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
-    assert {c["id"] for c in doc["checks"]} == set(nccl.CHECK_IDS)
-    assert doc["command"].startswith(shlex.quote(sys.executable) + " -m torch.distributed.run --standalone")
 
 
 REFUSED = [

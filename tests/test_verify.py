@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from envsolver.lock.pypi.record import PipRecord
 from envsolver.verify import checks, probe
 from envsolver.verify import run as verify_run
 from tests.conftest import DATA
+from tests.dist import HAS_TORCH, python_without_torch
 
 FACTS = DATA / "verify"
 
@@ -357,7 +359,8 @@ def test_h200_cli_runs_recorded() -> None:
 )
 def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, cc: str) -> None:
     """The probe's nvidia-smi queries, against a stand-in that answers any --query-gpu field list by name (and
-    refuses the fields in REFUSE as an old driver does)."""
+    refuses the fields in REFUSE as an old driver does). The probe runs in a python without torch: its torch
+    child is not what this reads."""
     tool = tmp_path / "nvidia-smi"
     tool.write_text(
         "#!/bin/sh\n"
@@ -374,7 +377,8 @@ def test_probe_reads_the_device_id_field_by_field(tmp_path: Path, refuse: str, c
     tool.chmod(0o755)
     calls = tmp_path / "calls"
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REFUSE": refuse, "CALLS": str(calls)}
-    doc = verify_run.probe(Path(sys.executable), deepspeed=False, gpu_test=False, timeout=60, environ=env)
+    python = python_without_torch(tmp_path / "env")
+    doc = verify_run.probe(python, deepspeed=False, gpu_test=False, timeout=60, environ=env)
     want = {"name": "NVIDIA Quantum 3000", "compute_capability": cc, "memory": "24564 MiB", "device_id": "0x223310DE"}
     assert doc["driver"]["gpus"] == [want], doc["driver"]
     assert doc["driver"]["version"] == "550.54.15", doc["driver"]
@@ -416,7 +420,10 @@ def test_probe_runs_in_this_interpreter() -> None:
     )
     assert doc["python"]["executable"] == sys.executable
     assert set(doc) >= {"driver", "torch", "nvcc", "headers", "compiler", "shm", "env", "conda_meta"}
-    assert isinstance(doc["torch"], dict)  # torch is not installed here: an error text, not a crash
+    if HAS_TORCH:  # the torch child's facts arrive whole, though it leaves without the interpreter's teardown
+        assert doc["torch"]["version"] == metadata.version("torch") and "error" not in doc["torch"], doc["torch"]
+    else:  # an error text, not a crash
+        assert doc["torch"]["error"] == "ModuleNotFoundError: No module named 'torch'", doc["torch"]
 
 
 def test_cli_json_golden_for_the_cpu_venv(kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1558,13 +1565,48 @@ def stand_in_deepspeed(
     return site
 
 
-def ds_facts(site: Path, tmp_path: Path) -> dict[str, Any]:
-    """The probe's DeepSpeed child in a python that sees only `site` (-S: no site-packages)."""
+# Registered before a probe's child runs: printed at the interpreter's teardown, which the children skip (os._exit
+# once their JSON line is out: the teardown took 0.6 s of CPU once torch was imported).
+TEARDOWN = "import atexit; atexit.register(print, 'TEARDOWN RAN'); "
+
+
+def child_facts(code: str, site: Path, tmp_path: Path, *args: str) -> dict[str, Any]:
+    """A probe child in a python that sees only `site` (-S: no site-packages), which leaves without the
+    interpreter's teardown."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
-    done = subprocess.run([sys.executable, "-S", "-c", probe.DS_CHILD], capture_output=True, text=True, env=env)
+    argv = [sys.executable, "-S", "-c", TEARDOWN + f"exec({code!r})", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
+    assert "TEARDOWN RAN" not in done.stdout, done.stdout
     doc: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return doc
+
+
+def ds_facts(site: Path, tmp_path: Path) -> dict[str, Any]:
+    """The probe's DeepSpeed child in a python that sees only `site`."""
+    return child_facts(probe.DS_CHILD, site, tmp_path)
+
+
+STAND_IN_TORCH = "__version__ = '2.13.0+stand-in'\nclass version:\n    cuda = None\n"
+
+
+@pytest.mark.parametrize("torch", [False, True], ids=["no-torch", "torch"])
+@pytest.mark.parametrize("devices", [False, True], ids=["no-devices", "devices"])
+def test_the_probes_torch_child_prints_its_facts_and_skips_the_teardown(
+    tmp_path: Path, torch: bool, devices: bool
+) -> None:
+    """Each way out of the torch child (torch missing; --no-devices; every GPU query) prints the facts, then
+    leaves through os._exit (a stand-in torch here; the real one in test_probe_runs_in_this_interpreter)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    if torch:
+        (site / "torch.py").write_text(STAND_IN_TORCH)
+    doc = child_facts(probe.TORCH_CHILD, site, tmp_path, *([] if devices else ["--no-devices"]))
+    if not torch:
+        assert doc == {"error": "ModuleNotFoundError: No module named 'torch'"}, doc
+        return
+    assert doc["version"] == "2.13.0+stand-in" and doc["cuda"] is None, doc
+    assert ("cuda_error" in doc) is devices, doc  # the stand-in has no torch.cuda: the GPU queries' error
 
 
 @pytest.mark.parametrize(

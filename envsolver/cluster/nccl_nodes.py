@@ -138,8 +138,9 @@ def check_options(options: Options) -> None:
         )
     if not options.sizes or any(not 4 <= s <= nccl.MAX_SIZE for s in options.sizes):
         raise BadInputError(f"--sizes {options.sizes!r} must be from 4 bytes to 16G. Fix --sizes.")
-    if options.inject_fault and not re.match(r"^\d{1,4}:(sum|nccl-version|nccl-library)$", options.inject_fault):
-        raise BadInputError(f"inject_fault {options.inject_fault!r} is not RANK:KIND. Fix the test.")
+    fault = r"\d{1,4}:(?:sum|nccl-version|nccl-library)"
+    if options.inject_fault and not re.fullmatch(f"{fault}(?:,{fault}){{0,63}}", options.inject_fault):
+        raise BadInputError(f"inject_fault {options.inject_fault!r} is not RANK:KIND[,RANK:KIND...]. Fix the test.")
 
 
 def node_command(job: SlurmJob) -> list[str]:

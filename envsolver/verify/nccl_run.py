@@ -35,7 +35,8 @@ Backend = Literal["nccl", "gloo"]
 
 @dataclass(frozen=True)
 class Options:
-    """What the worker does. `timeout` bounds the join and each collective; `inject_fault` is for tests only."""
+    """What the worker does. `timeout` bounds the join and each collective; `inject_fault` (RANK:KIND, comma-
+    separated, one per rank: the worker's --inject-fault) is for tests only."""
 
     backend: Backend = "nccl"
     sizes: tuple[int, ...] = DEFAULT_SIZES

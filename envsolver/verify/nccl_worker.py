@@ -18,15 +18,16 @@ A rank that cannot join or a collective that hangs cannot hang the job: the proc
 hard deadline (faulthandler) ends the process with its stack dumped on stderr.
 
 `--backend gloo` runs the same steps on CPU tensors, so the plumbing can be tested without a GPU; the report says
-so and the judge never counts it as an NCCL pass. `--inject-fault RANK:KIND` exists for tests only: that rank
-corrupts its own result (sum: adds 1 before checking) or reports a wrong NCCL (nccl-version, nccl-library), and
-its report carries `injected` so the fault is never mistaken for a real one.
+so and the judge never counts it as an NCCL pass. `--inject-fault RANK:KIND[,RANK:KIND...]` exists for tests only
+(one fault per rank, so one launch can carry independent faults on different ranks): that rank corrupts its own
+result (sum: adds 1 before checking) or reports a wrong NCCL (nccl-version, nccl-library), and its report carries
+`injected` so the fault is never mistaken for a real one.
 
 Across nodes, srun runs envsolver's Slurm launcher once per node (envsolver/cluster/slurm_launch.py, the one launch
 rule: the step's first host, torchrun with a c10d rendezvous there), and torchrun runs this file on every node.
 
 Usage: python nccl_worker.py --out-dir DIR [--backend nccl|gloo] [--sizes BYTES,BYTES] [--iters N] [--warmup N]
-                             [--check-count N] [--timeout S] [--deadline S] [--inject-fault RANK:KIND]
+                             [--check-count N] [--timeout S] [--deadline S] [--inject-fault RANK:KIND,...]
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--check-count", type=int, default=1048579, help="elements in each checked tensor")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds for joining and for each collective")
     parser.add_argument("--deadline", type=float, default=0.0, help="hard limit for the whole rank (0: derived)")
-    parser.add_argument("--inject-fault", default="", help="TESTS ONLY: RANK:KIND, KIND one of " + ", ".join(FAULTS))
+    parser.add_argument(
+        "--inject-fault", default="", help="TESTS ONLY: RANK:KIND[,RANK:KIND...], KIND one of " + ", ".join(FAULTS)
+    )
     args = parser.parse_args(argv)
     try:
         args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -71,12 +74,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--sizes takes byte counts separated by commas")
     if any(s < 4 for s in args.sizes) or args.iters < 1 or args.warmup < 0 or args.check_count < 1:
         parser.error("--sizes must be >= 4 bytes, --iters >= 1, --warmup >= 0, --check-count >= 1")
-    args.fault_rank, args.fault = -1, ""
-    if args.inject_fault:
-        rank_text, _, kind = args.inject_fault.partition(":")
-        if not (rank_text.isascii() and rank_text.isdigit()) or kind not in FAULTS:
-            parser.error("--inject-fault takes RANK:KIND, KIND one of " + ", ".join(FAULTS))
-        args.fault_rank, args.fault = int(rank_text), kind
+    args.faults = {}  # rank -> the fault it injects
+    for one in args.inject_fault.split(",") if args.inject_fault else []:
+        rank_text, _, kind = one.partition(":")
+        if not (rank_text.isascii() and rank_text.isdigit()) or kind not in FAULTS or int(rank_text) in args.faults:
+            parser.error("--inject-fault takes RANK:KIND, one per rank, KIND one of " + ", ".join(FAULTS))
+        args.faults[int(rank_text)] = kind
     return args
 
 
@@ -172,7 +175,7 @@ def first_facts(torch: Any, args: argparse.Namespace, rank: int, local_rank: int
         "capability": None,
         "sums": [],
         "times": [],
-        "injected": args.fault if args.fault_rank == rank else None,
+        "injected": args.faults.get(rank),
     }
     if args.backend == "nccl":
         try:
@@ -202,7 +205,7 @@ def check_sums(torch: Any, args: argparse.Namespace, rank: int, world: int, devi
         try:
             tensor = (index + ((rank % 3) + 1)).to(dtype)
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-            if args.fault == "sum" and args.fault_rank == rank:
+            if args.faults.get(rank) == "sum":
                 tensor = tensor + 1
             got = tensor.to(torch.float64)
             bad = (got != expected).nonzero()
@@ -256,11 +259,10 @@ def gather(torch: Any, report: dict[str, Any], world: int, device: Any) -> list[
 
 
 def apply_reporting_fault(report: dict[str, Any], args: argparse.Namespace, rank: int) -> None:
-    if args.fault_rank != rank:
-        return
-    if args.fault == "nccl-version":
+    fault = args.faults.get(rank)
+    if fault == "nccl-version":
         report["nccl_version"] = "0.0.0-injected"
-    elif args.fault == "nccl-library":
+    elif fault == "nccl-library":
         report["nccl_libraries"] = ["/injected/lib/libnccl.so.2"]
         report["nccl_realpaths"] = ["/injected/lib/libnccl.so.2"]
         report["nccl_file_versions"] = {"/injected/lib/libnccl.so.2": None}
