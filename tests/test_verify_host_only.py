@@ -377,6 +377,7 @@ def _gate_options(checks_asked: Sequence[str]) -> list[str]:
 def test_the_jobs_verify_step_imports_torch_only_for_rules_that_read_it() -> None:
     assert "--no-torch" in _gate_options(["driver", "host_vs_lock"])
     assert "--no-torch" in _gate_options(["gpus", "shm"])  # no rule of the gate's: judged by verify --cluster
+    assert "--no-torch" in _gate_options(["driver", "cudnn"])  # cudnn reads torch, but the job does not judge it
     assert "--no-torch" not in _gate_options(["driver", "torch_import"])
     assert "--no-torch" not in _gate_options([])  # every rule
     assert _gate_options([]) == run.probe_options(False, False, run.TIMEOUT_S, stream=False)
