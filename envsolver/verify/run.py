@@ -86,9 +86,9 @@ class Children:
     """What the probe learns besides the host's facts, each in seconds: torch's facts and DeepSpeed's (each
     imported in a child) and the GPU test's."""
 
-    torch: bool = True
-    deepspeed: bool = True
-    gpu_test: bool = False
+    torch: bool
+    deepspeed: bool
+    gpu_test: bool
 
 
 def children_for(only: Iterable[str] | None, gpu_test: bool) -> Children:
