@@ -270,7 +270,7 @@ for doc in docs:
     # what the probe reads of the environment's own prefix (a conda environment: install leaves conda-meta/)
     python.update(conda_meta=os.path.isdir(PREFIX + "/conda-meta"), pyvenv_cfg=os.path.isfile(PREFIX + "/pyvenv.cfg"))
     facts["python"] = dict(python, machine=machine or python.get("machine"))
-    if "partial" not in doc:
+    if "partial" not in doc and "--no-torch" not in sys.argv:  # a probe asked for no torch prints none
         gpus = (facts.get("driver") or {{}}).get("gpus") or []
         devices = [{{"name": g["name"], "capability": g["compute_capability"]}} for g in gpus]
         facts["torch"] = dict(TORCH, available=bool(devices), device_count=len(devices), devices=devices)

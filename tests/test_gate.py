@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envsolver.cluster import gate_step
 from envsolver.install import prefixmeta
 from envsolver.kb import KnowledgeBase
 from envsolver.verify import demands, gate, run
@@ -189,7 +190,8 @@ def test_the_gate_runs_as_a_file_with_the_real_probe_and_names_the_node(kb: Know
     smi.write_text('#!/bin/sh\necho "NVIDIA H100 80GB HBM3, 0x233010DE, 9.0, 81559 MiB, 450.80.02"\n')
     smi.chmod(0o755)
     wanted = json.dumps(demands.derive(kb, lab_meta()))
-    options = run.probe_options(False, False, 60.0, stream=False)
+    words = gate_step.argv("/shared/envs/train", 1, ["host_vs_lock"], {}, 15)  # the job's probe options: no torch
+    options = words[words.index("--") + 1 :]
     done = run_gate(tmp_path, "--probe", str(run.PROBE), "--demands", wanted, "--check", "host_vs_lock", "--", *options)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()

@@ -38,10 +38,14 @@ def demands_for(prefix: str, kb: KnowledgeBase) -> dict[str, Any]:
 
 def argv(prefix: str, nodes: int, checks: Sequence[str], wanted: Mapping[str, Any], minutes: int) -> list[str]:
     """The verify step's srun: every node at once, one task each, labelled; the step's own time limit. `checks`
-    narrows the gate to those rules (verify's check ids; others are named as not checked in the job)."""
+    narrows the gate to those rules (verify's check ids; others are named as not checked in the job). The probe
+    imports torch only when a rule judged reads torch's facts (those of verify's check of the same id:
+    run.children_for)."""
     python = step.python_of(prefix)
     head = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--label", f"--time={minutes}"]
     document = json.dumps(dict(wanted), sort_keys=True, separators=(",", ":"))
     words = [python, "-I", str(GATE), "--python", python, "--probe", str(PROBE), "--demands", document]
     words += [w for check_id in checks for w in ("--check", check_id)]
-    return [*head, *words, "--", *run.probe_options(False, False, run.TIMEOUT_S, stream=False)]
+    judged = [c for c in checks if c in gate.IDS] if checks else list(gate.IDS)
+    torch = run.children_for(judged, False).torch
+    return [*head, *words, "--", *run.probe_options(False, False, run.TIMEOUT_S, stream=False, torch=torch)]

@@ -78,20 +78,28 @@ def python_of(prefix: str) -> str:
 
 
 def node_command(
-    prefix: str, kb: KnowledgeBase, lock: lockfile.Lock | None, gpu_test: bool, timeout: float = run.TIMEOUT_S
+    prefix: str,
+    kb: KnowledgeBase,
+    lock: lockfile.Lock | None,
+    gpu_test: bool,
+    timeout: float = run.TIMEOUT_S,
+    only: tuple[str, ...] = (),
 ) -> tuple[str, ...]:
     """`PREFIX/bin/python -I -c PROBE OPTIONS`: verify's probe, as source, asked what `envsolver verify` asks it
-    (run.probe_options: the knowledge base's headers, the lock's PyPI distributions, DeepSpeed, the GPU test).
-    The GPU test runs envsolver's op_runner.py from envsolver's package directory: with --gpu-test it must be
-    on a filesystem the nodes mount."""
+    (run.probe_options: the knowledge base's headers, the lock's PyPI distributions; torch, DeepSpeed and the GPU
+    test as the checks `only` names, every check when none, read them: run.children_for). The GPU test runs
+    envsolver's op_runner.py from envsolver's package directory: with --gpu-test it must be on a filesystem the
+    nodes mount."""
+    asked = run.children_for(only or None, gpu_test)
     options = run.probe_options(
-        True,
-        gpu_test,
+        asked.deepspeed,
+        asked.gpu_test,
         timeout,
         run.headers_of(kb),
         dists=run.dists_of(lock),
         stream=False,
         op_runner=OP_RUNNER,
+        torch=asked.torch,
     )
     return (python_of(prefix), "-I", "-c", PROBE_SOURCE, *options)
 

@@ -192,7 +192,7 @@ def verify(
     )
     lock = _absolute(request.lock) if request.lock is not None else None
     read_lock = lockfile.read(Path(lock), None) if lock is not None else None
-    command = step.node_command(prefix, kb, read_lock, request.gpu_test)
+    command = step.node_command(prefix, kb, read_lock, request.gpu_test, only=request.only)
 
     def judge(facts: Mapping[str, Any]) -> list[Check]:
         return run.checks_of(facts, kb, Path(prefix), read_lock, request.gpu_test, request.only)

@@ -7,7 +7,7 @@ over the same probe's facts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from envsolver.verify.checks_base import Check, Context
@@ -37,7 +37,7 @@ from envsolver.verify.checks_torch import (
     check_torch_import,
 )
 
-__all__ = ["BUILD", "CHECKS", "HOST_ONLY", "IDS", "LATE_FACTS", "Check", "Context", "run"]
+__all__ = ["BUILD", "CHECKS", "HOST_ONLY", "IDS", "LATE_FACTS", "READS", "Check", "Context", "probe_needs", "run"]
 
 # id, function, prerequisites (ids that must pass or warn)
 CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
@@ -66,22 +66,57 @@ CHECKS: tuple[tuple[str, Callable[[Context], Check], tuple[str, ...]], ...] = (
     ("shm", check_shm, ()),
 )
 IDS = tuple(c[0] for c in CHECKS)
-# Checks that read only host facts (no torch, no DeepSpeed): they can run before torch has imported. run() hands
-# them the facts without LATE_FACTS, so what they say on the probe's first line is what they say on its last.
-# (Not among them: torch_cuda_arch_list, which reads DeepSpeed's version when the list is unset; nvcc and
-# prefix_toolkit, whose fixes pin torch's CUDA.)
-HOST_ONLY = (
-    "driver",
-    "gpus",
-    "headers",
-    "host_compiler",
-    "pip_conda_mix",
-    "lock_drift",
-    "host_vs_lock",
-    "shm",
-)
-# What the probe learns after its first (--stream) line: torch's and DeepSpeed's facts, the GPU test.
+# What the probe learns in its children (torch's, DeepSpeed's) and from the GPU test, after its first (--stream)
+# line: each costs seconds (torch's import), and the probe starts none that no selected check reads (probe_needs).
 LATE_FACTS = ("torch", "deepspeed", "gpu_test")
+# The late facts each check reads (a fix's text counts: nvcc's and prefix_toolkit's pin torch's CUDA;
+# torch_cuda_arch_list reads DeepSpeed's version when the list is unset). run() hands a check these and no other
+# late fact (nor the probe's error beside one, `torch_error`), so a check that reads another sees none, as it
+# would where the probe did not learn it; tests/test_verify_host_only.py holds each check to this list.
+READS: dict[str, tuple[str, ...]] = {
+    "driver": (),
+    "gpus": (),
+    "torch_import": ("torch",),
+    "torch_cuda_build": ("torch",),
+    "driver_supports_torch_cuda": ("torch",),
+    "cuda_available": ("torch",),
+    "arch_coverage": ("torch",),
+    "prefix_toolkit": ("torch",),
+    "nvcc": ("torch",),
+    "cuda_version_match": ("torch",),
+    "headers": (),
+    "op_libraries": ("deepspeed",),
+    "libcudart": ("torch",),
+    "cudnn": ("torch",),
+    "nccl": ("torch",),
+    "host_compiler": (),
+    "torch_cuda_arch_list": ("deepspeed",),
+    "deepspeed_ops": ("torch", "deepspeed", "gpu_test"),
+    "extensions_cache": ("torch",),
+    "pip_conda_mix": (),
+    "lock_drift": (),
+    "host_vs_lock": (),
+    "shm": (),
+}
+# Checks that read only host facts: they can run before torch has imported (what they say on the probe's first
+# line is what they say on its last), and a selection of them alone needs no child of the probe at all.
+HOST_ONLY = tuple(i for i in IDS if not READS[i])
+
+
+def probe_needs(only: Iterable[str] | None = None) -> frozenset[str]:
+    """The late facts the checks ONLY names (None: every check; an empty selection names none) read, with their
+    prerequisites' (a failed prerequisite skips a check): what the probe must learn for them. An id that is no
+    check's needs them all."""
+    prerequisites = {check_id: needs for check_id, _, needs in CHECKS}
+    todo = list(IDS if only is None else only)
+    seen: set[str] = set()
+    while todo:
+        check_id = todo.pop()
+        if check_id not in seen:
+            seen.add(check_id)
+            todo.extend(prerequisites.get(check_id, ()))
+    return frozenset(fact for check_id in seen for fact in READS.get(check_id, LATE_FACTS))
+
 
 # The checks an op build depends on: the hook's pre-flight, before any compiler runs.
 BUILD = (
@@ -99,16 +134,20 @@ BUILD = (
 
 def run(ctx: Context, only: tuple[str, ...] | None = None) -> list[Check]:
     """Every check in order, or only the named ones (an empty tuple names none); a failed or skipped
-    prerequisite skips its dependents."""
+    prerequisite skips its dependents. Each check sees the late facts it READS and no other."""
     results: dict[str, Check] = {}
-    host = replace(ctx, facts={k: v for k, v in ctx.facts.items() if k not in LATE_FACTS})
+    views: dict[tuple[str, ...], Context] = {}  # the facts as a check that reads these late facts sees them
     for check_id, function, needs in CHECKS:
         blocked = [n for n in needs if n in results and results[n].status in ("fail", "skip")]
         if blocked:
             results[check_id] = Check(check_id, "skip", f"skipped: {', '.join(blocked)} did not pass")
             continue
+        reads = READS.get(check_id, LATE_FACTS)
+        if reads not in views:
+            hidden = {f for fact in LATE_FACTS if fact not in reads for f in (fact, fact + "_error")}
+            views[reads] = replace(ctx, facts={k: v for k, v in ctx.facts.items() if k not in hidden})
         try:
-            results[check_id] = function(host if check_id in HOST_ONLY else ctx)
+            results[check_id] = function(views[reads])
         except Exception as exc:  # a check must never take verify down; say what broke instead
             results[check_id] = Check(
                 check_id,

@@ -2,8 +2,9 @@
 of facts for `envsolver verify` and for the hook's pre-flight.
 
 One `try` per fact: a fact that cannot be had is null, with the error text beside it. torch is imported in
-a child process with a timeout, so a hung CUDA initialisation cannot hang the probe.
-Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--deepspeed] [--gpu-test] [--stream]
+a child process with a timeout, so a hung CUDA initialisation cannot hang the probe; with --no-torch it is not
+(no `torch` fact: what envsolver passes when no check it runs reads torch's facts, verify/checks.probe_needs).
+Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--no-torch] [--deepspeed] [--gpu-test] [--stream]
                        [--prefix DIR] [--target TARGET] [--activate] [--no-devices] [--toolkit-only]
                        [--dists a,b] [--op-runner PATH]
 It needs no file of its own: `python -I -c "$(cat probe.py)" ARGS` runs it as well (how `verify --cluster` runs
@@ -553,7 +554,9 @@ def main(argv: list[str]) -> int:
         print(json.dumps(facts, sort_keys=True))
         return 0
     # torch (and DeepSpeed) import in children started next, so the host facts below cost no extra time.
-    torch_child = _start(TORCH_CHILD, *(["--no-devices"] if "--no-devices" in argv else []))
+    torch_child = (
+        None if "--no-torch" in argv else _start(TORCH_CHILD, *(["--no-devices"] if "--no-devices" in argv else []))
+    )
     ds_child = _start(DS_CHILD) if "--deepspeed" in argv else None
     fact(
         facts,
@@ -588,7 +591,8 @@ def main(argv: list[str]) -> int:
     fact(facts, "shm", shm)
     if "--stream" in argv:  # the host facts now, for checks that need no torch; everything at the end
         print(json.dumps({"partial": facts}, sort_keys=True), flush=True)
-    fact(facts, "torch", lambda: _finish(torch_child, timeout))
+    if torch_child is not None:
+        fact(facts, "torch", lambda: _finish(torch_child, timeout))
     if ds_child is not None:
         fact(facts, "deepspeed", lambda: _finish(ds_child, timeout))
     if "--gpu-test" in argv:

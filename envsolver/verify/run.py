@@ -6,7 +6,7 @@ import json
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from envsolver.install import envkind, prefixmeta
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import lockfile
 from envsolver.lock.pypi.record import PipRecord
-from envsolver.verify.checks import HOST_ONLY, IDS, Check, Context, run
+from envsolver.verify.checks import HOST_ONLY, IDS, Check, Context, probe_needs, run
 
 PROBE = Path(__file__).with_name("probe.py")
 TIMEOUT_S = 120.0  # the probe's limit for each of its children (torch's import, DeepSpeed's, the GPU test)
@@ -81,6 +81,23 @@ def target(prefix: Path | None, python: Path | None, environ: Mapping[str, str])
     raise VerifyError("no python to verify. Pass -p PREFIX or --python PATH.")
 
 
+@dataclass(frozen=True)
+class Children:
+    """What the probe learns besides the host's facts, each in seconds: torch's facts and DeepSpeed's (each
+    imported in a child) and the GPU test's."""
+
+    torch: bool
+    deepspeed: bool
+    gpu_test: bool
+
+
+def children_for(only: Iterable[str] | None, gpu_test: bool) -> Children:
+    """What the probe must learn for the checks ONLY names (None: every check): what they and their prerequisites
+    read (checks.probe_needs); the GPU test when it was asked for (--gpu-test) and a check reads it."""
+    needs = probe_needs(only)
+    return Children("torch" in needs, "deepspeed" in needs, gpu_test and "gpu_test" in needs)
+
+
 def probe_options(
     deepspeed: bool,
     gpu_test: bool,
@@ -90,12 +107,14 @@ def probe_options(
     dists: tuple[str, ...] = (),
     stream: bool = True,
     op_runner: str | None = None,
+    torch: bool = True,
 ) -> list[str]:
     """The probe's options (probe.py's usage): the one place that writes them, for a probe run here and for one
-    run as source on a cluster node (cluster/step.py)."""
+    run as source on a cluster node (cluster/step.py). Without `torch` the probe starts no torch child."""
     argv = ["--timeout", str(timeout)] + (["--stream"] if stream else [])
     argv += ["--headers", ",".join(headers)] if headers else []
     argv += toolkit.argv() if toolkit is not None else []
+    argv += [] if torch else ["--no-torch"]
     argv += ["--deepspeed"] if deepspeed else []
     argv += ["--gpu-test"] if gpu_test else []
     argv += ["--op-runner", op_runner] if gpu_test and op_runner else []
@@ -122,11 +141,14 @@ def probe(
     on_partial: Callable[[dict[str, Any]], None] | None = None,
     toolkit: ToolkitQuery | None = None,
     dists: tuple[str, ...] = (),
+    torch: bool = True,
 ) -> dict[str, Any]:
     """Run the probe in `python`. `on_partial` gets the host facts as soon as the probe has them (before
     torch has finished importing in its child). `toolkit` asks about a prefix's own CUDA toolkit (the hook's
-    question). Raises VerifyError when the probe cannot run or crashes."""
-    argv = [str(python), str(PROBE), *probe_options(deepspeed, gpu_test, timeout, headers, toolkit, dists)]
+    question); without `torch` there is no torch child (no `torch` fact). Raises VerifyError when the probe
+    cannot run or crashes."""
+    options = probe_options(deepspeed, gpu_test, timeout, headers, toolkit, dists, torch=torch)
+    argv = [str(python), str(PROBE), *options]
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(environ))
     except OSError as exc:
@@ -216,7 +238,8 @@ def verify(
     on_check: Callable[[Check], None] | None = None,
     on_target: Callable[[Target], None] | None = None,
 ) -> tuple[Target, dict[str, Any], list[Check]]:
-    """Probe and check. `on_check` sees each check once, in the stable order, as soon as it and every check
+    """Probe and check: the probe learns what the checks asked for read (children_for: no torch child when they
+    read host facts only). `on_check` sees each check once, in the stable order, as soon as it and every check
     before it are known: the leading host-only ones while torch is still importing in the probe's child, the
     rest at the end. `on_target` sees the interpreter chosen, before the probe runs. Returns the checks
     `on_check` saw, in that order."""
@@ -243,7 +266,18 @@ def verify(
             known.update((c.id, c) for c in run(context(partial, kb, _prefix_of(chosen, partial), read, gpu_test), ids))
             show_ready()
 
-    facts = probe(chosen.python, True, gpu_test, timeout, environ, wanted, host_checks, dists=dists_of(read))
+    asked = children_for(selected, gpu_test)
+    facts = probe(
+        chosen.python,
+        asked.deepspeed,
+        asked.gpu_test,
+        timeout,
+        environ,
+        wanted,
+        host_checks,
+        dists=dists_of(read),
+        torch=asked.torch,
+    )
     chosen = Target(chosen.python, _prefix_of(chosen, facts), chosen.chosen_by)
     for check in checks_of(facts, kb, chosen.prefix, read, gpu_test, only):
         known.setdefault(check.id, check)  # a check already shown stays what it said
