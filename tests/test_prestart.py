@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from envsolver.cli.main import main
+from envsolver.core.errors import WorkerCrashed
 from envsolver.lock import solve, worker_call
 from envsolver.lock.solve import ChannelSource, SolveFailed
-from envsolver.lock.worker_call import WorkerCrashed
 from tests.conda_packages import build_channel
 from tests.test_rattler_abort import HeldChannel, crash_rattler, held  # noqa: F401 (held: a fixture)
 

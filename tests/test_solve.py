@@ -17,10 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envsolver.core.errors import EnvsolverError
+from envsolver.core.errors import EnvsolverError, WorkerCrashed
 from envsolver.lock import rattler_worker, solve, worker_call
 from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, SolveFailed
-from envsolver.lock.worker_call import WorkerCrashed
 from tests.conda_packages import build_channel
 from tests.test_rattler_abort import CRASHES, crash_rattler
 

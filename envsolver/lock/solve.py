@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envsolver.core.errors import ConflictError, EnvsolverError, Kind
+from envsolver.core.errors import ConflictError, EnvsolverError, Kind, WorkerCrashed
 from envsolver.core.redact import redact, redact_text
 from envsolver.lock import worker_call
-from envsolver.lock.worker_call import WorkerCrashed
 
 if TYPE_CHECKING:  # the lock reader (and the YAML parser it imports) is needed by install alone
     from envsolver.lock.lockfile import LockEntry

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -33,15 +32,15 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
 
-from envsolver.core import pipes
-from envsolver.core.errors import BadInputError, EnvsolverError, Kind
-from envsolver.core.redact import redact_text
+# What prestart needs is imported here, what a call needs in the call (json, core.pipes, the error classes): `python -m
+# envsolver make` imports this module first and starts its worker right away (envsolver/__main__.py), before its
+# own imports. typing is for mypy alone.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
 
-WORKER = Path(__file__).with_name("rattler_worker.py")
+WORKER = os.path.join(os.path.dirname(__file__), "rattler_worker.py")
 # The worker runs by path, without the '' (the working directory) that -c puts on sys.path: nothing there can
 # stand in for a standard module or for rattler.
 _BOOT = (
@@ -56,12 +55,6 @@ TIMEOUT_ENV = "ENVSOLVER_RATTLER_TIMEOUT"
 LIMITS_S = {"solve": 1800.0, "install": 3600.0, "index": 600.0}
 
 
-class WorkerCrashed(EnvsolverError):
-    """rattler's child process ended without a readable answer (exit 2)."""
-
-    kind: Kind = "failed"
-
-
 def _how(code: int) -> str:
     if code < 0:
         try:
@@ -73,11 +66,13 @@ def _how(code: int) -> str:
 
 def worker_command() -> list[str]:
     """The command that starts a worker: this Python, running envsolver/lock/rattler_worker.py by path."""
-    return [sys.executable, "-c", _BOOT, str(WORKER)]
+    return [sys.executable, "-c", _BOOT, WORKER]
 
 
 def _cause(errors: bytes) -> str:
     """The line of a dead worker's stderr that says why: Python's fatal error or a Rust panic, else the last."""
+    from envsolver.core.redact import redact_text
+
     lines = [line.strip() for line in errors.decode("utf-8", "replace").splitlines() if line.strip()]
     telling = [line for line in lines if line.startswith("Fatal Python error") or "panicked at" in line]
     line = (telling or lines[-1:] or [""])[0]
@@ -86,6 +81,8 @@ def _cause(errors: bytes) -> str:
 
 def read_answer(raw: bytes) -> dict[str, Any] | None:
     """The worker's answer: a JSON object with a boolean `ok` on one line, else None (a child that died)."""
+    import json
+
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -122,15 +119,17 @@ def _circumstances() -> tuple[str, str, dict[str, str]] | None:
     return sys.executable, where, {k: v for k, v in os.environ.items() if k not in _IGNORED_ENV}
 
 
-@dataclass
 class _Worker:
     """A worker process: the child, the temporary file its stderr goes to, what it started with (_circumstances),
     and whether it has answered a request (it waits for the next one then, kept as the spare)."""
 
-    child: subprocess.Popen[bytes]
-    errors: IO[bytes]
-    started_with: tuple[str, str, dict[str, str]] | None
-    served: bool = False
+    def __init__(
+        self, child: subprocess.Popen[bytes], errors: IO[bytes], started_with: tuple[str, str, dict[str, str]] | None
+    ) -> None:
+        self.child = child
+        self.errors = errors
+        self.started_with = started_with
+        self.served = False
 
     def fits(self) -> bool:
         """Whether it still runs and a call from here may use it."""
@@ -250,6 +249,8 @@ def _take_spare() -> _Worker | None:
 def time_limit(default: float, environ: Mapping[str, str] = os.environ) -> float:
     """Seconds a worker may take: $ENVSOLVER_RATTLER_TIMEOUT when set, else `default`. Raises BadInputError
     (exit 2) for a value that is not a whole number of seconds from 1 to 604800 (a week)."""
+    from envsolver.core.errors import BadInputError
+
     value = environ.get(TIMEOUT_ENV, "").strip()
     if not value:
         return default
@@ -269,6 +270,12 @@ def call(request: dict[str, Any], doing: str, fix: str, limit_s: float) -> dict[
     wait (KeyboardInterrupt above all) kills and reaps the child before it goes on. Raises WorkerCrashed (exit 2)
     when the child dies without answering, answers more than MAX_ANSWER bytes or has not answered within
     `limit_s` seconds; `fix` ends the first message."""
+    import json
+
+    from envsolver.core import pipes
+    from envsolver.core.errors import WorkerCrashed
+    from envsolver.core.redact import redact_text
+
     line = json.dumps(request).encode("utf-8") + b"\n"
     worker = _take_spare()
     if worker is not None and not worker.send(line):
