@@ -67,18 +67,18 @@ CAPTURE = """\
 import json, sys
 from pathlib import Path
 from envsolver.lock import run as lock
-from envsolver.lock import solve
+from envsolver.lock import worker_call
 from envsolver.resolve.inputs import Options, build_target
 from envsolver.kb import default_kb
 
 seen = []
-real = solve._call
+real = worker_call.call
 
 def call(request, *rest):
     seen.append(request)
     return real(request, *rest)
 
-solve._call = call
+worker_call.call = call
 kb = default_kb()
 target = build_target(Options(gpus=(sys.argv[1],)), kb).target
 result = lock.lock(target, kb, "offline", (), Path(sys.argv[2]), lambda _: None)

@@ -5,7 +5,7 @@
 
 Each repeat is a fresh Python process (imports are only cold once) that does make's steps in make's order and
 notes time.process_time() (this process's CPU, which other load on the machine moves less than the wall clock)
-after each: the imports (lock.solve, which the early prestart needs; the CLI; the locker and resolver), the
+after each: the imports (lock.worker_call, which the early prestart needs; the CLI; the locker and resolver), the
 compiled KB, the target, the KB restricted to the snapshot, the plan, the solve (the parent's part only: sending
 the request and reading the answer; the worker's CPU is not in it), then what runs after the answer: importing the
 writers (make does that while rattler solves), rendering the four texts, and committing them to a new directory
@@ -33,8 +33,8 @@ T = time.process_time
 marks = [("start", T())]
 def mark(name):
     marks.append((name, T()))
-from envsolver.lock import solve
-mark("import lock.solve (the early prestart's)")
+from envsolver.lock import worker_call
+mark("import lock.worker_call (the early prestart's)")
 import envsolver.cli.main
 mark("import the CLI (click, envsolver.cli.main)")
 from envsolver.cli import render

@@ -13,11 +13,11 @@ def _prestart(argv: list[str]) -> None:
     """`make` without --no-lock solves: its rattler worker is started before the CLI is imported, so that the
     worker's Python start and rattler's import run beside this process's imports (click, the CLI, the locker),
     which take about as long. A guess from the words alone, never a decision: a worker no command takes is killed
-    at exit (solve.prestart), and a make this misses (an option before `make`) starts one where it did before."""
+    at exit (worker_call.prestart), and a make this misses (an option before `make`) starts one where it did before."""
     if len(argv) > 1 and argv[1] == "make" and not {"--no-lock", "--help", "-h"} & set(argv[2:]):
-        from envsolver.lock import solve
+        from envsolver.lock import worker_call
 
-        solve.prestart()
+        worker_call.prestart()
 
 
 def run() -> None:

@@ -23,7 +23,8 @@ from tests.test_startup import modules_at_exit
 
 # What a real install needs and a no-op must not import.
 HEAVY = ("envsolver.install.run", "envsolver.lock.lockfile", "conda_lock", "pydantic", "rattler", "envsolver.hook",
-         "envsolver.verify", "envsolver.cluster", "envsolver.net.http", "envsolver.lock.solve")  # fmt: skip
+         "envsolver.verify", "envsolver.cluster", "envsolver.net.http", "envsolver.lock.solve",
+         "envsolver.lock.worker_call")  # fmt: skip
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

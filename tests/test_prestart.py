@@ -1,4 +1,4 @@
-"""A rattler worker started ahead of its request (solve.prestart, issue 13): the next call takes it, gets the
+"""A rattler worker started ahead of its request (worker_call.prestart, issue 13): the next call takes it, gets the
 same answer, and a worker nobody takes never outlives its process or its command. A worker whose solve succeeded
 serves the process's next calls (issue 23) while they come from the same Python, working directory and
 environment; after a failure, an interrupt, a timeout or an oversized answer it is never used again, one that
@@ -20,8 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from envsolver.cli.main import main
-from envsolver.lock import solve
-from envsolver.lock.solve import ChannelSource, SolveFailed, WorkerCrashed
+from envsolver.core.errors import WorkerCrashed
+from envsolver.lock import solve, worker_call
+from envsolver.lock.solve import ChannelSource, SolveFailed
 from tests.conda_packages import build_channel
 from tests.test_rattler_abort import HeldChannel, crash_rattler, held  # noqa: F401 (held: a fixture)
 
@@ -35,9 +36,9 @@ def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Every worker process solve.py starts during the test, which begins without a spare (an earlier test's kept
+    """Every worker process worker_call.py starts during the test, which begins without a spare (an earlier test's kept
     worker would serve its first call)."""
-    solve.discard_spare()
+    worker_call.discard_spare()
     seen: list[subprocess.Popen[bytes]] = []
 
     class Recorded(subprocess.Popen):  # type: ignore[type-arg]
@@ -45,9 +46,9 @@ def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[b
             super().__init__(*args, **kwargs)
             seen.append(self)
 
-    monkeypatch.setattr(solve.subprocess, "Popen", Recorded)
+    monkeypatch.setattr(worker_call.subprocess, "Popen", Recorded)
     yield seen
-    solve.discard_spare()
+    worker_call.discard_spare()
 
 
 def _alive(pid: int) -> bool:
@@ -64,19 +65,19 @@ def test_the_next_call_takes_the_prestarted_worker(
     source = ChannelSource(channel.as_uri(), channel.as_uri())
     expected = solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "a")
     assert len(started) == 1
-    solve.discard_spare()  # the worker that answered waits for the next call; without it, prestart starts one
-    solve.prestart()
-    solve.prestart()  # one spare at a time
+    worker_call.discard_spare()  # the worker that answered waits for the next call; without it, prestart starts one
+    worker_call.prestart()
+    worker_call.prestart()  # one spare at a time
     assert len(started) == 2
     assert solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "b") == expected
     assert len(started) == 2  # the spare answered; no third process
-    assert solve._spare is not None and solve._spare.child is started[1]  # and it waits for the next call
+    assert worker_call._spare is not None and worker_call._spare.child is started[1]  # and it waits for the next call
 
 
 def test_work_meant_for_the_wait_runs_once_while_the_worker_solves(
     channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
 ) -> None:
-    """solve.meanwhile: the work runs after the request was sent (the worker is alive, its answer not yet read),
+    """worker_call.meanwhile: the work runs after the request was sent (the worker is alive, its answer not yet read),
     once; one that fails is dropped and the answer still comes; a command's end forgets what no call ran."""
     source = ChannelSource(channel.as_uri(), channel.as_uri())
     seen: list[object] = []
@@ -87,14 +88,14 @@ def test_work_meant_for_the_wait_runs_once_while_the_worker_solves(
     def broken() -> None:
         raise ImportError("a module that does not import")
 
-    solve.meanwhile(work)
-    solve.meanwhile(broken)
+    worker_call.meanwhile(work)
+    worker_call.meanwhile(broken)
     assert len(solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "a")) == 3
     assert seen == [None]
     assert len(solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "b")) == 3
     assert seen == [None]  # once
-    solve.meanwhile(work)
-    solve.discard_spare()
+    worker_call.meanwhile(work)
+    worker_call.discard_spare()
     solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "c")
     assert seen == [None]
 
@@ -102,7 +103,7 @@ def test_work_meant_for_the_wait_runs_once_while_the_worker_solves(
 def test_a_spare_that_died_is_replaced_by_a_new_worker(
     channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
 ) -> None:
-    solve.prestart()
+    worker_call.prestart()
     started[0].kill()
     started[0].wait()
     source = ChannelSource(channel.as_uri(), channel.as_uri())
@@ -114,7 +115,7 @@ def test_a_spare_started_in_another_environment_is_not_taken(
     channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A PYTHONPATH set after the spare started must reach the worker: here it makes rattler crash."""
-    solve.prestart()
+    worker_call.prestart()
     monkeypatch.setenv("PYTHONPATH", str(crash_rattler(tmp_path / "site", "abort")))
     source = ChannelSource(channel.as_uri(), channel.as_uri())
     with pytest.raises(WorkerCrashed, match="killed by SIGABRT"):
@@ -126,7 +127,7 @@ def test_a_worker_that_crashes_after_taking_its_request_is_still_an_error(
     channel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(crash_rattler(tmp_path / "site", "segfault")))
-    solve.prestart()
+    worker_call.prestart()
     source = ChannelSource(channel.as_uri(), channel.as_uri())
     with pytest.raises(WorkerCrashed, match=r"while solving for linux-64 \(killed by SIGSEGV\)"):
         solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "cache")
@@ -134,7 +135,10 @@ def test_a_worker_that_crashes_after_taking_its_request_is_still_an_error(
 
 
 def test_a_spare_nobody_takes_ends_with_its_process() -> None:
-    code = "from envsolver.lock import solve; solve.prestart(); print(solve._spare.child.pid, flush=True)"
+    code = (
+        "from envsolver.lock import worker_call; worker_call.prestart(); "
+        "print(worker_call._spare.child.pid, flush=True)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     pid = int(done.stdout)
     assert not _alive(pid)  # killed and reaped at exit, not left importing rattler
@@ -145,7 +149,7 @@ def test_a_spare_nobody_takes_ends_with_its_command(started: list[subprocess.Pop
     result = CliRunner().invoke(main, ["make", "--gpu", "a1000", "--offline", "--out", "x"])
     assert result.exit_code == 2, result.output
     assert len(started) == 1 and started[0].returncode == -signal.SIGKILL
-    assert solve._spare is None
+    assert worker_call._spare is None
 
 
 def test_make_from_the_command_line_starts_its_worker_before_the_cli_and_only_one(
@@ -157,12 +161,14 @@ def test_make_from_the_command_line_starts_its_worker_before_the_cli_and_only_on
 
     monkeypatch.setattr(sys, "argv", ["envsolver", "make", "--gpu", "v100", "--offline", "--out", str(tmp_path)])
     entry._prestart(sys.argv)
-    assert len(started) == 1 and solve._spare is not None
+    assert len(started) == 1 and worker_call._spare is not None
     with pytest.raises(SystemExit) as done:
         entry.run()
     assert done.value.code in (0, None)
     assert len(started) == 1  # the prestarted worker answered; no second one
-    assert solve._spare is not None and solve._spare.child is started[0] and started[0].poll() is None  # kept
+    assert (
+        worker_call._spare is not None and worker_call._spare.child is started[0] and started[0].poll() is None
+    )  # kept
     assert (tmp_path / "conda-lock.yml").exists()
 
 
@@ -173,7 +179,7 @@ def test_the_early_prestart_is_only_for_a_make_that_locks(
     from envsolver import __main__ as entry
 
     entry._prestart(["envsolver", *argv])
-    assert started == [] and solve._spare is None
+    assert started == [] and worker_call._spare is None
 
 
 def test_an_interrupted_make_leaves_no_worker(tmp_path: Path) -> None:
@@ -184,13 +190,13 @@ def test_an_interrupted_make_leaves_no_worker(tmp_path: Path) -> None:
     # Interrupt right after the worker was prestarted, while the parent loads the knowledge base.
     (hook / "sitecustomize.py").write_text(
         "import os, signal, sys\n"
-        "from envsolver.lock import solve\n"
-        "real = solve.prestart\n"
+        "from envsolver.lock import worker_call\n"
+        "real = worker_call.prestart\n"
         "def prestart():\n"
         "    real()\n"
-        "    sys.stderr.write(f'spare {solve._spare.child.pid}\\n'); sys.stderr.flush()\n"
+        "    sys.stderr.write(f'spare {worker_call._spare.child.pid}\\n'); sys.stderr.flush()\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
-        "solve.prestart = prestart\n"
+        "worker_call.prestart = prestart\n"
     )
     env = {**os.environ, "PYTHONPATH": str(hook), "ENVSOLVER_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(
@@ -247,7 +253,7 @@ def _solve(channel: Path, cache: Path, spec: str = "tiny-app") -> list[solve.Rec
 
 def _kept(started: list[subprocess.Popen[bytes]]) -> int | None:
     """The index in `started` of the worker kept for the next call, None when there is none."""
-    spare = solve._spare
+    spare = worker_call._spare
     return None if spare is None else next(i for i, child in enumerate(started) if child is spare.child)
 
 
@@ -325,7 +331,7 @@ def test_each_request_to_a_kept_worker_has_its_own_time_limit(
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", _second_solve(tmp_path / "site", "stall"))
     _solve(channel, tmp_path / "a")
-    monkeypatch.setattr(solve, "time_limit", lambda default: 1.0)
+    monkeypatch.setattr(worker_call, "time_limit", lambda default: 1.0)
     with pytest.raises(WorkerCrashed, match="rattler gave no answer within 1 s while solving for linux-64"):
         _solve(channel, tmp_path / "b")
     assert len(started) == 1 and started[0].returncode == -signal.SIGKILL and _kept(started) is None
@@ -363,10 +369,10 @@ def test_an_interrupt_kills_a_kept_worker(
 KEPT = """
 import os, signal, sys
 from pathlib import Path
-from envsolver.lock import solve
+from envsolver.lock import solve, worker_call
 channel = Path(sys.argv[1])
 solve.solve(["tiny-app"], [solve.ChannelSource(channel.as_uri(), channel.as_uri())], "linux-64", {}, Path(sys.argv[2]))
-print(solve._spare.child.pid, flush=True)
+print(worker_call._spare.child.pid, flush=True)
 if sys.argv[3] == "killed":
     os.kill(os.getpid(), signal.SIGKILL)
 """

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from envsolver.lock import solve
+from envsolver.lock import solve, worker_call
 from envsolver.lock.solve import ChannelSource
 from envsolver.lock.writers import explicit
 from tests.conda_packages import build_package
@@ -283,7 +283,7 @@ def test_keyboard_interrupt_in_solve_kills_the_worker(
 ) -> None:
     """In-process: SIGINT while solve() waits raises KeyboardInterrupt there, after the worker was killed and
     reaped; solve() never returns a result for an interrupted call."""
-    solve.discard_spare()  # a worker an earlier test left waiting would take this call (tests/test_prestart.py)
+    worker_call.discard_spare()  # a worker an earlier test left waiting would take this call (tests/test_prestart.py)
     started: list[subprocess.Popen[bytes]] = []
 
     class Recorded(subprocess.Popen):  # type: ignore[type-arg]
@@ -291,7 +291,7 @@ def test_keyboard_interrupt_in_solve_kills_the_worker(
             super().__init__(*args, **kwargs)
             started.append(self)
 
-    monkeypatch.setattr(solve.subprocess, "Popen", Recorded)
+    monkeypatch.setattr(worker_call.subprocess, "Popen", Recorded)
 
     def interrupt() -> None:
         if held.requested.wait(120):
@@ -304,4 +304,4 @@ def test_keyboard_interrupt_in_solve_kills_the_worker(
     # Reaped before KeyboardInterrupt went on: killed while it waited (-SIGKILL), or, where the machine was slow
     # enough that the worker had already answered, exited; either way no worker is left and no result returned.
     assert len(started) == 1 and started[0].returncode in (-signal.SIGKILL, 0)
-    assert solve._spare is None
+    assert worker_call._spare is None

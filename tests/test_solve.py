@@ -1,4 +1,5 @@
-"""envsolver/lock/solve.py and its worker (envsolver/lock/rattler_worker.py): answers, errors, crashes, requests.
+"""envsolver/lock/solve.py, the worker's parent side (worker_call.py) and the worker (rattler_worker.py): answers,
+errors, crashes, requests.
 
 The process-level cases (whole `envsolver` runs, interrupts, repeated runs) are in tests/test_rattler_abort.py.
 """
@@ -16,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envsolver.core.errors import EnvsolverError
-from envsolver.lock import rattler_worker, solve
-from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, SolveFailed, WorkerCrashed
+from envsolver.core.errors import EnvsolverError, WorkerCrashed
+from envsolver.lock import rattler_worker, solve, worker_call
+from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, SolveFailed
 from tests.conda_packages import build_channel
 from tests.test_rattler_abort import CRASHES, crash_rattler
 
@@ -116,9 +117,9 @@ def test_the_fix_after_a_crash_works(channel: Path, tmp_path: Path, monkeypatch:
 
 
 def _worker(stdin: bytes) -> tuple[int, bytes, bytes]:
-    """Run the worker as solve.py does: the request written, stdin kept open until the answer is in."""
+    """Run the worker as worker_call.py does: the request written, stdin kept open until the answer is in."""
     child = subprocess.Popen(
-        solve.worker_command(),
+        worker_call.worker_command(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -143,7 +144,7 @@ def _worker(stdin: bytes) -> tuple[int, bytes, bytes]:
 def test_the_worker_answers_a_bad_request_and_exits_0(stdin: bytes) -> None:
     code, out, errors = _worker(stdin)
     assert code == 0, errors
-    answer = solve.read_answer(out)
+    answer = worker_call.read_answer(out)
     assert answer is not None and answer["ok"] is False and answer["kind"] == "bad-request"
     assert b"Traceback" not in errors
 
@@ -157,7 +158,7 @@ def test_the_worker_keeps_stdout_for_its_answer(channel: Path, tmp_path: Path) -
     request = {"op": "index", "path": str(channel)}
     code, out, errors = _worker(json.dumps(request).encode() + b"\n")
     assert code == 0 and out.count(b"\n") == 1, (out, errors)
-    assert solve.read_answer(out) == {"ok": True, "warnings": [], "next": False}
+    assert worker_call.read_answer(out) == {"ok": True, "warnings": [], "next": False}
 
 
 def test_the_worker_answers_solves_one_line_each_and_leaves_when_its_stdin_closes(
@@ -175,7 +176,7 @@ def test_the_worker_answers_solves_one_line_each_and_leaves_when_its_stdin_close
         "timeout_s": 60,
     }
     child = subprocess.Popen(
-        solve.worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        worker_call.worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         assert child.stdin is not None and child.stdout is not None and child.stderr is not None
@@ -183,7 +184,7 @@ def test_the_worker_answers_solves_one_line_each_and_leaves_when_its_stdin_close
         for _ in range(2):
             child.stdin.write(json.dumps(request).encode() + b"\n")
             child.stdin.flush()
-            answers.append(solve.read_answer(child.stdout.readline()))
+            answers.append(worker_call.read_answer(child.stdout.readline()))
         assert all(a is not None and a["ok"] is True and a["next"] is True for a in answers), answers
         assert answers[0] == answers[1] and child.poll() is None, "the same answer twice, and it waits again"
         child.stdin.close()
@@ -213,7 +214,7 @@ def test_the_worker_leaves_when_its_parent_is_gone(tmp_path: Path) -> None:
         "timeout_s": 300,
     }
     child = subprocess.Popen(
-        solve.worker_command(),
+        worker_call.worker_command(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -266,7 +267,7 @@ def _record_like() -> st.SearchStrategy[dict[str, Any]]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=200) | JSON.map(lambda d: json.dumps(d).encode()))
 def test_read_answer_returns_an_answer_or_none(raw: bytes) -> None:
-    answer = solve.read_answer(raw)
+    answer = worker_call.read_answer(raw)
     assert answer is None or (isinstance(answer, dict) and isinstance(answer["ok"], bool))
 
 

@@ -56,6 +56,26 @@ def test_the_hook_sees_what_a_command_imports(tmp_path: Path) -> None:
     assert {"click", "envsolver.kb.model", "envsolver.cli.main"} <= loaded
 
 
+# What `python -m envsolver make` must not import before it starts its worker (envsolver/__main__.py imports
+# envsolver.lock.worker_call first): what only a call needs (json, core.pipes, the error classes and, with them,
+# typing and dataclasses) is imported in the call, while the worker starts.
+NOT_BEFORE_THE_WORKER = ("typing", "dataclasses", "inspect", "json", "pathlib")
+
+
+def test_the_early_prestart_imports_only_what_starting_a_worker_needs() -> None:
+    code = (
+        "import runpy, sys; before = set(sys.modules); from envsolver.lock import worker_call; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    added = set(done.stdout.split())
+    assert "envsolver.lock.worker_call" in added, done.stdout  # the check can fail: it sees what the import loads
+    ours = sorted(m for m in added if m.split(".")[0] == "envsolver")
+    assert ours == ["envsolver", "envsolver.lock", "envsolver.lock.worker_call"], ours
+    assert sorted(added & set(NOT_BEFORE_THE_WORKER)) == [], sorted(added)
+
+
 def test_make_offline_imports_neither_conda_lock_nor_pydantic(tmp_path: Path) -> None:
     loaded = modules_at_exit(tmp_path, "make", "--gpu", "a100", "--offline", "--out", str(tmp_path / "out"))
     assert (tmp_path / "out" / "conda-lock.yml").is_file()
@@ -90,12 +110,20 @@ NOT_IMPORTED = {
         *OTHER_COMMANDS,
         "envsolver.lock.run",
         "envsolver.lock.solve",
+        "envsolver.lock.worker_call",
         "envsolver.resolve.run",
         "envsolver.resolve.candidates",
         "rattler",
         "rich",
     ),
-    "explain": (*OTHER_COMMANDS, "envsolver.lock.run", "envsolver.lock.solve", "rattler", "rich"),
+    "explain": (
+        *OTHER_COMMANDS,
+        "envsolver.lock.run",
+        "envsolver.lock.solve",
+        "envsolver.lock.worker_call",
+        "rattler",
+        "rich",
+    ),
     "make": (*OTHER_COMMANDS, "rattler", "rich"),
     "--help": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.cli.render", "envsolver.lock.run", "rich", "rattler"),
     "--version": (*OTHER_COMMANDS, "envsolver.kb", "envsolver.cli.render", "envsolver.lock.run", "rich", "rattler"),

@@ -1,4 +1,4 @@
-"""The rattler worker's answer is bounded in time and in size (envsolver/lock/solve.py): a worker that stalls is
+"""The rattler worker's answer is bounded in time and in size (envsolver/lock/worker_call.py): a worker that stalls is
 killed at its limit (ENVSOLVER_RATTLER_TIMEOUT) and `make` ends in exit 2 with a message; an answer past
 MAX_ANSWER is refused as it arrives, without reading it all, and the reading process stays small.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from envsolver.core.errors import BadInputError
-from envsolver.lock import solve
+from envsolver.lock import worker_call
 
 SITE = """
 import sys
@@ -97,9 +97,9 @@ def test_an_enormous_answer_is_refused_unread(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["0", "-5", "1.5", "soon", "9999999"])
 def test_a_bad_time_limit_is_refused_with_the_fix(value: str) -> None:
     with pytest.raises(BadInputError, match="export ENVSOLVER_RATTLER_TIMEOUT=3600"):
-        solve.time_limit(60.0, {"ENVSOLVER_RATTLER_TIMEOUT": value})
+        worker_call.time_limit(60.0, {"ENVSOLVER_RATTLER_TIMEOUT": value})
 
 
 def test_the_time_limit_from_the_environment() -> None:
-    assert solve.time_limit(60.0, {}) == 60.0
-    assert solve.time_limit(60.0, {"ENVSOLVER_RATTLER_TIMEOUT": " 5 "}) == 5.0
+    assert worker_call.time_limit(60.0, {}) == 60.0
+    assert worker_call.time_limit(60.0, {"ENVSOLVER_RATTLER_TIMEOUT": " 5 "}) == 5.0

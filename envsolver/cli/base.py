@@ -197,12 +197,12 @@ def print_failed(exc: OSError, as_json: bool) -> int:
 
 
 def _discard_spare_worker() -> None:
-    """A rattler worker a command started ahead (solve.prestart) and did not use ends with the command, also
+    """A rattler worker a command started ahead (worker_call.prestart) and did not use ends with the command, also
     when the command runs in-process (tests, a caller of `main`); one that answered a solve is kept for the
-    process's next call (solve.end_of_command)."""
-    solve = sys.modules.get("envsolver.lock.solve")
-    if solve is not None:
-        solve.end_of_command()
+    process's next call (worker_call.end_of_command)."""
+    worker_call = sys.modules.get("envsolver.lock.worker_call")
+    if worker_call is not None:
+        worker_call.end_of_command()
 
 
 def _set_level(ctx: click.Context, param: click.Parameter, value: bool) -> bool:

@@ -268,9 +268,9 @@ def main() -> None:
 def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
     """Show the plan for a target: decisions with sources, rejected candidates, warnings."""
     if offline:
-        from envsolver.lock import solve
+        from envsolver.lock import worker_call
 
-        solve.prestart()  # the offline plan is solved: its worker starts while this process plans
+        worker_call.prestart()  # the offline plan is solved: its worker starts while this process plans
     from envsolver.cli import render
 
     inputs, plan = _plan(kwargs, offline)
@@ -382,11 +382,11 @@ def make(
         raise BadInputError(
             "--partition and --skip-partition choose partitions of a cluster file. Pass --cluster FILE."
         )
-    from envsolver.lock import solve
+    from envsolver.lock import worker_call
 
     if not no_lock:
-        solve.prestart()  # rattler's worker starts while this process imports, loads the KB and plans
-        solve.meanwhile(_import_writers)  # what only the answer needs is imported while rattler solves
+        worker_call.prestart()  # rattler's worker starts while this process imports, loads the KB and plans
+        worker_call.meanwhile(_import_writers)  # what only the answer needs is imported while rattler solves
     from envsolver.cli import render
     from envsolver.lock import run as lock
     from envsolver.resolve import detect
@@ -406,9 +406,11 @@ def make(
     else:
         import dataclasses
 
+        from envsolver.lock.solve import cache_dir
+
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
         with render.spinner(err, "resolving") as show:
-            lock_result = lock.lock(inputs.target, kb, mode, channels, solve.cache_dir(), with_detail(err, show))
+            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), with_detail(err, show))
         lock_result = dataclasses.replace(lock_result, plan=_warned(lock_result.plan, inputs))
         plan = lock_result.plan
         _solve_details(err, lock_result)

@@ -130,6 +130,14 @@ class DetectionError(BadInputError):
     kind: Kind = "detection"
 
 
+class WorkerCrashed(EnvsolverError):
+    """rattler's child process ended without a readable answer (exit 2). Raised by envsolver.lock.worker_call, which
+    imports this module only when a call needs it, so that `make` starts its worker before it imports typing and
+    dataclasses."""
+
+    kind: Kind = "failed"
+
+
 @dataclass(frozen=True)
 class RejectedBuilds:
     """One reason and the builds it rejects, in the order they were tried: (candidate, detail), where the detail

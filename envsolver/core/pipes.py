@@ -7,7 +7,7 @@ them, either its last `tail` bytes are kept and the bytes between are counted an
 passes `head` (TooLarge), without reading the rest. `read_line` reads one line of a child that goes on running (an
 answer of a worker that then waits for its next request), bounded the same way. `stop` ends a child, dropping what
 it has left unkept. Used by envsolver.cluster.slurm (Slurm's commands and the steps on compute nodes),
-envsolver.lock.solve (the rattler worker's answers) and envsolver.resolve.detect (nvidia-smi on this host).
+envsolver.lock.worker_call (the rattler worker's answers) and envsolver.resolve.detect (nvidia-smi on this host).
 """
 
 from __future__ import annotations

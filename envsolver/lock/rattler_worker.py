@@ -16,7 +16,7 @@ op) and answers it as a fresh one would: each request gets its own Gateway, even
 all of its input is in the request. It ends (os._exit) after any other answer: a failure (rattler's Rust side may
 still be running, the reason this is a child at all), an install (in a command, its last rattler call, and
 minutes long: a start is nothing beside it) or an index (tests only). The parent keeps a worker for the same
-Python, working directory and environment only (envsolver/lock/solve.py).
+Python, working directory and environment only (envsolver/lock/worker_call.py).
 
 Protocol: JSON requests on stdin, one a line; one JSON answer on stdout for each, one line, after which the worker
 waits for the next request when the answer says "next": true, else exits 0:
@@ -33,8 +33,8 @@ SIGINT is ignored (the parent decides what an interrupt stops), and the process 
 its stdin closes, whether it is working on a request or waiting for one, so a parent that is killed takes it
 along.
 
-Started by path (envsolver/lock/solve.py) with the standard library and rattler only, so that nothing in the working
-directory or the envsolver package is imported on the way.
+Started by path (envsolver/lock/worker_call.py) with the standard library and rattler only, so that nothing in the
+working directory or the envsolver package is imported on the way.
 """
 
 from __future__ import annotations
@@ -244,8 +244,8 @@ def _requests(stdin: Any) -> queue.SimpleQueue[bytes]:
 
 
 def _warm() -> None:
-    """Import rattler before the request is read: a worker started ahead of its request (solve.prestart) does
-    this while its parent is still working out what to ask. An import that fails here fails again, and is
+    """Import rattler before the request is read: a worker started ahead of its request (worker_call.prestart)
+    does this while its parent is still working out what to ask. An import that fails here fails again, and is
     answered, where the op imports it."""
     try:
         import rattler

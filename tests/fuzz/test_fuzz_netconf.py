@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from envsolver.core.errors import BadInputError
 from envsolver.install import run as install
-from envsolver.lock import solve
+from envsolver.lock import worker_call
 from envsolver.net import bodylimit, http, netconf, progress
 from tests.fuzz import strategies as fs
 from tests.fuzz.harness import Tally, check_function, modes, run_property
@@ -52,7 +52,10 @@ def test_header_and_variable_parsers_never_raise(seed_value: int | None, count: 
         check_function(tally, ("jobs", text), lambda: install.download_jobs({install.JOBS_ENV: text}), (BadInputError,))
         check_function(tally, ("ceiling", text), lambda: bodylimit.ceiling({bodylimit.ENV: text}), (BadInputError,))
         check_function(
-            tally, ("worker", text), lambda: solve.time_limit(60.0, {solve.TIMEOUT_ENV: text}), (BadInputError,)
+            tally,
+            ("worker", text),
+            lambda: worker_call.time_limit(60.0, {worker_call.TIMEOUT_ENV: text}),
+            (BadInputError,),
         )
 
     run_property(HEADER, check, count, seed_value)
