@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -355,11 +354,7 @@ def test_an_interrupt_kills_a_kept_worker(
 ) -> None:
     _solve(channel, tmp_path / "a")
 
-    def interrupt() -> None:
-        if held.requested.wait(120):
-            os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt, daemon=True).start()
+    held.interrupt_when_asked()
     source = ChannelSource(held.url("conda-forge"), held.url("conda-forge"))
     with pytest.raises(KeyboardInterrupt):
         solve.solve(["python"], [source], "linux-64", UNIX, tmp_path / "b")

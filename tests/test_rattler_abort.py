@@ -31,6 +31,7 @@ import pytest
 from envsolver.lock import solve, worker_call
 from envsolver.lock.solve import ChannelSource
 from envsolver.lock.writers import explicit
+from tests import httplab
 from tests.conda_packages import build_package
 
 SNAPSHOT = Path(__file__).parent.parent / "envsolver" / "lock" / "snapshot" / "data"
@@ -113,6 +114,15 @@ class HeldChannel(http.server.ThreadingHTTPServer):
     def url(self, channel: str) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/{channel}"
 
+    def interrupt_when_asked(self) -> None:
+        """Send this process SIGINT (Ctrl-C) once a request has reached the channel, from a thread of its own."""
+
+        def interrupt() -> None:
+            if self.requested.wait(120):
+                os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=interrupt, daemon=True).start()
+
 
 class _Held(http.server.SimpleHTTPRequestHandler):
     server: HeldChannel
@@ -130,14 +140,11 @@ class _Held(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture
 def held() -> Iterator[HeldChannel]:
     server = HeldChannel(SNAPSHOT)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
+    with httplab.serving(server):
+        try:
+            yield server
+        finally:
+            server.release.set()
 
 
 @pytest.fixture(scope="module")
@@ -293,11 +300,7 @@ def test_keyboard_interrupt_in_solve_kills_the_worker(
 
     monkeypatch.setattr(worker_call.subprocess, "Popen", Recorded)
 
-    def interrupt() -> None:
-        if held.requested.wait(120):
-            os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt, daemon=True).start()
+    held.interrupt_when_asked()
     source = ChannelSource(held.url("conda-forge"), held.url("conda-forge"))
     with pytest.raises(KeyboardInterrupt):
         solve.solve(["python"], [source], "linux-64", {"__unix": "0"}, tmp_path)
