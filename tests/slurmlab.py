@@ -597,6 +597,10 @@ class SlurmLab:
             # so a 15 s job was seen done after 42 s. At 5 it looks every 2 s; a finished job's record is still
             # kept 5 s, past sbatch's next look.
             "MinJobAge=5",
+            # A batch job is started by the controller's background loop (once a second), at most every
+            # batch_sched_delay seconds (default 3: slurm.conf(5), src/slurmctld/controller.c): a job submitted
+            # just after the last pass waited 2-2.6 s for its nodes. At 0 it starts at the next pass.
+            "SchedulerParameters=batch_sched_delay=0",
         ]
         gres_conf = []
         files = 0
