@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -41,6 +42,13 @@ from typing import ClassVar
 BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "scontrol", "srun")
 START_TIMEOUT_S = 90.0  # a loaded 2-core machine took up to about 10 s
 COMMAND_TIMEOUT_S = 30.0
+JOB_TIMEOUT_S = 300.0  # a batch job's whole run (SlurmLab.batch)
+JOB_POLL_S = 0.2  # how often SlurmLab.batch looks at its job (`scontrol show job`: about 3 ms of CPU a look)
+# A job record's JobState once the job has ended for good (scontrol; COMPLETING is not one: the job ended and its
+# nodes are still being cleaned up)
+ENDED = frozenset(
+    {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
+)
 
 
 @dataclass(frozen=True)
@@ -444,6 +452,52 @@ class SlurmLab:
         """A Slurm command against the lab."""
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.env, check=False)
 
+    def batch(
+        self, argv: list[str], cwd: Path, env: Mapping[str, str] | None = None, timeout: float = JOB_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
+        """`sbatch ARGV` from `cwd` (with `env`, default the lab's), waited for as `sbatch --wait` waits but looked
+        at every JOB_POLL_S: sbatch --wait sleeps 2 s between looks (src/sbatch/sbatch.c _job_wait), so a job was
+        seen ended up to 2 s late. The returncode is sbatch's where it refused the job, else the job's as sbatch
+        --wait gives it: the highest exit status of the job's records (an array's tasks), 1 for one ended by a
+        signal; stdout and stderr are sbatch's. A job not ended at `timeout` is cancelled (by id) and
+        TimeoutExpired raised."""
+        environ = dict(env if env is not None else self.env)
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", *argv],
+            cwd=cwd,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+        )
+        if submitted.returncode != 0:
+            return submitted
+        job = submitted.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = subprocess.run(
+                ["scontrol", "--oneliner", "show", "job", job],
+                env=environ,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_S,
+                check=False,
+            )
+            states = re.findall(r"(?:^|\s)JobState=(\S+)", shown.stdout)
+            if "Invalid job id" in shown.stderr:  # the record is kept MinJobAge (5 s) after the end: not looked at
+                raise LabError(f"job {job} was forgotten before batch saw it end: {shown.stderr.strip()}")
+            if shown.returncode == 0 and states and all(state in ENDED for state in states):
+                codes = re.findall(r"(?:^|\s)ExitCode=([0-9]+):([0-9]+)", shown.stdout)
+                if not codes:
+                    raise LabError(f"job {job} ended without an ExitCode in scontrol's record: {shown.stdout}")
+                code = max(1 if int(signal_number) else int(status) for status, signal_number in codes)
+                return subprocess.CompletedProcess(submitted.args, code, submitted.stdout, submitted.stderr)
+            if time.monotonic() > deadline:
+                self.run(["scancel", job])
+                raise subprocess.TimeoutExpired(submitted.args, timeout, submitted.stdout, submitted.stderr)
+            time.sleep(JOB_POLL_S)
+
     def dead_conf(self) -> Path:
         """A copy of slurm.conf whose controller port nobody listens on (a controller that is down), with a
         2 s MessageTimeout so the commands give up in about a second instead of nine."""
@@ -595,7 +649,7 @@ class SlurmLab:
             # `sbatch --wait` sleeps 2 s between looks at the job, times 4 while the sleep is under MinJobAge / 2
             # (/ 3 in some versions) and under 32 (src/sbatch/sbatch.c _job_wait): 2, 8, 32 at the default (300),
             # so a 15 s job was seen done after 42 s. At 5 it looks every 2 s; a finished job's record is still
-            # kept 5 s, past sbatch's next look.
+            # kept 5 s, past sbatch's next look (and SlurmLab.batch's, every JOB_POLL_S).
             "MinJobAge=5",
             # A batch job is started by the controller's background loop (once a second), at most every
             # batch_sched_delay seconds (default 3: slurm.conf(5), src/slurmctld/controller.c): a job submitted

@@ -75,23 +75,11 @@ def two_nodes_one_gpu(cluster: Path, prefix: Path) -> list[str]:
 
 
 def submit(lab: SlurmLab, script: Path, name: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """`sbatch --wait` the script from its directory (with `env`, default the lab's); (the job's exit code, its
-    output). A job still running at the timeout is cancelled."""
+    """sbatch the script from its directory (with `env`, default the lab's) and wait for the job, as `sbatch
+    --wait` does (SlurmLab.batch); (the job's exit code, its output). A job still running at the timeout is
+    cancelled."""
     output = script.with_suffix(".out")
-    argv = ["sbatch", "--wait", f"--job-name={name}", f"--output={output}", str(script)]
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=script.parent,
-            env=dict(env if env is not None else lab.env),
-            capture_output=True,
-            text=True,
-            timeout=JOB_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        lab.run(["scancel", f"--name={name}"])
-        raise
+    done = lab.batch([f"--job-name={name}", f"--output={output}", str(script)], script.parent, env)
     text = output.read_text(errors="replace") if output.exists() else ""
     return done.returncode, f"{text}\n[sbatch] {done.stdout}{done.stderr}"
 
