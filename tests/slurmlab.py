@@ -345,6 +345,28 @@ def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str)
     stand_in.chmod(0o755)
 
 
+# A stand-in environment's python that hangs (write_hanging_python): it marks that a node started it (touches
+# STARTED/NODE), then waits while its parent (the step's shell) lives, 300 s at most. Not `exec sleep 300`: the
+# lab finds a step's processes by their parents (proctrack/linuxproc), and a step cancelled while its shell was
+# forking this one now and then missed it (2026-12-02, verify --cluster interrupted 0.2 s after a step began):
+# the orphan held the step's output open, which kept its node COMPLETING for 60 s (slurmstepd's IO wait), past
+# the test and into the next one's probe. A cluster's proctrack/cgroup kills it with its step; here it goes
+# with its parent (and a step left running keeps its shell, so it keeps hanging: a test still sees the step).
+HANGING_PYTHON = """#!/bin/sh
+touch "{started}/$SLURMD_NODENAME"
+parent=$PPID
+i=0
+while [ "$i" -lt 1500 ] && kill -0 "$parent" 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+"""
+
+
+def write_hanging_python(prefix: Path, started: Path) -> None:
+    """PREFIX/bin/python: HANGING_PYTHON, marking its starts in the directory `started`."""
+    (prefix / "bin").mkdir(parents=True, exist_ok=True)
+    (prefix / "bin" / "python").write_text(HANGING_PYTHON.format(started=started))
+    (prefix / "bin" / "python").chmod(0o755)
+
+
 JOB_ID_BLOCKS = 90  # blocks of JOB_ID_BLOCK ids from 1000: job ids up to 18999, rendezvous ports up to 48499
 JOB_ID_BLOCK = 200  # job ids a lab may use; a whole default run submits well under 100
 
