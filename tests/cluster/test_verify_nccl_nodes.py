@@ -65,9 +65,9 @@ def verify(args: list[str], env: dict[str, str] | None = None) -> tuple[int, dic
 
 @needs_torch
 def test_verify_nccl_across_two_lab_nodes(lab: SlurmLab, tmp_path: Path) -> None:
-    """From the login node: one step on gpu02 and gpu03, a rank on each, one group of two that met at gpu02 (the
-    step's first host); every check judged, busbw for each size; the env's python ran the launcher on both nodes
-    and a rank on both; nothing ran on the login node but srun."""
+    """From the login node (nccl_nodes.srun_argv: srun makes the allocation): one step on gpu02 and gpu03, a rank
+    on each, one group of two that met at gpu02 (the step's first host); every check judged, busbw for each size;
+    the env's python ran the launcher on both nodes and a rank on both; nothing ran on the login node but srun."""
     prefix = stand_in_env(tmp_path)
     port = str(free_ports(1)[0])
     args = ["-p", str(prefix), "--nodes", "2", "--partition", "mixed", "--port", port, *FAST]
