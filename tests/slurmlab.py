@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import selectors
 import shutil
 import signal
 import socket
@@ -535,19 +536,22 @@ class SlurmLab:
 
     @contextmanager
     def holding(self, options: list[str], name: str = "envsolver-hold") -> Iterator[None]:
-        """While inside, a job of the test's own (`srun OPTIONS --job-name=NAME sleep 60`) runs and holds what
-        OPTIONS ask for (waited for: RUNNING in squeue, up to 10 s); then it is ended."""
+        """While inside, a job of the test's own (`srun OPTIONS --job-name=NAME`, a task that says it started,
+        then sleeps 60 s) runs and holds what OPTIONS ask for (waited for: the task's word, up to 10 s); then it
+        is ended. Not RUNNING in squeue: a job is RUNNING from its allocation, and an srun ended while its step
+        was still starting waited 4 s for the step (STEP_ABORT_TIME + KillWait, src/api/step_launch.c) and its
+        node stayed busy 2-3 s more (slurmstepd retrying the exit message to the srun that was gone)."""
         hold = subprocess.Popen(
-            ["srun", *options, f"--job-name={name}", "sleep", "60"],
+            ["srun", *options, f"--job-name={name}", "sh", "-c", "echo held; exec sleep 60"],
             env=self.env,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         try:
-            for _ in range(100):
-                if name in self.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
-                    break
-                time.sleep(0.1)
+            assert hold.stdout is not None
+            with selectors.DefaultSelector() as selector:
+                selector.register(hold.stdout, selectors.EVENT_READ)
+                selector.select(10.0)  # the task's line (or srun's end: EOF)
             yield
         finally:
             hold.terminate()
