@@ -146,7 +146,7 @@ def test_sigterm_to_envsolver_cancels_the_step(lab: SlurmLab, tmp_path: Path) ->
         deadline = time.monotonic() + 120
         while sum(1 for node, file in starts(prefix) if file == WORKER) < 2:
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate(timeout=30)
-            time.sleep(0.5)
+            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:
