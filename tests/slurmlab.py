@@ -234,8 +234,9 @@ exec {uname} "$@"
 # verify's probe under that interpreter's venv without site-packages (write_env says why), then answers torch's
 # facts as the torch the lock pins would: its version and CUDA, the lock's arch list (standing for torch's), the
 # node's GPUs as its devices; and the machine as the node's `uname -m` says it. Anything else (a job's command
-# under torchrun, which needs torch) runs under the interpreter itself and passes through.
-STAND_IN = """#!{python}
+# under torchrun, which needs torch) runs under the interpreter itself and passes through. It needs only the
+# standard library: -IS (isolated, no site) starts it 10 ms sooner, once per node of every verify --cluster step.
+STAND_IN = """#!{python} -IS
 import json
 import os
 import shutil
