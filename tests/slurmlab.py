@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
+import selectors
 import shutil
 import signal
 import socket
@@ -41,6 +43,13 @@ from typing import ClassVar
 BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "scontrol", "srun")
 START_TIMEOUT_S = 90.0  # a loaded 2-core machine took up to about 10 s
 COMMAND_TIMEOUT_S = 30.0
+JOB_TIMEOUT_S = 300.0  # a batch job's whole run (SlurmLab.batch)
+JOB_POLL_S = 0.2  # how often SlurmLab.batch looks at its job (`scontrol show job`: about 3 ms of CPU a look)
+# A job record's JobState once the job has ended for good (scontrol; COMPLETING is not one: the job ended and its
+# nodes are still being cleaned up)
+ENDED = frozenset(
+    {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
+)
 
 
 @dataclass(frozen=True)
@@ -225,8 +234,9 @@ exec {uname} "$@"
 # verify's probe under that interpreter's venv without site-packages (write_env says why), then answers torch's
 # facts as the torch the lock pins would: its version and CUDA, the lock's arch list (standing for torch's), the
 # node's GPUs as its devices; and the machine as the node's `uname -m` says it. Anything else (a job's command
-# under torchrun, which needs torch) runs under the interpreter itself and passes through.
-STAND_IN = """#!{python}
+# under torchrun, which needs torch) runs under the interpreter itself and passes through. It needs only the
+# standard library: -IS (isolated, no site) starts it 10 ms sooner, once per node of every verify --cluster step.
+STAND_IN = """#!{python} -IS
 import json
 import os
 import shutil
@@ -337,6 +347,28 @@ def write_env(prefix: Path, platform: str, meta: Mapping[str, str], python: str)
     stand_in.chmod(0o755)
 
 
+# A stand-in environment's python that hangs (write_hanging_python): it marks that a node started it (touches
+# STARTED/NODE), then waits while its parent (the step's shell) lives, 300 s at most. Not `exec sleep 300`: the
+# lab finds a step's processes by their parents (proctrack/linuxproc), and a step cancelled while its shell was
+# forking this one now and then missed it (2026-12-02, verify --cluster interrupted 0.2 s after a step began):
+# the orphan held the step's output open, which kept its node COMPLETING for 60 s (slurmstepd's IO wait), past
+# the test and into the next one's probe. A cluster's proctrack/cgroup kills it with its step; here it goes
+# with its parent (and a step left running keeps its shell, so it keeps hanging: a test still sees the step).
+HANGING_PYTHON = """#!/bin/sh
+touch "{started}/$SLURMD_NODENAME"
+parent=$PPID
+i=0
+while [ "$i" -lt 1500 ] && kill -0 "$parent" 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+"""
+
+
+def write_hanging_python(prefix: Path, started: Path) -> None:
+    """PREFIX/bin/python: HANGING_PYTHON, marking its starts in the directory `started`."""
+    (prefix / "bin").mkdir(parents=True, exist_ok=True)
+    (prefix / "bin" / "python").write_text(HANGING_PYTHON.format(started=started))
+    (prefix / "bin" / "python").chmod(0o755)
+
+
 JOB_ID_BLOCKS = 90  # blocks of JOB_ID_BLOCK ids from 1000: job ids up to 18999, rendezvous ports up to 48499
 JOB_ID_BLOCK = 200  # job ids a lab may use; a whole default run submits well under 100
 
@@ -444,6 +476,52 @@ class SlurmLab:
         """A Slurm command against the lab."""
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.env, check=False)
 
+    def batch(
+        self, argv: list[str], cwd: Path, env: Mapping[str, str] | None = None, timeout: float = JOB_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
+        """`sbatch ARGV` from `cwd` (with `env`, default the lab's), waited for as `sbatch --wait` waits but looked
+        at every JOB_POLL_S: sbatch --wait sleeps 2 s between looks (src/sbatch/sbatch.c _job_wait), so a job was
+        seen ended up to 2 s late. The returncode is sbatch's where it refused the job, else the job's as sbatch
+        --wait gives it: the highest exit status of the job's records (an array's tasks), 1 for one ended by a
+        signal; stdout and stderr are sbatch's. A job not ended at `timeout` is cancelled (by id) and
+        TimeoutExpired raised."""
+        environ = dict(env if env is not None else self.env)
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", *argv],
+            cwd=cwd,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+        )
+        if submitted.returncode != 0:
+            return submitted
+        job = submitted.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = subprocess.run(
+                ["scontrol", "--oneliner", "show", "job", job],
+                env=environ,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_S,
+                check=False,
+            )
+            states = re.findall(r"(?:^|\s)JobState=(\S+)", shown.stdout)
+            if "Invalid job id" in shown.stderr:  # the record is kept MinJobAge (5 s) after the end: not looked at
+                raise LabError(f"job {job} was forgotten before batch saw it end: {shown.stderr.strip()}")
+            if shown.returncode == 0 and states and all(state in ENDED for state in states):
+                codes = re.findall(r"(?:^|\s)ExitCode=([0-9]+):([0-9]+)", shown.stdout)
+                if not codes:
+                    raise LabError(f"job {job} ended without an ExitCode in scontrol's record: {shown.stdout}")
+                code = max(1 if int(signal_number) else int(status) for status, signal_number in codes)
+                return subprocess.CompletedProcess(submitted.args, code, submitted.stdout, submitted.stderr)
+            if time.monotonic() > deadline:
+                self.run(["scancel", job])
+                raise subprocess.TimeoutExpired(submitted.args, timeout, submitted.stdout, submitted.stderr)
+            time.sleep(JOB_POLL_S)
+
     def dead_conf(self) -> Path:
         """A copy of slurm.conf whose controller port nobody listens on (a controller that is down), with a
         2 s MessageTimeout so the commands give up in about a second instead of nine."""
@@ -459,19 +537,22 @@ class SlurmLab:
 
     @contextmanager
     def holding(self, options: list[str], name: str = "envsolver-hold") -> Iterator[None]:
-        """While inside, a job of the test's own (`srun OPTIONS --job-name=NAME sleep 60`) runs and holds what
-        OPTIONS ask for (waited for: RUNNING in squeue, up to 10 s); then it is ended."""
+        """While inside, a job of the test's own (`srun OPTIONS --job-name=NAME`, a task that says it started,
+        then sleeps 60 s) runs and holds what OPTIONS ask for (waited for: the task's word, up to 10 s); then it
+        is ended. Not RUNNING in squeue: a job is RUNNING from its allocation, and an srun ended while its step
+        was still starting waited 4 s for the step (STEP_ABORT_TIME + KillWait, src/api/step_launch.c) and its
+        node stayed busy 2-3 s more (slurmstepd retrying the exit message to the srun that was gone)."""
         hold = subprocess.Popen(
-            ["srun", *options, f"--job-name={name}", "sleep", "60"],
+            ["srun", *options, f"--job-name={name}", "sh", "-c", "echo held; exec sleep 60"],
             env=self.env,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         try:
-            for _ in range(100):
-                if name in self.run(["squeue", "--noheader", "--states=RUNNING", "--format=%j"]).stdout:
-                    break
-                time.sleep(0.1)
+            assert hold.stdout is not None
+            with selectors.DefaultSelector() as selector:
+                selector.register(hold.stdout, selectors.EVENT_READ)
+                selector.select(10.0)  # the task's line (or srun's end: EOF)
             yield
         finally:
             hold.terminate()
@@ -595,8 +676,12 @@ class SlurmLab:
             # `sbatch --wait` sleeps 2 s between looks at the job, times 4 while the sleep is under MinJobAge / 2
             # (/ 3 in some versions) and under 32 (src/sbatch/sbatch.c _job_wait): 2, 8, 32 at the default (300),
             # so a 15 s job was seen done after 42 s. At 5 it looks every 2 s; a finished job's record is still
-            # kept 5 s, past sbatch's next look.
+            # kept 5 s, past sbatch's next look (and SlurmLab.batch's, every JOB_POLL_S).
             "MinJobAge=5",
+            # A batch job is started by the controller's background loop (once a second), at most every
+            # batch_sched_delay seconds (default 3: slurm.conf(5), src/slurmctld/controller.c): a job submitted
+            # just after the last pass waited 2-2.6 s for its nodes. At 0 it starts at the next pass.
+            "SchedulerParameters=batch_sched_delay=0",
         ]
         gres_conf = []
         files = 0

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from envsolver.cli.main import main
 from envsolver.cluster import running, slurm
 from tests.signals import default_dispositions
-from tests.slurmlab import SlurmLab
+from tests.slurmlab import SlurmLab, write_hanging_python
 
 GONE_S = 5.0  # no step may still run (RUNNING, PENDING) this long after the signal
 # After a cancel by id the job passes through COMPLETING while slurmd kills the tasks of a stopped srun's step
@@ -102,13 +102,12 @@ def cluster_yaml(slurm_lab: SlurmLab, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def _hanging_prefix(root: Path) -> tuple[Path, Path]:
-    """A prefix whose python marks that the node started it, then sleeps: every step hangs in verify."""
+    """A prefix whose python marks that the node started it, then hangs (slurmlab.HANGING_PYTHON): every step
+    hangs in verify."""
     started = root / "started"
     started.mkdir()
     prefix = root / "hanging"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / "bin" / "python").write_text(f'#!/bin/sh\ntouch "{started}/$SLURMD_NODENAME"\nexec sleep 300\n')
-    (prefix / "bin" / "python").chmod(0o755)
+    write_hanging_python(prefix, started)
     return prefix, started
 
 

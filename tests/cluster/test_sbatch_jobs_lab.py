@@ -11,7 +11,6 @@ when it is installed). The verify step is left out (--no-verify): test_sbatch_la
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,7 @@ def job_dir(lab: SlurmLab, tmp_path: Path) -> tuple[list[str], Path]:
 
 
 def submit_dirty(lab: SlurmLab, script: Path, name: str, shadow: Path) -> tuple[int, str]:
-    """`sbatch --wait` (as test_sbatch_lab.submit) from a shell whose PYTHONPATH finds `shadow` and whose
+    """sbatch and wait (test_sbatch_lab.submit) from a shell whose PYTHONPATH finds `shadow` and whose
     LD_LIBRARY_PATH names another directory; (the job's exit code, its output)."""
     env = {**lab.env, "PYTHONPATH": str(shadow), "LD_LIBRARY_PATH": str(shadow), "PYTHONNOUSERSITE": ""}
     return submit(lab, script, name, env)
@@ -171,9 +170,7 @@ def test_torchrun_array_on_the_nodes_with_a_feature(lab: SlurmLab, tmp_path: Pat
     assert code == 0, doc
     assert "#SBATCH --constraint=ib\n" in doc["script"] and "#SBATCH --array=0-1\n" in doc["script"]
     assert not [n for n in doc["notes"] if "different GPUs" in n], doc["notes"]  # a constraint: no mixed warning
-    done = subprocess.run(
-        ["sbatch", "--wait", str(script)], cwd=tmp_path, env=lab.env, capture_output=True, text=True, timeout=400
-    )
+    done = lab.batch([str(script)], tmp_path, timeout=400)  # both array tasks waited for, as sbatch --wait does
     logs = sorted(tmp_path.glob("array-*_*.log"))
     said = "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')}" for log in logs)
     assert done.returncode == 0, f"{done.stdout}{done.stderr}\n{said}"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,13 +24,10 @@ from click.testing import CliRunner
 from envsolver.cli.main import main
 from envsolver.cluster import gate_step, nccl_nodes, slurm_launch
 from envsolver.install import prefixmeta
-from envsolver.verify import nccl, nccl_run
 from tests.cluster.captures import ENV
 from tests.cluster.test_sbatch_launch import TRAIN, trained
 from tests.dist import needs_torch
 from tests.slurmlab import H100, Gpu, SlurmLab
-
-JOB_TIMEOUT_S = 300.0
 
 
 def stand_in_env(root: Path) -> Path:
@@ -75,23 +71,11 @@ def two_nodes_one_gpu(cluster: Path, prefix: Path) -> list[str]:
 
 
 def submit(lab: SlurmLab, script: Path, name: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """`sbatch --wait` the script from its directory (with `env`, default the lab's); (the job's exit code, its
-    output). A job still running at the timeout is cancelled."""
+    """sbatch the script from its directory (with `env`, default the lab's) and wait for the job, as `sbatch
+    --wait` does (SlurmLab.batch); (the job's exit code, its output). A job still running at the timeout is
+    cancelled."""
     output = script.with_suffix(".out")
-    argv = ["sbatch", "--wait", f"--job-name={name}", f"--output={output}", str(script)]
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=script.parent,
-            env=dict(env if env is not None else lab.env),
-            capture_output=True,
-            text=True,
-            timeout=JOB_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        lab.run(["scancel", f"--name={name}"])
-        raise
+    done = lab.batch([f"--job-name={name}", f"--output={output}", str(script)], script.parent, env)
     text = output.read_text(errors="replace") if output.exists() else ""
     return done.returncode, f"{text}\n[sbatch] {done.stdout}{done.stderr}"
 
@@ -204,20 +188,3 @@ def test_the_launcher_meets_at_the_first_host_of_the_step_not_of_the_job(lab: Sl
     assert any("gpu03 (node 0 of 1)" in line and "(gpu03, the step's first host)" in line for line in lines)
     commands = [json.loads(line.split(": ", 1)[1]) for line in output.splitlines() if ': ["' in line]
     assert sorted(c[3] for c in commands) == ["--nnodes=1", "--nnodes=2", "--nnodes=2"]
-
-
-@needs_torch
-def test_verify_nccl_across_two_nodes_through_slurm(lab: SlurmLab, tmp_path: Path) -> None:
-    """nccl_nodes.srun_argv from the login node (srun makes the allocation): the launcher on gpu02 and gpu03, the
-    worker under torchrun on each (gloo), one group of two ranks; the judge passes the ranks and the sums."""
-    out = tmp_path / "nccl"
-    fast = nccl_run.Options(backend="gloo", sizes=(4096,), iters=1, warmup=0, timeout=60.0, check_count=257)
-    job = nccl_nodes.SlurmJob(sys.executable, 2, 1, str(out), partition="mixed", time="5", options=fast)
-    argv = nccl_nodes.srun_argv(job)
-    done = subprocess.run(argv, env=lab.env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = (out / "report.json").read_text()
-    checks = {c.id: c.status for c in nccl.judge(nccl.Collected(2, report))}
-    assert checks["nccl-ranks"] == "pass" and checks["nccl-sum"] == "pass"
-    assert "rendezvous at" in done.stderr and "(gpu02, the step's first host)" in done.stderr
-    assert {r["world_size"] for r in json.loads(report)["ranks"]} == {2}

@@ -33,7 +33,7 @@ from envsolver.kb import default_kb
 from tests.cluster.captures import ONLY  # the checks the lab's stand-in python answers
 from tests.hostile import HOSTILE, assert_shown
 from tests.signals import default_dispositions
-from tests.slurmlab import A100, V100, Gpu, SlurmLab, write_env
+from tests.slurmlab import A100, V100, Gpu, SlurmLab, write_env, write_hanging_python
 
 CHECKS = [word for check_id in ONLY for word in ("--check", check_id)]
 PARTITIONS = ["a100", "h100", "mixed", "pair", "tesla", "v100"]  # cluster init writes them by name
@@ -352,9 +352,7 @@ def test_ctrl_c_ends_every_step_and_exits_130(setup: Setup, tmp_path: Path) -> N
     started = tmp_path / "started"
     started.mkdir()
     hanging = tmp_path / "hanging"
-    (hanging / "bin").mkdir(parents=True)
-    (hanging / "bin" / "python").write_text(f'#!/bin/sh\ntouch "{started}/$SLURMD_NODENAME"\nexec sleep 120\n')
-    (hanging / "bin" / "python").chmod(0o755)
+    write_hanging_python(hanging, started)
     proc = subprocess.Popen(
         [sys.executable, "-m", "envsolver", "verify", "--cluster", str(setup.file), "-p", str(hanging), "--json"],
         stdout=subprocess.PIPE,

@@ -173,15 +173,7 @@ def test_the_jobs_verify_step_on_the_aarch64_node_never_runs_the_login_interpret
     assert written.returncode == 0, written.stderr
     assert str(wrapper) not in script.read_text(), script.read_text()
     output = arm.root / "gh200.out"
-    done = subprocess.run(
-        ["sbatch", "--wait", f"--output={output}", str(script)],
-        cwd=arm.root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = arm.lab.batch([f"--output={output}", str(script)], arm.root, env)
     said = f"exit {done.returncode}: {done.stderr}\n{output.read_text() if output.exists() else ''}"
     runs = log.read_text().splitlines()
     assert runs == ["run job= node="], f"runs of the login interpreter: {runs}; {said}"

@@ -33,13 +33,14 @@ LAUNCHER = str(nccl_nodes.LAUNCHER)
 WORKER = str(nccl_run.WORKER)
 
 
-def stand_in_env(root: Path, hang: bool = False) -> Path:
-    """A prefix whose bin/python appends `NODE FILE` to PREFIX/starts.log, then runs this test's python; with
-    `hang`, a rank (the worker) sleeps instead, so the step runs until it is cancelled."""
+def stand_in_env(root: Path, hang: str | None = None) -> Path:
+    """A prefix whose bin/python appends `NODE FILE` to PREFIX/starts.log, then runs this test's python; asked to
+    run the file `hang` (WORKER: each rank; LAUNCHER: the step's task itself), it sleeps instead, so the step runs
+    until it is cancelled."""
     prefix = root / "envs" / "train env"
     (prefix / "bin").mkdir(parents=True)
     log = prefix / "starts.log"
-    hang_line = f'[ "$1" = "{WORKER}" ] && exec sleep 600\n' if hang else ""
+    hang_line = f'[ "$1" = "{hang}" ] && exec sleep 600\n' if hang else ""
     (prefix / "bin" / "python").write_text(
         f'#!/bin/sh\nprintf \'%s %s\\n\' "${{SLURMD_NODENAME:-login}}" "$1" >> "{log}"\n'
         f'{hang_line}exec {sys.executable} "$@"\n'
@@ -64,9 +65,9 @@ def verify(args: list[str], env: dict[str, str] | None = None) -> tuple[int, dic
 
 @needs_torch
 def test_verify_nccl_across_two_lab_nodes(lab: SlurmLab, tmp_path: Path) -> None:
-    """From the login node: one step on gpu02 and gpu03, a rank on each, one group of two that met at gpu02 (the
-    step's first host); every check judged, busbw for each size; the env's python ran the launcher on both nodes
-    and a rank on both; nothing ran on the login node but srun."""
+    """From the login node (nccl_nodes.srun_argv: srun makes the allocation): one step on gpu02 and gpu03, a rank
+    on each, one group of two that met at gpu02 (the step's first host); every check judged, busbw for each size;
+    the env's python ran the launcher on both nodes and a rank on both; nothing ran on the login node but srun."""
     prefix = stand_in_env(tmp_path)
     port = str(free_ports(1)[0])
     args = ["-p", str(prefix), "--nodes", "2", "--partition", "mixed", "--port", port, *FAST]
@@ -136,7 +137,7 @@ def test_inside_a_batch_job_the_check_is_a_step_on_the_jobs_nodes(lab: SlurmLab,
 def test_sigterm_to_envsolver_cancels_the_step(lab: SlurmLab, tmp_path: Path) -> None:
     """The ranks hang (the stand-in sleeps); SIGTERM to envsolver's PID alone: exit 143, the step is cancelled
     and squeue is empty within seconds."""
-    prefix = stand_in_env(tmp_path, hang=True)
+    prefix = stand_in_env(tmp_path, hang=WORKER)
     argv = [sys.executable, "-m", "envsolver", "verify", "--nccl", "-p", str(prefix), "--nodes", "2"]
     argv += ["--partition", "mixed", *FAST]
     env = {**lab.env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -145,7 +146,7 @@ def test_sigterm_to_envsolver_cancels_the_step(lab: SlurmLab, tmp_path: Path) ->
         deadline = time.monotonic() + 120
         while sum(1 for node, file in starts(prefix) if file == WORKER) < 2:
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate(timeout=30)
-            time.sleep(0.5)
+            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -187,26 +188,28 @@ def squeue_empty_within(lab: SlurmLab, seconds: float) -> list[str]:
     deadline = time.monotonic() + seconds
     left = lab.run(["squeue", "--noheader", f"--name={nccl_nodes.STEP_NAME}"]).stdout.split()
     while left and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.2)
         left = lab.run(["squeue", "--noheader", f"--name={nccl_nodes.STEP_NAME}"]).stdout.split()
     return left
 
 
-@needs_torch
 def test_a_step_past_its_deadline_is_cancelled_and_judged(lab: SlurmLab, tmp_path: Path) -> None:
-    """The ranks hang; run_slurm's deadline (8 s here) stops srun, the step leaves squeue, and the judge says
-    what happened: the ranks that started and never finished, the launcher's word on the deadline."""
-    prefix = stand_in_env(tmp_path, hang=True)
+    """The step hangs from its start (each node's task sleeps where the launcher would run: the step outlasts
+    any deadline, whatever the machine's load); run_slurm's deadline (3 s here) stops srun, the step leaves
+    squeue, and the judge says what happened: no rank finished, the launcher's word on the deadline."""
+    prefix = stand_in_env(tmp_path, hang=LAUNCHER)
     options = nccl_run.Options(backend="gloo", sizes=(4096,), iters=1, warmup=0, timeout=60.0)
     across = nccl_nodes.Across(nodes=2, gpus=1, partition="mixed", port=free_ports(1)[0])
     environ = {**lab.env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     with nccl_nodes.run_dir(nccl_nodes.scratch_root(environ)) as out_dir:
         job, inside = nccl_nodes.slurm_job(prefix / "bin" / "python", across, options, out_dir, environ)
         started = time.monotonic()
-        run = nccl_nodes.run_slurm(job, inside, prefix, environ, "envsolver verify --nccl ...", limit=8.0)
+        run = nccl_nodes.run_slurm(job, inside, prefix, environ, "envsolver verify --nccl ...", limit=3.0)
     assert time.monotonic() - started < 60, "the deadline did not stop srun"
+    seen = starts(prefix)
+    assert sorted(node for node, file in seen if file == LAUNCHER) == ["gpu02", "gpu03"], seen  # it ran, past it
     checks = {c.id: c for c in run.checks}
     assert checks["nccl-report"].status == "fail", checks["nccl-report"]
-    assert "did not finish in 8 s" in checks["nccl-report"].detail, checks["nccl-report"]
+    assert "did not finish in 3 s" in checks["nccl-report"].detail, checks["nccl-report"]
     left = squeue_empty_within(lab, 20)
     assert not left, f"still queued or running after the deadline: {left}"
