@@ -34,9 +34,12 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import functools
+import gc
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -238,10 +241,33 @@ def _walk(
                 yield from _walk(item, node, name, position, inner, inside)
 
 
+# A line of source as the parser splits them (ast's own splitter): on \r\n, \r or \n only, not on a form feed.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+
+@functools.lru_cache(maxsize=4)
+def _lines(source: str) -> list[str]:
+    """The source's lines, split once per module: ast.get_source_segment splits the whole source again for
+    each node, character by character, which took most of the time of listing a group's mutants."""
+    return _LINE.findall(source)
+
+
+def source_segment(source: str, node: ast.AST) -> str | None:
+    """ast.get_source_segment(source, node), the same text, from the lines split once (_lines)."""
+    end_line, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+    if end_line is None or end_col is None or not hasattr(node, "lineno") or not hasattr(node, "col_offset"):
+        return None
+    lines, first, col = _lines(source), node.lineno - 1, node.col_offset
+    if end_line - 1 == first:
+        return lines[first].encode()[col:end_col].decode()
+    head, tail = lines[first].encode()[col:].decode(), lines[end_line - 1].encode()[:end_col].decode()
+    return "".join([head, *lines[first + 1 : end_line - 1], tail])
+
+
 def _segment(source: str, node: ast.AST) -> str:
     """The node's source text on one line, cut at 70 characters; ast.unparse where the recorded position does
     not give the node back (expressions inside f-strings before Python 3.12)."""
-    text = ast.get_source_segment(source, node)
+    text = source_segment(source, node)
     try:
         tree = ast.parse(text or "", mode="eval" if isinstance(node, ast.expr) else "exec")
         found = tree.body if isinstance(tree, ast.Expression) else (tree.body[0] if tree.body else None)
@@ -612,6 +638,9 @@ def serve(preload: Sequence[str]) -> int:
     if mutated:
         raise SystemExit(f"preloading imported {mutated[0]}, which the mutants must import afresh")
     signal.signal(signal.SIGTERM, _kill_child)
+    # What is imported now stays for every run: out of the collector's sight, each run's collections (pytest
+    # collects twice as it ends) walk only what that run made, and its pages stay shared with this process.
+    gc.freeze()
     for line in sys.stdin:
         job = json.loads(line)
         start = time.monotonic()

@@ -196,6 +196,37 @@ def test_verbose_prints_the_solve_on_stderr_and_leaves_json_alone(tmp_path: Path
     assert not DETAIL.search(plain.stderr) and not DETAIL.search(quiet.stderr)
 
 
+def test_a_step_from_a_commands_thread_prints_as_every_step_and_a_fleeting_one_does_not() -> None:
+    """-v's steps have one printer (cli/base.with_detail): a step told from a thread of the command (a download,
+    an op build, torchrun's reader; click's context is per thread) prints as one from the command's own thread,
+    timestamped, its credentials masked, its control characters spelled out; a Fleeting message (the bytes of a
+    download as they arrive) only updates the status line."""
+    import threading
+
+    from envsolver.cli import base as cli_base
+    from envsolver.net.progress import Fleeting
+
+    shown: list[str] = []
+
+    @click.command()
+    @cli_base.verbosity_of("the steps")
+    def probe() -> None:
+        step = cli_base.with_detail(cli_base.err_out(), shown.append)
+        for message in ("fetched \x1b]0;owned\x07 https://alice:pw-S3CRET@example.org/x", Fleeting("1 KiB of 9")):
+            thread = threading.Thread(target=step, args=(message,))
+            thread.start()
+            thread.join()
+
+    loud, plain = CliRunner().invoke(probe, ["-v"]), CliRunner().invoke(probe, [])
+    assert loud.exit_code == plain.exit_code == 0, (loud.output, plain.output)
+    assert len(shown) == 4, shown  # the status line sees every message, with or without -v
+    lines = loud.stderr.splitlines()
+    assert len(lines) == 1 and DETAIL.match(lines[0]), loud.stderr
+    assert "fetched \\x1b]0;owned\\x07 https://" in lines[0] and "\x1b" not in loud.stderr, loud.stderr
+    assert "pw-S3CRET" not in loud.stderr and "1 KiB of 9" not in loud.stderr, loud.stderr
+    assert plain.stderr == "", plain.stderr
+
+
 def test_quiet_keeps_warnings_and_errors() -> None:
     warned = invoke(["explain", "--gpu", "a100", "-q"])  # no --driver: a warning
     assert warned.exit_code == 0 and "warning: no --driver given" in warned.stderr, warned.output

@@ -221,6 +221,26 @@ def test_progress_reports_bytes_and_files(tmp_path: Path) -> None:
     assert any(" / " in line for line in shown)
 
 
+def test_install_verbose_prints_each_archive_fetched_not_each_byte_count(tmp_path: Path) -> None:
+    """install -v: a step line as each archive's download ends (the downloads' own threads tell it), not the
+    byte counts in between, which only the status line shows."""
+    from click.testing import CliRunner
+
+    from envsolver.cli.main import main
+
+    big = channel_with_big(tmp_path, big_bytes=100_000)
+    lock = write_lock(big, tmp_path, ("tiny-app", "tiny-big"))
+    with serve(big) as lab:  # the meter's first byte count comes before any archive is done, however fast
+        argv = ["install", str(lock), "-p", str(tmp_path / "env"), "--no-hook", "-v"]
+        result = CliRunner().invoke(
+            main, [*argv, "--mirror", f"{big.as_uri()}={lab.url}"], env={"ENVSOLVER_CACHE_DIR": str(tmp_path / "c")}
+        )
+    assert result.exit_code == 0, result.output
+    fetched = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if "] downloading " in line]
+    assert [line.split(" · ")[0] for line in fetched] == [f"downloading {n}/4" for n in range(1, 5)], result.stderr
+    assert "] linking 4 packages into " in result.stderr, result.stderr
+
+
 # -- proxies --------------------------------------------------------------------------------------------------
 
 

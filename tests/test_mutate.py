@@ -3,6 +3,7 @@ tiny project in tests/data/mutate (known mutants killed, missed, timed out and e
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import shutil
@@ -88,6 +89,16 @@ def test_a_mutant_changes_its_node_and_nothing_else(text: str, changed: str) -> 
     assert len(differing) == 1 and changed in differing[0][1], differing
 
 
+def test_a_nodes_text_is_what_ast_gives_from_lines_split_once() -> None:
+    """source_segment, which splits a module into lines once, gives each node the text ast.get_source_segment
+    gives (which splits the whole module again for each node): \r\n, a lone \r, a form feed inside a line,
+    characters of several bytes, nodes over several lines."""
+    odd = "x = 1\r\ny = (2 +\r\n  3)\rz = 'é中' + 'a'\x0c\nif z:\n    w = [\n 1,\n 2]\n    v = w"
+    for source in (SAMPLE, odd, (TINY / "tiny.py").read_text("utf-8")):
+        for node in ast.walk(ast.parse(source)):
+            assert mutate.source_segment(source, node) == ast.get_source_segment(source, node), ast.dump(node)
+
+
 def test_comparisons_flip_and_move_their_boundary() -> None:
     source = "def f(a, b):\n    return (a <= b, a > b, a >= b, a == b, a in b, a not in b, a is b, a is not b)\n"
     texts = [m.text.split(" in `")[0] for m in mutate.mutants(source, "s.py") if m.kind in ("compare", "boundary")]
@@ -135,7 +146,10 @@ def test_an_exclusion_without_a_reason_is_refused_with_its_line(tmp_path: Path) 
 
 def test_exclusions_read_with_their_reasons() -> None:
     assert mutate.read_exclusions(TINY / "equivalent.txt") == {
-        "tiny.py::clamp::`>=` -> `>` in `value >= high`": "at value == high both branches return the same number"
+        "tiny.py::clamp::`>=` -> `>` in `value >= high`": "at value == high both branches return the same number",
+        "tiny.py::halve_until::deleted `time.sleep(0.01)`": (
+            "the pause changes how long a turn takes, not what the function returns"
+        ),
     }
 
 
@@ -174,6 +188,7 @@ def test_a_run_over_the_tiny_project_kills_misses_times_out_and_excludes(tmp_pat
         ("halve_until", "deleted `value = value // 2`"): "timeout",
         ("halve_until", "`2` -> `3` in `value // 2`"): "killed",
         ("halve_until", "`2` -> `1` in `value // 2`"): "timeout",
+        ("halve_until", "deleted `time.sleep(0.01)`"): "equivalent",
         ("halve_until", "`return value` -> `return None`"): "killed",
         ("describe", '`return "adult" if is_adult(age) else "minor"` -> `return None`'): "survived",
         ("describe", "negated condition `is_adult(age)`"): "survived",

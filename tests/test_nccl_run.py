@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -367,9 +368,10 @@ def test_the_node_command_outside_slurm_says_so(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def gloo_cli() -> Result:
-    """`envsolver verify --nccl --backend gloo --gpus 2 --json` with this python: torchrun and two ranks."""
+    """`envsolver verify --nccl --backend gloo --gpus 2 --json -v` with this python: torchrun and two ranks. -v
+    changes stderr only (its steps, test_verbose_prints_each_step_of_the_run_as_it_comes); stdout is --json's."""
     args = ["verify", "--nccl", "--python", sys.executable, "--backend", "gloo", "--gpus", "2"]
-    return CliRunner().invoke(main, [*args, "--sizes", "4K,64K", "--iters", "2", "--json"])
+    return CliRunner().invoke(main, [*args, "--sizes", "4K,64K", "--iters", "2", "--json", "-v"])
 
 
 @needs_torch
@@ -403,6 +405,26 @@ def test_cli_verify_nccl_gloo_json(gloo_cli: Result) -> None:
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert {c["id"] for c in doc["checks"]} == set(nccl.CHECK_IDS)
     assert doc["command"].startswith(shlex.quote(sys.executable) + " -m torch.distributed.run --standalone")
+
+
+STEP = re.compile(r"^\[\s*(\d+\.\d\d)s\] (.*)$")
+
+
+@needs_torch
+def test_verbose_prints_each_step_of_the_run_as_it_comes(gloo_cli: Result) -> None:
+    """-v, as its help says: the ranks joining and each size's all-reduce, each on a stderr line of its own with
+    the seconds since the start, then the command's end. The steps come from torchrun's reader threads, where
+    click has no context: each must still print."""
+    assert gloo_cli.exit_code == 0, gloo_cli.output
+    lines = gloo_cli.stderr.splitlines()
+    steps = [m.groups() for m in map(STEP.match, lines) if m]
+    assert len(steps) == len(lines), gloo_cli.stderr  # every stderr line is a step line (no spinner off a terminal)
+    said = [text for _, text in steps]
+    for words in ("joining 2 ranks (gloo)", "all-reduce 4096 bytes: ", "all-reduce 65536 bytes: ", "checking sums"):
+        assert any(text.startswith(words) for text in said), (words, gloo_cli.stderr)
+    assert said[-1].endswith(" verify: done"), gloo_cli.stderr  # CliRunner names the program `main`
+    seconds = [float(at) for at, _ in steps]
+    assert seconds == sorted(seconds), gloo_cli.stderr
 
 
 # Independent faults on different ranks, injected in one launch: each must fail its own check and name its own

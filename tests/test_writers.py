@@ -268,6 +268,10 @@ def test_explicit_marker_in_a_header_is_only_a_comment(tmp_path: Path, writer: s
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_LOCKS = sorted((ROOT / "locks").glob("*/conda-lock.yml"))
+# PyYAML's safe loader on libyaml, where PyYAML has it: for the documents a test only reads (a shipped lock's inputs,
+# the document the schema validates); conda-lock's own reader (parse_conda_lock_file) stays the one it uses. The
+# pure-Python scanner took a third of a second per shipped lock, each read three times.
+FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def render_with_conda_locks_models(
@@ -371,7 +375,7 @@ def accepted_by_conda_lock(text: str, tmp: Path) -> None:
     path = tmp / "conda-lock.yml"
     path.write_text(text, encoding="utf-8")
     parse_conda_lock_file(path)
-    jsonschema.validate(yaml.safe_load(text), conda_lock_schema())
+    jsonschema.validate(yaml.load(text, Loader=FAST_LOADER), conda_lock_schema())
 
 
 def inputs_of(
@@ -380,7 +384,7 @@ def inputs_of(
     """What renders a written conda-lock.yml: its records, channels, hashes, custom metadata, command, KB date,
     and its PyPI files."""
     text = path.read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
+    doc = yaml.load(text, Loader=FAST_LOADER)
     lines = text.splitlines()
     kb_date = lines[0].split("(knowledge base ", 1)[1].split(")", 1)[0]
     command = lines[1].removeprefix("# Regenerate with: ")
@@ -635,7 +639,6 @@ from envsolver.resolve.inputs import Options, build_target
 from envsolver.kb import default_kb
 from envsolver.resolve.run import resolve
 from envsolver.lock.writers import condalock, environment, explicit
-from tests.test_writers import RECORDS, UNSORTED
 
 kb = default_kb()
 inputs = build_target(Options(gpus=("v100", "a100", "h100"), driver="535.104.05"), kb)
@@ -654,10 +657,14 @@ def test_every_writer_gives_the_same_bytes_in_another_process(tmp_path: Path) ->
     import sys
 
     root = Path(__file__).parent.parent
+    # The records as their repr, not imported from this module: its imports (conda-lock, hypothesis, pytest) were
+    # most of each process's second of CPU.
+    given_records = f"from envsolver.lock.solve import Record\nRECORDS = {RECORDS!r}\nUNSORTED = {UNSORTED!r}\n"
     outputs = set()
     for seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
-        done = subprocess.run([sys.executable, "-c", RENDER_ALL], cwd=root, env=env, capture_output=True, check=True)
+        argv = [sys.executable, "-c", given_records + RENDER_ALL]
+        done = subprocess.run(argv, cwd=root, env=env, capture_output=True, check=True)
         outputs.add(done.stdout)
     assert len(outputs) == 1
     text = outputs.pop().decode()

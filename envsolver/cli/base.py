@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -250,15 +251,29 @@ def diagnostics() -> Console:
     return err
 
 
-def detail(out: Console | Plain, line: str) -> None:
-    """With -v: `[  1.23s] LINE` on `out` (stderr), the seconds since the command line was parsed."""
-    if level() <= 0:
-        return
+def _started() -> float:
+    """time.monotonic() when the command line was parsed (now, outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    return float(ctx.meta.get(_START, time.monotonic())) if ctx is not None else time.monotonic()
+
+
+# One detail line at a time: a progress callback is called from the threads of a command (downloads, op builds,
+# the readers of torchrun's output), and Plain writes a line in two calls.
+_DETAIL_LINE = threading.Lock()
+
+
+def _detail_line(out: Console | Plain, start: float, line: str) -> None:
     from envsolver.cli import render
 
-    ctx = click.get_current_context(silent=True)
-    start = float(ctx.meta.get(_START, time.monotonic())) if ctx is not None else time.monotonic()
-    render.text(out, f"[{time.monotonic() - start:7.2f}s] {redact_text(line)}")
+    with _DETAIL_LINE:
+        render.text(out, f"[{time.monotonic() - start:7.2f}s] {redact_text(line)}")
+
+
+def detail(out: Console | Plain, line: str) -> None:
+    """With -v: `[  1.23s] LINE` on `out` (stderr), the seconds since the command line was parsed; LINE's
+    credentials masked and its control characters spelled out (render.text)."""
+    if level() > 0:
+        _detail_line(out, _started(), line)
 
 
 def err_out() -> Console | Plain:
@@ -272,13 +287,20 @@ def err_out() -> Console | Plain:
 
 
 def with_detail(out: Console | Plain, show: Callable[[str], None]) -> Callable[[str], None]:
-    """A progress callback; with -v each message also stays on `out`, as a detail line."""
+    """A progress callback; with -v each message also stays on `out`, as a detail line, except a Fleeting one (the
+    bytes of a download as they arrive). The level and the start are read here, in the command's thread: click's
+    context is the thread's own, and the callback is called from the command's threads too (torchrun's readers,
+    downloads, op builds), which have none."""
     if level() <= 0:
         return show
+    from envsolver.net.progress import Fleeting
+
+    start = _started()
 
     def both(message: str) -> None:
         show(message)
-        detail(out, message)
+        if not isinstance(message, Fleeting):
+            _detail_line(out, start, message)
 
     return both
 

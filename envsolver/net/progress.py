@@ -2,7 +2,8 @@
 
 The meter only counts and formats; where the line goes is the caller's (install passes it to the CLI's status
 line, which rich draws on a terminal and leaves out on a pipe). Thread-safe: the downloads report from their
-own threads. A line is sent at most every `every_s` seconds, and once more when a file finishes.
+own threads. A line is sent at most every `every_s` seconds, and once more when a file finishes; the lines in
+between are Fleeting (the status line shows them, -v's step lines leave them out).
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ Show = Callable[[str], None]
 WINDOW_S = 3.0  # the rate is the bytes received over about the last three seconds
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+class Fleeting(str):
+    """A progress message that the next one replaces (the bytes of a download as they arrive): a status line
+    shows it; -v, which keeps each step on a line of its own (cli/base.with_detail), leaves it out."""
+
+    __slots__ = ()
 
 
 def size(n: float) -> str:
@@ -89,4 +97,4 @@ class Meter:
             self._samples.popleft()
         if force or now - self._shown_at >= self.every_s:
             self._shown_at = now
-            self.show(self.text())
+            self.show(self.text() if force else Fleeting(self.text()))

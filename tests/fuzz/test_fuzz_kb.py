@@ -26,7 +26,9 @@ NEVER_VALID = {"x": 1}
 
 @cache
 def originals() -> dict[str, Any]:
-    return {name: yaml.safe_load((KB_DATA / name).read_text(encoding="utf-8")) for name in FILES}
+    """The KB files as the loader reads them (libyaml's safe loader where PyYAML has it, as core/safeyaml.py)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return {name: yaml.load((KB_DATA / name).read_text(encoding="utf-8"), Loader=loader) for name in FILES}
 
 
 def _tables(doc: Any) -> list[str]:

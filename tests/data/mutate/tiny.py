@@ -14,9 +14,14 @@ def clamp(value: int, high: int) -> int:
 
 
 def halve_until(value: int, limit: int) -> int:
-    """Deleting the halving, or halving by 1, loops for ever: those mutants end on the timeout."""
+    """Deleting the halving, or halving by 1, loops for ever: those mutants end on the timeout. Each turn pauses,
+    so that a mutant that loops waits for its timeout rather than spinning a CPU (deleting the pause is
+    equivalent)."""
+    import time
+
     while value > limit:
         value = value // 2
+        time.sleep(0.01)
     return value
 
 
