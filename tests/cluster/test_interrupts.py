@@ -26,9 +26,9 @@ from tests.slurmlab import SlurmLab, write_hanging_python
 
 GONE_S = 5.0  # no step may still run (RUNNING, PENDING) this long after the signal
 # After a cancel by id the job passes through COMPLETING while slurmd kills the tasks of a stopped srun's step
-# (once over 5 s on this loaded 2-core machine, and over 15 s at load 6 to 8 with a second lab on the host,
-# 2026-12-02). That is Slurm's cleanup, not envsolver's cancel (GONE_S holds that): the bound is only "it ends".
-CANCELLED_GONE_S = 60.0
+# (once over 5 s on this loaded 2-core machine). Over 15 s was seen once (2026-12-02): the stand-in python had
+# outlived its step, since fixed (slurmlab.write_hanging_python), not Slurm being slow.
+CANCELLED_GONE_S = 15.0
 CODES = [(signal.SIGINT, 130, "interrupted (Ctrl-C)"), (signal.SIGTERM, 143, "terminated (SIGTERM)")]
 CODES_IDS = ["INT", "TERM"]
 
