@@ -131,7 +131,7 @@ def _checks_epilog() -> str:
     "node). Inside an allocation (salloc, a batch job) the step runs on N of its nodes.",
 )
 @click.option("--time", "time_limit", help="--nccl --nodes: the step's --time [default: the check's own deadline].")
-@click.option("--port", type=int, help="--nccl --nodes: rendezvous port [default: 29500 + job id % 20000].")
+@click.option("--port", type=int, help="--nccl --nodes: rendezvous port [default: 29500 + job id % 3000].")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, target, checks} as JSON.")
 @verbosity_of("with --nccl on this node, each step of the run as it comes (the ranks joining, each size's all-reduce)")
 @interrupts.ends_like_ctrl_c  # SIGTERM and SIGHUP end the steps of --cluster and --nccl as Ctrl-C does

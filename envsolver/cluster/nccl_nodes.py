@@ -72,7 +72,7 @@ def absolute_path(text: str) -> str:
 class SlurmJob:
     """The NCCL check across `nodes` nodes of a Slurm allocation. `python` and `worker` are absolute paths the
     compute nodes see (the env and envsolver on the shared filesystem); `out_dir` a shared directory for the rank
-    files; `port` the rendezvous port on the first node (None: 29500 + SLURM_JOB_ID % 20000, chosen on the node,
+    files; `port` the rendezvous port on the first node (None: 29500 + SLURM_JOB_ID % 3000, chosen on the node,
     so two jobs sharing a node rarely collide)."""
 
     python: str

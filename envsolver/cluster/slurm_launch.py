@@ -16,9 +16,10 @@ else the name) and replaces itself with
 every node computes the same host from the same Slurm facts: the rendezvous is on the step's first host by
 construction (the common multi-node failure is a rendezvous on the wrong host: a MASTER_ADDR typed by hand, each
 node naming itself, or the job's first host when the step runs on other nodes of it). PORT is --port, else
-29500 + SLURM_JOB_ID % 20000, so two jobs sharing a node rarely collide. torchrun sets RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR and MASTER_PORT for each process; COMMAND runs as given (`--no-python`: it names its
-own interpreter, e.g. `python train.py`, found on the PATH the job's activation set).
+29500 + SLURM_JOB_ID % 3000 (below the kernel's ephemeral ports: PORT_SPREAD), so two jobs sharing a node rarely
+collide. torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT for each process; COMMAND runs as
+given (`--no-python`: it names its own interpreter, e.g. `python train.py`, found on the PATH the job's activation
+set).
 
 Two more launch styles (`--style`), with the same rendezvous rule:
 
@@ -61,7 +62,10 @@ from dataclasses import dataclass
 PROG = "envsolver-launch"
 SCONTROL_TIMEOUT_S = 60
 PORT_BASE = 29500
-PORT_SPREAD = 20000
+# Ports 29500 to 32499: below the ports Linux hands to outgoing connections (32768 and up by default:
+# net.ipv4.ip_local_port_range), where any process's connection on the first host could hold the job's port at
+# the moment torch's store binds it (29500 + id % 20000 reached 49499: the Slurm lab's rendezvous failed so).
+PORT_SPREAD = 3000
 STYLES = ("torchrun", "per-task", "deepspeed")
 # A host name or IPv4 address as NodeAddr holds it (IPv6 would need brackets in the endpoint: the name is used).
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]{0,252})")
@@ -292,7 +296,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         default="torchrun",
         help="torchrun per node (default); per-task: this task is one rank; deepspeed: DeepSpeed's launcher per node",
     )
-    parser.add_argument("--port", type=int, help=f"rendezvous port (default {PORT_BASE} + SLURM_JOB_ID % 20000)")
+    parser.add_argument(  # argparse formats help with %: a literal one is %%
+        "--port", type=int, help=f"rendezvous port (default {PORT_BASE} + SLURM_JOB_ID %% {PORT_SPREAD})"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the command as JSON, do not run it")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(argv)

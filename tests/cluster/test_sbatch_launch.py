@@ -102,10 +102,17 @@ def test_torchrun_argv_meets_at_the_first_host_with_the_steps_nodes() -> None:
 
 
 def test_the_port_is_given_or_derived_from_the_job() -> None:
-    assert slurm_launch.port_for("4242", None) == 29500 + 4242
-    assert slurm_launch.port_for("123456", None) == 29500 + 123456 % 20000
+    assert slurm_launch.port_for("4242", None) == 29500 + 1242
+    assert slurm_launch.port_for("123456", None) == 29500 + 123456 % 3000
     assert slurm_launch.port_for("4242", 31000) == 31000
     assert slurm_launch.port_for("not-a-number", None) == 29500
+
+
+def test_no_job_gets_a_port_the_kernel_may_give_an_outgoing_connection() -> None:
+    """Linux hands out 32768 and up (its default net.ipv4.ip_local_port_range) to outgoing connections: a derived
+    rendezvous port there could be held by any connection on the first host when torch's store binds it."""
+    ports = {slurm_launch.port_for(str(job), None) for job in range(100_000)}
+    assert min(ports) == 29500 and max(ports) < 32768, (min(ports), max(ports))
 
 
 STEP_ENV = {
@@ -397,3 +404,12 @@ def test_non_ascii_digits_in_slurms_variables_are_refused_not_a_traceback() -> N
         with pytest.raises(slurm_launch.LaunchError, match="is not a number"):
             slurm_launch._number({"SLURM_STEP_NUM_NODES": text}, "SLURM_STEP_NUM_NODES")
         assert slurm_launch.port_for(text, None) == slurm_launch.PORT_BASE
+
+
+def test_the_launchers_help_prints_and_exits_0() -> None:
+    """argparse formats help texts with %: the port's help once ended `--help` in a ValueError traceback."""
+    done = subprocess.run(
+        [sys.executable, slurm_launch.__file__, "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{slurm_launch.PORT_BASE} + SLURM_JOB_ID % {slurm_launch.PORT_SPREAD}" in done.stdout, done.stdout
