@@ -580,6 +580,30 @@ def canonical(value: Any) -> Any:
     return (type(value).__name__, repr(value))
 
 
+def test_a_kbs_lookup_tables_stay_out_of_its_pickle_and_answer_as_its_rows(yaml_kb: KnowledgeBase) -> None:
+    """toolkit(), cuda_major() and deepspeed_conda_builds_for() answer from tables built on first use (the
+    resolver asks hundreds of thousands of times): each answers as a scan of the rows would, and the compiled KB
+    pickles to the same bytes before and after they are built."""
+    import pickle
+
+    from envsolver.kb.model import KnowledgeBase as Model
+
+    fresh = Model(**{f: getattr(yaml_kb, f) for f in yaml_kb.__dataclass_fields__})  # no table built yet
+    before = pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL)
+    for version in [t.version for t in fresh.toolkits] + [MajorMinor(9, 9)]:
+        assert fresh.toolkit(version) is next((t for t in fresh.toolkits if t.version == version), None), version
+    for major in [m.major for m in fresh.cuda_majors] + [99]:
+        assert fresh.cuda_major(major) is next((m for m in fresh.cuda_majors if m.major == major), None), major
+    rows = fresh.deepspeed_conda_builds
+    for torch, cuda, platform in {(r.torch, r.cuda, r.platform) for r in rows} | {
+        (MajorMinor(1, 0), MajorMinor(9, 9), "x")
+    }:
+        wanted = tuple(r for r in rows if (r.torch, r.cuda, r.platform) == (torch, cuda, platform))
+        assert fresh.deepspeed_conda_builds_for(torch, cuda, platform) == wanted, (torch, cuda, platform)
+    assert pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL) == before
+    assert pickle.loads(before) == fresh
+
+
 def cached_files(root: Path) -> list[Path]:
     return sorted((root / "kb").glob("kb-*.pickle")) if (root / "kb").is_dir() else []
 

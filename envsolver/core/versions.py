@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import total_ordering
 
 from envsolver.core.errors import BadInputError
 
@@ -20,21 +19,16 @@ _LEADING_MAJOR_MINOR = re.compile(rf"\s*{_N}\.{_N}(?![0-9])")
 _DRIVER = re.compile(rf"{_N}(?:\.{_N})?(?:\.{_N})?")
 
 
-@total_ordering
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class MajorMinor:
-    """A `major.minor` pair: a CUDA release (12.8), a compute capability (8.6) or a Python (3.11)."""
+    """A `major.minor` pair: a CUDA release (12.8), a compute capability (8.6) or a Python (3.11). Ordered as
+    (major, minor): the dataclass's own comparisons, one call each (the resolver compares millions of them)."""
 
     major: int
     minor: int
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, MajorMinor):
-            return NotImplemented
-        return (self.major, self.minor) < (other.major, other.minor)
 
     @property
     def sm(self) -> int:
@@ -81,10 +75,11 @@ def sm_to_cc(sm: int) -> MajorMinor:
     return MajorMinor(sm // 10, sm % 10)
 
 
-@total_ordering
 @dataclass(frozen=True)
 class DriverVersion:
-    """An NVIDIA driver version such as 535.104.05, compared component by component."""
+    """An NVIDIA driver version such as 535.104.05, compared component by component (each comparison written
+    out, not derived by functools.total_ordering: one call each, where the resolver makes hundreds of
+    thousands)."""
 
     parts: tuple[int, ...]
     text: str
@@ -96,6 +91,21 @@ class DriverVersion:
         if not isinstance(other, DriverVersion):
             return NotImplemented
         return _padded(self.parts) < _padded(other.parts)
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, DriverVersion):
+            return NotImplemented
+        return _padded(self.parts) <= _padded(other.parts)
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, DriverVersion):
+            return NotImplemented
+        return _padded(self.parts) > _padded(other.parts)
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, DriverVersion):
+            return NotImplemented
+        return _padded(self.parts) >= _padded(other.parts)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DriverVersion):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Literal
 
 from packaging.version import Version
@@ -325,8 +326,41 @@ class KnowledgeBase:
     # nvcc versions (snapshot.coverage.restrict).
     holding: Holding | None = None
 
+    def __getstate__(self) -> dict[str, object]:
+        """The fields alone (kb/cache.py pickles a KB): the lookup tables below are built again where used."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @cached_property
+    def _toolkits(self) -> dict[MajorMinor, Toolkit]:
+        """toolkit()'s table, built once: the resolver looks toolkits up hundreds of thousands of times."""
+        table: dict[MajorMinor, Toolkit] = {}
+        for t in self.toolkits:
+            table.setdefault(t.version, t)
+        return table
+
+    @cached_property
+    def _cuda_majors(self) -> dict[int, CudaMajor]:
+        table: dict[int, CudaMajor] = {}
+        for m in self.cuda_majors:
+            table.setdefault(m.major, m)
+        return table
+
+    @cached_property
+    def _deepspeed_conda(self) -> dict[tuple[MajorMinor, MajorMinor, str], tuple[DeepSpeedCondaBuild, ...]]:
+        table: dict[tuple[MajorMinor, MajorMinor, str], list[DeepSpeedCondaBuild]] = {}
+        for cb in self.deepspeed_conda_builds:
+            table.setdefault((cb.torch, cb.cuda, cb.platform), []).append(cb)
+        return {key: tuple(rows) for key, rows in table.items()}
+
     def toolkit(self, version: MajorMinor) -> Toolkit | None:
-        return next((t for t in self.toolkits if t.version == version), None)
+        """The first toolkit row of this CUDA release."""
+        return self._toolkits.get(version)
+
+    def deepspeed_conda_builds_for(
+        self, torch: MajorMinor, cuda: MajorMinor, platform: str
+    ) -> tuple[DeepSpeedCondaBuild, ...]:
+        """conda-forge's DeepSpeed build rows for this torch minor, CUDA and platform, in the KB's order."""
+        return self._deepspeed_conda.get((torch, cuda, platform), ())
 
     def known_drivers(self) -> tuple[DriverVersion, ...]:
         """Every driver version the knowledge base records (cuda.yaml's full-support and minor-version
@@ -335,7 +369,8 @@ class KnowledgeBase:
         return tuple(sorted(found))
 
     def cuda_major(self, major: int) -> CudaMajor | None:
-        return next((m for m in self.cuda_majors if m.major == major), None)
+        """The first row of this CUDA major."""
+        return self._cuda_majors.get(major)
 
     def include_target(self, platform: str, arm_variant: str | None = None) -> Fact:
         """The targets/<name> directory conda's CUDA headers go to: per platform, or per arm variant where it

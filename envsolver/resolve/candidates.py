@@ -12,7 +12,7 @@ from packaging.version import Version
 from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import KnowledgeBase, Toolkit, TorchBuild
 from envsolver.resolve import archs, companions, driver
-from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, no_conda_text
+from envsolver.resolve.deepspeed import DeepSpeedChoice, choose, conda_choice, no_conda_text
 from envsolver.resolve.plan import Rejected
 from envsolver.resolve.refusals import Refused
 from envsolver.resolve.target import Target
@@ -67,10 +67,10 @@ def gpu_names(target: Target, ccs: list[MajorMinor]) -> str:
 
 
 def _python(target: Target, build: TorchBuild) -> MajorMinor | Problem:
-    offered = ", ".join(str(p) for p in build.python)
     if target.python is not None:
         if target.python in build.python:
             return target.python
+        offered = ", ".join(str(p) for p in build.python)
         return Problem(f"no Python {target.python} build", f"it has {offered}")
     capped = [p for p in build.python if p <= PYTHON_CAP] or list(build.python)
     return max(capped)
@@ -142,13 +142,13 @@ def _hard_problem(kb: KnowledgeBase, target: Target, build: TorchBuild, toolkit:
         return held
     if target.driver is not None:
         level = driver.support(kb, target.driver, toolkit.version)
-        supports = driver.supports_text(kb, target.driver)
         if level == "none":
+            supports = driver.supports_text(kb, target.driver)
             return Problem(f"{driver.requirement_text(kb, toolkit.version)}; driver {target.driver} {supports}")
         if level == "minor" and target.driver_compat == "full":
             return Problem(
                 f"driver {target.driver} runs CUDA {toolkit.version} only through minor-version "
-                f"compatibility ({supports})"
+                f"compatibility ({driver.supports_text(kb, target.driver)})"
             )
     return None
 
@@ -258,7 +258,7 @@ def _python_with_conda_deepspeed(
     if target.python is not None or target.deepspeed_from == "pypi" or build.channel != "conda-forge":
         return None
     for python in sorted((p for p in build.python if p < default), reverse=True):
-        if choose(kb, build, torch, target.ccs, toolkit.version, python)[0] is not None:
+        if conda_choice(kb, build, torch, target.ccs, toolkit.version, python) is not None:
             return python
     return None
 

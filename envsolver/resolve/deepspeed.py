@@ -128,21 +128,16 @@ def choose(
             pypi = DeepSpeedChoice(release, release.latest, None)
             break
         why = why or f"DeepSpeed {release.since}-{release.latest}: {problem}"
-    return _conda_choice(kb, build, torch, ccs, nvcc, python), pypi, why or "no DeepSpeed release in the knowledge base"
+    return conda_choice(kb, build, torch, ccs, nvcc, python), pypi, why or "no DeepSpeed release in the knowledge base"
 
 
 def _conda_builds_for(kb: KnowledgeBase, build: TorchBuild, torch: Version) -> list[DeepSpeedCondaBuild]:
-    torch_minor = MajorMinor(torch.major, torch.minor)
     if build.channel != "conda-forge":
         return []
-    return [
-        cb
-        for cb in kb.deepspeed_conda_builds
-        if cb.torch == torch_minor and cb.cuda == build.cuda and cb.platform == build.platform
-    ]
+    return list(kb.deepspeed_conda_builds_for(MajorMinor(torch.major, torch.minor), build.cuda, build.platform))
 
 
-def _conda_choice(
+def conda_choice(
     kb: KnowledgeBase,
     build: TorchBuild,
     torch: Version,

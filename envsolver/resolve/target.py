@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -48,9 +49,10 @@ class Target:
     host_platform: Platform | None = None
     host_origin: str = ""
 
-    @property
+    @cached_property
     def ccs(self) -> tuple[MajorMinor, ...]:
-        """The distinct compute capabilities of the targets, ascending."""
+        """The distinct compute capabilities of the targets, ascending (worked out once: the resolver asks for
+        them for every candidate it weighs)."""
         return tuple(sorted({g.compute_capability for g in self.gpus}))
 
 
