@@ -288,7 +288,7 @@ def test_a_prefix_whose_python_the_nodes_cannot_run_is_exit_2_with_the_fix(setup
         report = cluster_verify.verify(request, default_kb())
     assert report.exit_code == 2, [o.error for o in report.outcomes]
     for outcome in report.outcomes:
-        assert outcome.status == "error" and outcome.nodes, outcome
+        assert outcome.status == "error" and outcome.nodes, (outcome.partition.name, outcome.error, outcome.left_out)
         for node in outcome.nodes:
             said = str(node.error)
             assert f"{node.node} ({os.uname().machine}) cannot run the environment's python {prefix}/bin/python" in said
