@@ -733,6 +733,29 @@ class SlurmLab:
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=self.root
             )
 
+    def settle(self) -> None:
+        """Wait until every node is in a state a step can run in (envsolver's own rule: nodes.SINFO_USABLE), so a
+        test starts from a lab that a test before it left whole: a node that node_down brought back may be marked
+        NOT_RESPONDING until its slurmd has registered, and a loaded machine delays that. LabError past
+        START_TIMEOUT_S, naming each node's state."""
+        from envsolver.cluster.nodes import SINFO_USABLE
+
+        seen: dict[str, str] = {}
+
+        def usable() -> bool:
+            try:
+                done = self.run(["sinfo", "--noheader", "--Node", "--format=%N %T"], timeout=10)
+            except subprocess.TimeoutExpired:
+                return False
+            seen.clear()
+            seen.update(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2)
+            return done.returncode == 0 and all(seen.get(n.name) in SINFO_USABLE for n in self.nodes)
+
+        try:
+            self._wait_for(usable, "lab with every node usable")
+        except LabError as exc:
+            raise LabError(f"{exc}\nthe nodes' states as last seen: {seen}") from None
+
     def _all_idle(self) -> bool:
         try:
             done = self.run(["sinfo", "--noheader", "--Node", "--format=%N %T"], timeout=10)

@@ -26,3 +26,11 @@ def lab(slurm_lab: SlurmLab, monkeypatch: pytest.MonkeyPatch) -> SlurmLab:
     """The lab, with SLURM_CONF pointing at it for this test (so envsolver's own sinfo/srun reach it)."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_lab.conf))
     return slurm_lab
+
+
+@pytest.fixture(autouse=True)
+def _settled_lab(request: pytest.FixtureRequest) -> None:
+    """A test of the lab starts with every node usable (SlurmLab.settle): a node a test before it took down, or
+    one its slurmd has not re-registered yet, would otherwise fail a test that has nothing to do with it."""
+    if "slurm_lab" in request.fixturenames:
+        request.getfixturevalue("slurm_lab").settle()
