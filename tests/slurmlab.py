@@ -597,11 +597,7 @@ class SlurmLab:
         return self._node_idle(node)
 
     def _node_idle(self, node: str) -> bool:
-        try:
-            done = self.run(["sinfo", "--noheader", "--Node", f"--nodes={node}", "--format=%T"], timeout=10)
-        except subprocess.TimeoutExpired:
-            return False
-        return done.returncode == 0 and set(done.stdout.split()) == {"idle"}
+        return self._states().get(node) == "idle"
 
     def logs_tail(self, lines: int = 15) -> str:
         parts = []
@@ -743,13 +739,9 @@ class SlurmLab:
         seen: dict[str, str] = {}
 
         def usable() -> bool:
-            try:
-                done = self.run(["sinfo", "--noheader", "--Node", "--format=%N %T"], timeout=10)
-            except subprocess.TimeoutExpired:
-                return False
             seen.clear()
-            seen.update(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2)
-            return done.returncode == 0 and all(seen.get(n.name) in SINFO_USABLE for n in self.nodes)
+            seen.update(self._states())
+            return all(seen.get(n.name) in SINFO_USABLE for n in self.nodes)
 
         try:
             self._wait_for(usable, "lab with every node usable")
@@ -757,12 +749,19 @@ class SlurmLab:
             raise LabError(f"{exc}\nthe nodes' states as last seen: {seen}") from None
 
     def _all_idle(self) -> bool:
+        states = self._states()
+        return all(states.get(n.name) == "idle" for n in self.nodes)
+
+    def _states(self) -> dict[str, str]:
+        """Each node's state as sinfo prints it (%T: idle, allocated, idle* for one not responding, ...); {} when
+        sinfo fails or takes over 10 s. A node in several partitions is listed once for each, in the same state."""
         try:
             done = self.run(["sinfo", "--noheader", "--Node", "--format=%N %T"], timeout=10)
         except subprocess.TimeoutExpired:
-            return False
-        states = dict(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2)
-        return done.returncode == 0 and all(states.get(n.name) == "idle" for n in self.nodes)
+            return {}
+        if done.returncode != 0:
+            return {}
+        return dict(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2)
 
     def _wait_for(self, ready: object, what: str) -> None:
         check = ready if callable(ready) else (lambda: False)
