@@ -65,14 +65,20 @@ ENV_KEYS = [
 
 # Each child prints its JSON line, then leaves without the interpreter's teardown (os._exit): once torch is
 # imported that teardown took 0.6 s of CPU time, a third of the child's (torch 2.13 on CPU, 2026-12-02).
-TORCH_CHILD = r"""
-import json, os, sys
-out = {}
-devices = "--no-devices" not in sys.argv
+_LEAVE = r"""
 def done():
     print(json.dumps(out))
     sys.stdout.flush(); sys.stderr.flush()
     os._exit(0)
+"""
+TORCH_CHILD = (
+    r"""
+import json, os, sys
+out = {}
+devices = "--no-devices" not in sys.argv
+"""
+    + _LEAVE
+    + r"""
 try:
     import torch
     out["version"] = torch.__version__
@@ -114,17 +120,18 @@ except Exception as exc:
     out["error"] = "%s: %s" % (type(exc).__name__, exc)
 done()
 """
+)
 
 # DeepSpeed's facts, one try each. DeepSpeed keeps compatible_ops in deepspeed.git_version_info up to 0.19.7
 # (computed when it is imported); 0.19.8 moved them to the lazy deepspeed.ops.__compatible_ops__.
-DS_CHILD = r"""
+DS_CHILD = (
+    r"""
 import json, os, re, sys, time
 from importlib import metadata
 out = {}
-def done():
-    print(json.dumps(out))
-    sys.stdout.flush(); sys.stderr.flush()
-    os._exit(0)
+"""
+    + _LEAVE
+    + r"""
 def fact(name, get):
     try:
         out[name] = get()
@@ -190,6 +197,7 @@ if out.get("accelerator") == "cuda" and out["fused_adam_built"]:
         out["fused_adam_error"] = "%s: %s" % (type(exc).__name__, str(exc)[-1500:])
 done()
 """
+)
 
 # The FusedAdam-against-AdamW test is the hook's (envsolver/hook/op_runner.py adam-check), run as a file: the one
 # beside this file's package, or --op-runner's when the probe runs as source (`python -I -c SOURCE`: no __file__).
