@@ -197,7 +197,7 @@ def print_failed(exc: OSError, as_json: bool) -> int:
     return 2
 
 
-def _discard_spare_worker() -> None:
+def _worker_end_of_command() -> None:
     """A rattler worker a command started ahead (worker_call.prestart) and did not use ends with the command, also
     when the command runs in-process (tests, a caller of `main`); one that answered a solve is kept for the
     process's next call (worker_call.end_of_command)."""
@@ -399,7 +399,7 @@ class Group(click.Group):
         try:
             return self._invoke(ctx)
         finally:
-            _discard_spare_worker()
+            _worker_end_of_command()
 
     def _invoke(self, ctx: click.Context) -> Any:
         try:
