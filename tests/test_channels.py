@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from envsolver.cli.main import main
 from envsolver.core.errors import BadInputError
 from envsolver.kb import load_kb
-from envsolver.lock import channels, snapshot
 from envsolver.lock import run as lock
+from envsolver.lock import snapshot
+from envsolver.net import channels
 from envsolver.resolve.inputs import Options, build_target
 
 SNAPSHOT_CF = "https://conda.anaconda.org/conda-forge"

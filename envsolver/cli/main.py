@@ -364,7 +364,7 @@ def make(
     if offline and channels:
         raise BadInputError("--offline and --channel exclude each other. Pass one of them.")
     if channels:
-        from envsolver.lock import channels as channel_values
+        from envsolver.net import channels as channel_values
 
         for value in channels:
             channel_values.check(value)

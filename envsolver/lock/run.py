@@ -21,10 +21,11 @@ from envsolver.core.errors import ConflictError, EnvsolverError, Kind, RejectedB
 from envsolver.core.printable import one_line
 from envsolver.core.redact import redact, redact_text
 from envsolver.kb.model import KnowledgeBase
-from envsolver.lock import channels, lockcheck, snapshot, unsolved
+from envsolver.lock import lockcheck, snapshot, unsolved
 from envsolver.lock.pypi.record import PipRecord
 from envsolver.lock.snapshot import restricted as snapshot_restricted
 from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
+from envsolver.net import channels
 from envsolver.resolve import ways_out
 from envsolver.resolve.plan import Plan, Rejected
 from envsolver.resolve.run import advised, choose, refusal, resolve
@@ -106,7 +107,7 @@ def _channel_fix(urls: Sequence[str]) -> str:
 
 
 def _custom(values: Sequence[str]) -> list[ChannelSource]:
-    """The --channel values as sources: a channel name (envsolver.lock.channels) as conda maps it, onto
+    """The --channel values as sources: a channel name (envsolver.net.channels) as conda maps it, onto
     https://conda.anaconda.org/NAME (fetched from LIVE_LOCATION, as the live channels are); a URL fetched as given
     (credentials included), named in files by its public form. Raises BadInputError (exit 2) for a value that is
     neither a channel name nor an http(s) or file:// URL without a query."""
