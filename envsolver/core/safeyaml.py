@@ -9,6 +9,8 @@ only a document within the limits is built.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +36,15 @@ class Limits:
 
 
 def read_text(path: Path, limit: int) -> str:
-    """The UTF-8 text of `path`, read up to `limit` bytes (so /dev/zero ends). Raises OSError, SafeYamlError."""
-    with path.open("rb") as handle:
+    """The UTF-8 text of `path`, read up to `limit` bytes (so /dev/zero ends). A FIFO or a socket is refused at
+    once (opened without waiting for a writer, then refused), so no read waits on another process. Raises OSError,
+    SafeYamlError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            raise SafeYamlError("a FIFO or socket, not a file")
+        os.set_blocking(fd, True)
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise SafeYamlError(f"larger than {limit} bytes")

@@ -88,6 +88,20 @@ def test_read_text_is_bounded(tmp_path: Path) -> None:
         safeyaml.read_text(Path("/dev/zero"), 1 << 20)
 
 
+def test_read_text_refuses_a_fifo_at_once(tmp_path: Path) -> None:
+    """A FIFO given as a file (a profile, a lock, a project's environment file) is refused without waiting for a
+    writer: before, open() waited for ever."""
+    import os
+    import time
+
+    path = tmp_path / "fifo.yml"
+    os.mkfifo(path)
+    started = time.monotonic()
+    with pytest.raises(safeyaml.SafeYamlError, match="FIFO"):
+        safeyaml.read_text(path, 1000)
+    assert time.monotonic() - started < 5, "reading a FIFO waited for a writer"
+
+
 def test_read_text_refuses_non_utf8(tmp_path: Path) -> None:
     path = tmp_path / "bin"
     path.write_bytes(b"gpus: \xff\n")
