@@ -174,6 +174,33 @@ def target_options(func: F) -> F:
         click.option("--glibc", metavar="X.Y", help="The nodes' glibc, as `ldd --version` prints it (default 2.28)."),
         click.option("--deepspeed/--no-deepspeed", default=None, help="Include DeepSpeed (default: yes)."),
         click.option(
+            "-f",
+            "--file",
+            "files",
+            multiple=True,
+            metavar="FILE",
+            help="Your project's packages (repeatable, conda-lock's flag): an environment file (environment.yml: "
+            "dependencies: as conda specs, a pip: list, channels:) or a requirements file (.txt, .in), solved and "
+            "locked with the stack. Read only, never written. A spec of python, pytorch or cuda-version constrains "
+            "the plan as --python, --torch, --cuda do (which replace it).",
+        ),
+        click.option(
+            "--add",
+            "add",
+            multiple=True,
+            metavar="SPEC",
+            help="One more conda package for the project (repeatable), as a conda spec: jupyterlab, "
+            "'transformers >=4.40,<5', python=3.12.",
+        ),
+        click.option(
+            "--add-pypi",
+            "add_pypi",
+            multiple=True,
+            metavar="REQ",
+            help="One more PyPI package for the project (repeatable), as a PEP 508 requirement: accelerate, "
+            "'peft>=0.10'. Resolved against PyPI with the conda part held.",
+        ),
+        click.option(
             "--deepspeed-from",
             type=click.Choice(["auto", "conda-forge", "pypi"]),
             default=None,
@@ -217,6 +244,9 @@ def _options(kwargs: dict[str, Any]) -> Options:
         driver_compat=kwargs["driver_compat"],
         glibc=kwargs["glibc"],
         deepspeed_from=kwargs["deepspeed_from"],
+        files=tuple(kwargs.get("files") or ()),
+        add=tuple(kwargs.get("add") or ()),
+        add_pypi=tuple(kwargs.get("add_pypi") or ()),
     )
 
 

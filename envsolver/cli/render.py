@@ -287,6 +287,7 @@ def plan(out: Console | Plain, p: Plan, detected: dict[str, str]) -> None:
     _line(out, [("Specs", "bold"), (": " + "  ".join(str(s) for s in p.specs), "")])
     if p.pip:
         _line(out, [("pip", "bold"), (": " + "  ".join(p.pip), "")])
+    project(out, p)
     virtual = "  ".join(f"{k}={v}" for k, v in p.virtual_packages.items())
     _line(out, [("Virtual packages", "bold"), (f": {virtual}", "")])
     _line(out, [("Decisions", "bold"), (":", "")])
@@ -297,6 +298,18 @@ def plan(out: Console | Plain, p: Plan, detected: dict[str, str]) -> None:
         _line(out, [("Rejected newer candidates", "bold"), (":", "")])
         for rej in p.rejected:
             text(out, f"  - {rej.candidate}: {rej.because}")
+
+
+def project(out: Console | Plain, p: Plan) -> None:
+    """The user's project as the plan takes it: its conda specs and PyPI requirements, each with its origin."""
+    if p.project.conda:
+        specs = "  ".join(f"{w.spec} ({w.origin})" for w in p.project.conda)
+        _line(out, [("Project conda", "bold"), (f": {specs}", "")], highlight=False)
+    if p.project.pip:
+        reqs = "  ".join(f"{w.text} ({w.origin})" for w in p.project.pip)
+        _line(out, [("Project pip", "bold"), (f": {reqs}", "")], highlight=False)
+    if p.project.channels:
+        _line(out, [("Project channels", "bold"), (f": {', '.join(p.project.channels)}", "")])
 
 
 def made(

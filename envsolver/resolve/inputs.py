@@ -15,8 +15,10 @@ from envsolver.core.errors import BadInputError, DetectionError
 from envsolver.core.redact import redact
 from envsolver.kb.gpus import identify, lookup
 from envsolver.kb.model import CHANNELS, PLATFORMS, Gpu, KnowledgeBase
+from envsolver.resolve import projectmerge
 from envsolver.resolve.detect import Found, HostFacts
 from envsolver.resolve.profile import load as load_profile
+from envsolver.resolve.project import read as read_project
 from envsolver.resolve.target import DEEPSPEED_FROM, DEFAULT_GLIBC, Target, torch_specifier
 
 
@@ -39,6 +41,11 @@ class Options:
     # The driver is a fact a cluster file holds for its nodes: its shape is checked (versions.driver_given), not
     # the knowledge base's range; the cluster planner says per partition what an old driver means.
     driver_from_cluster_file: bool = False
+    # The user's project: environment or requirements files (-f), conda specs (--add), PyPI requirements
+    # (--add-pypi).
+    files: tuple[str, ...] = ()
+    add: tuple[str, ...] = ()
+    add_pypi: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,16 +59,23 @@ class Inputs:
 def build_target(
     options: Options, kb: KnowledgeBase, detect: Any = None, environ: Mapping[str, str] | None = None
 ) -> Inputs:
-    """Merge profile, options and detection into a validated Target.
+    """Merge profile, project, options and detection into a validated Target (the command line over the project's
+    files over the profile).
 
     `detect` is a callable(environ) -> HostFacts, used only for --gpu auto.
     """
     values: dict[str, Any] = {}
     if options.profile:
         values.update(load_profile(options.profile).values)
-    skip = ("profile", "gpus", "driver_from_cluster_file")
+    project = read_project(options.files, options.add, options.add_pypi)
+    projectmerge.check(project)
+    stack = projectmerge.stack_values(project)
+    values.update(stack.values)
+    skip = ("profile", "gpus", "driver_from_cluster_file", "files", "add", "add_pypi")
     given = {k: v for k, v in vars(options).items() if v not in (None, ()) and k not in skip}
     values.update(given)
+    replaced = [f"--{key} {given[key]} replaces {stack.origins[key]}" for key in stack.values if given.get(key)]
+    origins = tuple(sorted((k, o) for k, o in stack.origins.items() if k not in given))
     gpu_names: list[str] = list(options.gpus) or list(values.get("gpus", []))
     if not gpu_names:
         raise BadInputError(
@@ -110,8 +124,11 @@ def build_target(
         deepspeed_from=cast(Any, _choice(values.get("deepspeed_from", "auto"), DEEPSPEED_FROM, "--deepspeed-from")),
         host_platform=cast(Any, _choice(host.value, PLATFORMS, "the detected platform")) if host else None,
         host_origin=host.origin if host else "",
+        project=project,
+        origins=origins,
     )
-    return Inputs(target, detected, canonical_command("make", target), parsed.warnings)
+    warnings = (*parsed.warnings, *replaced, *project.notes)
+    return Inputs(target, detected, canonical_command("make", target), warnings)
 
 
 @dataclass(frozen=True)
@@ -188,7 +205,17 @@ def canonical_command(verb: str, target: Target) -> str:
     if target.driver is not None:
         parts.append(_option("--driver", target.driver, "535.104.05"))
     parts += _choices(target, with_host=True)
+    parts += project_options(target)
     return " ".join(parts)
+
+
+def project_options(target: Target) -> list[str]:
+    """-f for each project file (as given), --add and --add-pypi for the specs given on the command line."""
+    project = target.project
+    parts = [_option("-f", f, "environment.yml") for f in project.files]
+    parts += [_option("--add", spec, "jupyterlab") for spec in project.added]
+    parts += [_option("--add-pypi", text, "accelerate") for text in project.added_pypi]
+    return parts
 
 
 def _choices(target: Target, with_host: bool) -> list[str]:
@@ -264,6 +291,7 @@ def cluster_make_command(
     parts += [_option("--partition", p, "a100") for p in only]
     parts += [_option("--skip-partition", p, "v100") for p in skip]
     parts += _choices(target, with_host=False)
+    parts += project_options(target)
     parts += _output_options(name, offline, channels, no_lock)
     if out is not None:
         parts.append(_option("--out", out, "envs/cluster"))

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from envsolver.core.versions import DriverVersion, MajorMinor
 from envsolver.kb.model import Gpu, Platform
+from envsolver.resolve.project import Project
 
 Compatibility = Literal["full", "minor"]
 
@@ -28,12 +29,14 @@ class Rejected:
 class CondaSpec:
     """A conda match spec: a name, an optional version constraint and an optional build-string glob.
 
-    `version` uses match-spec syntax: `2.10.0` (exactly), `3.13.*`, `<15`, `>=2`.
+    `version` uses match-spec syntax: `2.10.0` (exactly), `3.13.*`, `<15`, `>=2`. `origin`: where a spec of the
+    user's project came from (`env.yml`, `--add`); empty for the stack's own.
     """
 
     name: str
     version: str | None = None
     build: str | None = None
+    origin: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         """The canonical match-spec form, `name version build`, which conda, mamba and rattler all read."""
@@ -68,6 +71,7 @@ class Plan:
     warnings: tuple[str, ...]
     sources: dict[str, str] = field(default_factory=dict)
     snapshot_date: str | None = None  # set when planned within the bundled snapshot (--offline, no network)
+    project: Project = field(default_factory=Project)  # the user's own packages (-f, --add, --add-pypi)
 
     def to_json(self) -> dict[str, Any]:
         """The stable `explain --json` document."""
@@ -93,4 +97,10 @@ class Plan:
             "rejected": [{"candidate": r.candidate, "because": r.because} for r in self.rejected],
             "warnings": list(self.warnings),
             "snapshot_date": self.snapshot_date,
+            "project": {
+                "files": list(self.project.files),
+                "conda": [{"spec": w.spec, "from": w.origin} for w in self.project.conda],
+                "pip": [{"requirement": w.text, "from": w.origin} for w in self.project.pip],
+                "channels": list(self.project.channels),
+            },
         }

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from envsolver.core.errors import ConflictError
 from envsolver.kb.model import KnowledgeBase, Toolkit
-from envsolver.resolve import archs, driver, full_support, notes, platforms, refusals, ways_out
+from envsolver.resolve import archs, driver, full_support, notes, platforms, projectmerge, refusals, ways_out
 from envsolver.resolve.candidates import Candidate, pick
 from envsolver.resolve.deepspeed import no_conda_text
 from envsolver.resolve.plan import Plan, Reason
@@ -36,7 +36,19 @@ def refusal(
     if isinstance(exc, platforms.PlatformsConflict):
         return ConflictError(f"{facts}.{then}{ways_out.one_each(target, exc.groups, planner)}", exc.rejected)
     found = ways_out.find(kb, target, planner)
-    return ConflictError(f"{facts}.{then}{ways_out.sentence(found, where)}", exc.rejected, exc.by_reason)
+    replaced = _replaced_text(target, found)
+    return ConflictError(f"{facts}.{then}{ways_out.sentence(found, where)}{replaced}", exc.rejected, exc.by_reason)
+
+
+def _replaced_text(target: Target, found: list[ways_out.WayOut]) -> str:
+    """' (--torch replaces env.yml's pytorch <2.4.)': said where a way out sets an option a project file gave."""
+    flags = {"--torch": "torch", "--python": "python", "--cuda": "cuda"}
+    named = [
+        f"{flag} replaces {target.origin(key)}"
+        for flag, key in flags.items()
+        if target.origin(key) and any(flag in (f for f, _ in w.options) for w in found)
+    ]
+    return f" (On the command line, {'; '.join(named)}.)" if named else ""
 
 
 def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
@@ -57,6 +69,7 @@ def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
         warnings.append(_minor_warning(target, chosen.toolkit, tail))
     warnings += notes.multi_gpu(kb, target)
     assembly = assemble(kb, target, chosen, _conda_alternative(target, kb, chosen))
+    specs, channels, project_reasons = projectmerge.merge(assembly.specs, target.project, assembly.channels)
     arch_list = archs.arch_list(kb, target.ccs, chosen.toolkit)
     reasons = [
         *platform_reasons,
@@ -65,6 +78,7 @@ def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
         *_python_reasons(kb, target, chosen),
         *_cuda_reasons(kb, target, chosen, arch_list),
         *assembly.reasons,
+        *project_reasons,
     ]
     include = kb.include_target(platform, chosen.build.arm_variant)
     env = {
@@ -93,8 +107,8 @@ def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
         torch_build=chosen.build.build,
         python_version=chosen.python,
         source=target.source,
-        channels=assembly.channels,
-        specs=assembly.specs,
+        channels=channels,
+        specs=specs,
         pip=assembly.pip,
         virtual_packages=virtual,
         torch_cuda_arch_list=arch_list,
@@ -104,8 +118,17 @@ def choose(target: Target, kb: KnowledgeBase, advise: bool = True) -> Plan:
         reasons=tuple(reasons),
         rejected=tuple(rejected),
         warnings=tuple(warnings),
-        sources=dict(kb.sources),
+        sources={**kb.sources, **_project_sources(target)},
+        project=target.project,
     )
+
+
+def _project_sources(target: Target) -> dict[str, str]:
+    """The source of each project reason: the files given to -f, the command line's --add."""
+    out = {f: f"the project file {f}, as given to -f" for f in target.project.files}
+    if target.project.added:
+        out["--add"] = "the command line (--add)"
+    return out
 
 
 def _conda_alternative(target: Target, kb: KnowledgeBase, chosen: Candidate) -> str | None:
@@ -204,9 +227,15 @@ def _no_candidate_message(kb: KnowledgeBase, target: Target, platform: str, refu
         if target.source == "pytorch" and target.torch is not None and kb.holding is None:
             return f"the pytorch channel has no torch {target.torch_text}: it stopped at {LEGACY_LAST}"
         wanted = f" {target.torch_text}" if target.torch_text else ""
-        return f"{holder} has no {target.source} torch{wanted} CUDA build for {platform}"
+        return f"{_asked(target)}{holder} has no {target.source} torch{wanted} CUDA build for {platform}"
     channel = "pytorch-channel" if target.source == "pytorch" else target.source
-    return f"no {channel} torch build fits {gpus} on {platform}:\n{refusals.listing(refused)}"
+    return f"{_asked(target)}no {channel} torch build fits {gpus} on {platform}:\n{refusals.listing(refused)}"
+
+
+def _asked(target: Target) -> str:
+    """'pytorch <2.4 from env.yml: ', where a project file constrains the torch the candidates come from."""
+    origin = target.origin("torch")
+    return f"{origin}: " if origin else ""
 
 
 def _target_reasons(kb: KnowledgeBase, target: Target) -> list[Reason]:
@@ -229,7 +258,11 @@ def _target_reasons(kb: KnowledgeBase, target: Target) -> list[Reason]:
 
 def _torch_reason(kb: KnowledgeBase, target: Target, c: Candidate) -> Reason:
     sms = ", ".join(f"sm_{cc.sm}" for cc in target.ccs)
-    python = "given with --python" if target.python else "the newest this build offers, at most 3.13"
+    python = (
+        (f"{target.origin('python')}" if target.origin("python") else "given with --python")
+        if target.python
+        else "the newest this build offers, at most 3.13"
+    )
     if c.python_passed_over is not None:
         python += ", that keeps DeepSpeed on conda-forge"
     return Reason(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
@@ -12,6 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from envsolver.core.errors import BadInputError
 from envsolver.core.versions import MAX_DIGITS, DriverVersion, MajorMinor
 from envsolver.kb.model import Channel, Gpu, Platform
+from envsolver.resolve.project import Project
 
 DriverCompat = Literal["full", "minor"]
 # Where DeepSpeed comes from. auto: the newest torch some DeepSpeed release supports, with conda-forge's build of
@@ -48,6 +49,12 @@ class Target:
     deepspeed_from: DeepSpeedFrom = "auto"
     host_platform: Platform | None = None
     host_origin: str = ""
+    project: Project = field(default_factory=Project)
+    origins: tuple[tuple[str, str], ...] = ()
+
+    def origin(self, key: str) -> str | None:
+        """Where the value of KEY (torch, python, cuda) came from when a project file gave it; None otherwise."""
+        return dict(self.origins).get(key)
 
     @cached_property
     def ccs(self) -> tuple[MajorMinor, ...]:

@@ -37,8 +37,20 @@ def entries(plan: Plan) -> Entries:
     """What the document lists: its channels, its conda dependencies (with `pip` when there is a pip
     section), its pip requirements. conda-lock's content hash (writers/inputhash.py) is computed from these."""
     listed = tuple(str(s) for s in plan.specs)
-    conda = listed + (("pip",) if plan.pip and not any(s.name == "pip" for s in plan.specs) else ())
-    return Entries(plan.channels, conda, plan.pip)
+    pip = plan.pip + tuple(w.text for w in plan.project.pip)
+    conda = listed + (("pip",) if pip and not any(s.name == "pip" for s in plan.specs) else ())
+    return Entries(plan.channels, conda, pip)
+
+
+def _origin(plan: Plan, spec: str, name: str, origin: str) -> str:
+    """The comment after a dependency the project gave or constrained: `from env.yml`, or, where the project's
+    constraint was merged into the stack's spec, what the project added."""
+    if not origin:
+        return ""
+    want = plan.project.conda_named(name)
+    if want is None or want.spec == spec:
+        return f"  # from {comment(origin)}"
+    return f"  # the stack's, with {comment(origin)}'s {comment(want.version or want.build or name)}"
 
 
 def render(plan: Plan, command: str, kb_date: str, name: str | None = None) -> str:
@@ -75,15 +87,20 @@ def render(plan: Plan, command: str, kb_date: str, name: str | None = None) -> s
     for source_id in used:
         lines += _comment(f"[{source_id}] {plan.sources.get(source_id, '?')}", "# ", "#     ")
     listed = entries(plan)
+    origins = {str(s): (s.name, s.origin) for s in plan.specs}
+    wanted = {w.text: w.origin for w in plan.project.pip}
     body = [
         f"name: {scalar(name or default_name(plan))}",
         "channels:",
         *[f"  - {scalar(c)}" for c in listed.channels],
         "dependencies:",
-        *[f"  - {scalar(s)}" for s in listed.conda],
+        *[f"  - {scalar(s)}{_origin(plan, s, *origins.get(s, ('', '')))}" for s in listed.conda],
     ]
     if listed.pip:
-        body += ["  - pip:", *[f"    - {scalar(p)}" for p in listed.pip]]
+        body += [
+            "  - pip:",
+            *[f"    - {scalar(p)}{f'  # from {comment(wanted[p])}' if p in wanted else ''}" for p in listed.pip],
+        ]
     variables = [f"  {scalar(k)}: {scalar(v)}" for k, v in plan.env.items() if "$" not in v]
     body += ["variables:", *variables] if variables else ["variables: {}"]
     return "\n".join(lines + body) + "\n"
