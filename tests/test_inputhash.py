@@ -20,15 +20,17 @@ from hypothesis import strategies as st
 
 from envsolver.lock.writers import inputhash
 
-NAME = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,12}[a-z0-9]", fullmatch=True)
+NAME = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,12}[a-z0-9]", fullmatch=True)
 NUMBER = st.from_regex(r"(0|[1-9][0-9]{0,3})(\.(0|[1-9][0-9]{0,3})){0,3}", fullmatch=True)
-OPERATOR = st.sampled_from(["==", ">=", "<=", "<", ">", "!="])
-BOUND = st.builds(lambda op, n: op + n, OPERATOR, NUMBER)
+# A project's versions (resolve/project.py) also hold letters: 2024a, 3.0.0a0, 1.0rc1.
+RELEASE = NUMBER | st.from_regex(r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}[a-z]{1,3}[0-9]{0,2}", fullmatch=True)
+OPERATOR = st.sampled_from(["==", ">=", "<=", "<", ">", "!=", ""])
+CLAUSE = st.builds(lambda op, n, star: op + n + (".*" if star else ""), OPERATOR, RELEASE, st.booleans())
 VERSION = st.one_of(
     st.just("*"),
     NUMBER,
     NUMBER.map(lambda n: n + ".*"),
-    st.lists(BOUND, min_size=1, max_size=3).map(",".join),
+    st.lists(CLAUSE, min_size=1, max_size=3).map(",".join),
 )
 BUILD = st.from_regex(r"[A-Za-z0-9_*]{1,16}", fullmatch=True).filter(lambda b: b != "*")
 
@@ -64,9 +66,7 @@ def test_the_forms_plans_write(spec: str) -> None:
     assert inputhash.conda_dependency(spec) == _dump(spec)
 
 
-@pytest.mark.parametrize(
-    "spec", ["python =3.12", "x ==1.2.*", "x 1.2 *_0 extra", "X 1", "x >=1, <2", "c::x", "x[build=1]"]
-)
+@pytest.mark.parametrize("spec", ["python =3.12", "x 1.2 *_0 extra", "X 1", "x >=1, <2", "c::x", "x[build=1]"])
 def test_forms_conda_lock_rewrites_are_refused(spec: str) -> None:
     with pytest.raises(ValueError, match="conda-lock"):
         inputhash.conda_dependency(spec)
@@ -84,9 +84,42 @@ def test_pip_pins_read_as_conda_lock_reads_them(name: str, version: str) -> None
     assert inputhash.pip_dependency(line) == dep, line
 
 
-@pytest.mark.parametrize(
-    "line", ["deepspeed>=0.19", "deepspeed", "deepspeed==0.19.*", "x[y]==1", "x==1; python_version>'3'"]
+EXTRA = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
+PIP_OPERATOR = st.sampled_from(["==", ">=", "<=", "<", ">", "!=", "~="])
+SPECIFIER = st.builds(lambda op, n: op + n, PIP_OPERATOR, NUMBER.filter(lambda n: "." in n))
+MARKER = st.sampled_from(
+    [
+        "",
+        '; python_version < "3.14"',
+        "; sys_platform == 'linux'",
+        '; platform_machine == "x86_64" and python_version >= "3.10"',
+    ]
 )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=PIP_NAME,
+    extras=st.lists(EXTRA, max_size=3, unique=True),
+    specifiers=st.lists(SPECIFIER, max_size=3),
+    marker=MARKER,
+)
+def test_pep508_requirements_read_as_conda_lock_reads_them(
+    name: str, extras: list[str], specifiers: list[str], marker: str
+) -> None:
+    """A project's PyPI requirements as make writes them (packaging's canonical text) read as conda-lock reads
+    them: name, version (sorted clauses), extras (conda-lock lists a set: compared sorted) and markers."""
+    from packaging.requirements import Requirement
+
+    written = str(Requirement(f"{name}{'[' + ','.join(extras) + ']' if extras else ''}{','.join(specifiers)}{marker}"))
+    dep = parse_python_requirement(written, manager="pip", category="main", mapping_url="unused").model_dump()
+    if dep["markers"] is None:
+        dep.pop("markers")
+    dep["extras"] = sorted(dep["extras"])
+    assert inputhash.pip_dependency(written) == dep, written
+
+
+@pytest.mark.parametrize("line", ["x @ https://example.org/x-1.0.tar.gz", "not a requirement!", "-r other.txt"])
 def test_other_pip_forms_are_refused(line: str) -> None:
     with pytest.raises(ValueError, match="conda-lock"):
         inputhash.pip_dependency(line)

@@ -28,6 +28,7 @@ from typing import Any
 
 from envsolver.core.errors import BadInputError
 from envsolver.core.printable import printable
+from envsolver.core.redact import redact
 
 MAX_BYTES = 1 << 20  # a project's environment file is a few hundred lines
 MAX_ENTRIES = 2000
@@ -183,6 +184,7 @@ def conda_want(text: str, origin: str) -> CondaWant:
         build = words[2] if len(words) > 2 else None
     if version == "*" and build is None:
         version = None
+    version = version.lower() if version is not None else None  # conda compares versions without case
     if not _CONDA_NAME.fullmatch(name):
         raise _bad_conda(where)
     if version is not None and not _VERSION.fullmatch(version):
@@ -336,8 +338,14 @@ def _environment_file(doc: Any, given: str) -> _FileProject:
     from envsolver.net import channels as channel_names
 
     for channel in channels:
+        if not channel_names.is_name(channel):
+            raise BadInputError(
+                f"the project file {_shown(given)} lists the channel URL {_shown(redact(channel))}: a project's channels are "
+                "names (conda-forge, bioconda), read from conda's channel_alias. Lock against a site mirror with "
+                "make's --channel URL instead, and list the name here."
+            )
         try:
-            channel_names.check(channel)
+            channel_names.name(channel)
         except BadInputError as exc:
             raise BadInputError(f"the project file {_shown(given)}: {exc}") from None
     platforms = _strings(doc.get("platforms"), given, "platforms")

@@ -30,14 +30,14 @@ from typing import Any, NamedTuple
 # conda-lock's virtual packages: build number 0, no noarch, no depends, 2020-01-01 (virtual_package.py).
 _TIMESTAMP = 1577854800000
 
-_NAME = r"[a-z0-9_][a-z0-9_-]*"
-_NUMBER = r"[0-9]+(?:\.[0-9]+)*"
-_BOUND = rf"(?:==|>=|<=|<|>|!=){_NUMBER}"
-# The version forms MatchSpec leaves as they are, but for a leading `==` it drops when no build follows.
-_VERSION = rf"\*|{_NUMBER}(?:\.\*)?|{_BOUND}(?:,{_BOUND})*"
+_NAME = r"[a-z0-9_][a-z0-9_.-]*"
+_RELEASE = r"[0-9a-z]+(?:\.[0-9a-z]+)*"
+_CLAUSE = rf"(?:==|>=|<=|<|>|!=)?{_RELEASE}(?:\.\*)?"
+# The version forms MatchSpec leaves as they are (a project's specs, resolve/project.py, are written in these
+# forms too), but for a leading `==` it drops when no build follows.
+_VERSION = rf"\*|{_CLAUSE}(?:,{_CLAUSE})*"
 _BUILD = r"[A-Za-z0-9_*]+"
 _CONDA = re.compile(rf"(?P<name>{_NAME})(?: (?P<version>{_VERSION})(?: (?P<build>{_BUILD}))?)?")
-_PIP = re.compile(r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==(?P<version>[0-9]+(?:\.[0-9]+)*)")
 _CHANNEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
 _VIRTUAL_NAME = re.compile(r"__[a-z][a-z0-9_]*")
 _VIRTUAL_VALUE = re.compile(r"(?P<version>[A-Za-z0-9_.+]+)(?: (?P<build>[A-Za-z0-9_.+]+))?")
@@ -90,12 +90,26 @@ def _canonical(name: str) -> str:
 
 
 def pip_dependency(line: str) -> dict[str, Any]:
-    """A pip requirement `name==version` as conda-lock reads it (parse_python_requirement, manager pip).
-    Raises ValueError for another form."""
-    found = _PIP.fullmatch(line)
-    if found is None:
-        raise _refused("pip requirement", line, "`name==version`")
-    return _dependency(_canonical(found["name"]), "pip", f"=={found['version']}", None)
+    """A PEP 508 requirement as conda-lock reads it (parse_python_requirement, manager pip): the markers after the
+    last `;`, the canonical name, the specifiers joined by `,` in sorted order (`*` for none), the extras sorted
+    (conda-lock lists packaging's set of them, whose order it does not fix). A direct reference (`name @ URL`)
+    is refused with ValueError, as envsolver never writes one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    requirement_text, _, markers = line.rpartition(";") if ";" in line else (line, "", "")
+    try:
+        requirement = Requirement(requirement_text.strip())
+    except InvalidRequirement:
+        raise _refused("pip requirement", line, "a PEP 508 requirement") from None
+    if requirement.url:
+        raise _refused("pip requirement", line, "a requirement without a URL")
+    specifiers = str(requirement.specifier).replace("===", "==")
+    version = ",".join(sorted(specifiers.split(","))) if specifiers else "*"
+    dep = _dependency(_canonical(requirement.name), "pip", version, None)
+    dep["extras"] = sorted(requirement.extras)
+    if markers.strip():
+        dep["markers"] = markers.strip()
+    return dep
 
 
 def channel_json(channel: str) -> str:
