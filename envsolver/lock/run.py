@@ -84,11 +84,24 @@ def _live(plan: Plan) -> list[ChannelSource]:
     return [ChannelSource(f"{LIVE_BASE}/{c}", f"{LIVE_LOCATION}/{c}") for c in plan.channels]
 
 
+class NotInSnapshot(ConflictError):
+    """A project's channel that the bundled snapshot holds no copy of (exit 1)."""
+
+
 def _snapshot(plan: Plan) -> list[ChannelSource]:
     local = snapshot.channels()
     missing = [c for c in plan.channels if f"{LIVE_BASE}/{c}" not in local]
-    if missing:  # a plan's channels are always in the snapshot (tests/test_snapshot.py): an envsolver bug
+    if missing and not set(missing) <= set(plan.project.channels):
+        # the stack's channels are always in the snapshot (tests/test_snapshot.py): an envsolver bug
         raise RuntimeError(f"the bundled snapshot has no copy of channel(s) {', '.join(missing)}")
+    if missing:
+        held = ", ".join(sorted(c.removeprefix(f"{LIVE_BASE}/") for c in local))
+        raise NotInSnapshot(
+            f"the bundled snapshot of {snapshot.date()} holds copies of {held} only, not of the project's "
+            f"channel(s) {', '.join(missing)} ({', '.join(plan.project.files) or 'the project'}), so it cannot "
+            "lock the project. Run make without --offline where the channels can be reached, or with --channel "
+            "URLs of a site mirror that holds them."
+        )
     return [ChannelSource(f"{LIVE_BASE}/{c}", local[f"{LIVE_BASE}/{c}"]) for c in plan.channels]
 
 
@@ -231,6 +244,10 @@ def _lock_conda(
     except Incoherent as exc:
         raise _incoherent(target, kb, plan, str(exc), sources_for, cache) from None
     except SolveFailed as exc:
+        progress(f"the solver's answer: {exc}")
+        found = _project_clash(target, kb, sources_for, cache, "the --channel URLs" if mode == "custom" else None)
+        if found is not None:
+            raise found from None
         if mode == "custom":
             raise _unsolvable_here(target, kb, plan, str(exc), sources_for, cache, progress) from None
         raise SolveFailed(f"{exc}\nThe plan's decisions:\n{_reasons(plan)}") from None
@@ -238,6 +255,46 @@ def _lock_conda(
     return LockResult(
         plan, records, tuple(s.public for s in sources), used, None, {plan.platform: virtual_packages(kb, plan)}
     )
+
+
+def _project_clash(
+    target: Target,
+    kb: KnowledgeBase,
+    sources_for: Callable[[Plan], list[ChannelSource]],
+    cache: Path,
+    where: str | None,
+) -> ConflictError | None:
+    """Where the target has a project whose conda packages are why nothing solves: the refusal naming them and
+    the stack packages they clash with (lock/clash.py), with ways out solved against the same channels."""
+    if not target.project.conda:
+        return None
+    from envsolver.lock import clash
+
+    def solver(plan: Plan) -> str | None:
+        try:
+            _solve_all(plan, kb, sources_for(plan), cache, lambda _: None)
+        except SolveFailed as exc:
+            return str(exc)
+        return None
+
+    names = where or ", ".join(redact(s.public) for s in sources_for(choose(target, kb, advise=False)))
+    return clash.explain(target, kb, _channels_planner(kb, sources_for, cache), solver, names)
+
+
+def _snapshot_clash(target: Target, kb: KnowledgeBase, cache: Path) -> ConflictError | None:
+    """_project_clash within the bundled snapshot (its plans chosen among what it holds)."""
+    if not target.project.conda:
+        return None
+    from envsolver.lock import clash
+
+    def solver(plan: Plan) -> str | None:
+        try:
+            _solve_all(plan, kb, _snapshot(plan), cache, lambda _: None, local=True)
+        except SolveFailed as exc:
+            return str(exc)
+        return None
+
+    return clash.explain(target, kb, _snapshot_planner(kb, cache), solver, f"the bundled snapshot of {snapshot.date()}")
 
 
 def _unsolvable_here(
@@ -319,7 +376,12 @@ def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: P
     progress(f"the live channels could not be reached ({why}); planning within the bundled snapshot")
     try:
         plan, records = _within_snapshot(target, kb, cache, progress)
+    except NotInSnapshot as exc:
+        raise NotInSnapshot(f"the live channels could not be reached ({why}); {exc}") from None
     except ConflictError as exc:
+        found = _snapshot_clash(target, kb, cache)
+        if found is not None:
+            raise ConflictError(f"the live channels could not be reached ({why}); within {found}") from None
         unlocked = exc.unsolved if isinstance(exc, SnapshotRefusal) else ()
         # Candidates passed over because the snapshot lacks what they need (resolve.candidates._snapshot_gap),
         # named as the ones it failed to solve are.
@@ -393,7 +455,12 @@ def plan_offline(
     next tried. Raises ConflictError (exit 1) naming the ways out that do lock within the snapshot."""
     try:
         plan, records = _within_snapshot(target, kb, cache, progress)
+    except NotInSnapshot:
+        raise
     except ConflictError as exc:
+        found = _snapshot_clash(target, kb, cache)
+        if found is not None:
+            raise found from None
         raise refusal(
             exc, target, kb, _snapshot_planner(kb, cache), f"the bundled snapshot of {snapshot.date()}"
         ) from None

@@ -47,7 +47,8 @@ def plain(text: str, plan: Plan, holder: str = "the snapshot") -> str:
         name, _, constraint = spec.partition(" ")
         if name == "pytorch":
             return f"{holder} holds no {label(plan)} build"
-        return f"{holder} holds no {name} matching {constraint}" if constraint else f"{holder} holds no {name}"
+        exact = constraint not in ("", "*")
+        return f"{holder} holds no {name} matching {constraint}" if exact else f"{holder} holds no {name}"
     not_viable = _NOT_VIABLE.fullmatch(head)
     if not_viable:
         name = not_viable["name"]
