@@ -63,7 +63,7 @@ def test_conda_specs_in_the_forms_environment_files_write(
     ],
 )
 def test_conda_specs_envsolver_does_not_read_are_refused_with_a_form_it_reads(text: str, fix: str) -> None:
-    with pytest.raises(BadInputError, match="env.yml") as caught:
+    with pytest.raises(BadInputError, match=r"env\.yml") as caught:
         conda_want(text, "env.yml")
     assert fix in str(caught.value), str(caught.value)
 
@@ -153,7 +153,7 @@ def test_files_that_are_not_project_files_are_refused_at_once(tmp_path: Path) ->
     os.mkfifo(fifo)
     with pytest.raises(BadInputError, match="FIFO"):
         read([str(fifo)])
-    with pytest.raises(BadInputError, match="cannot read the project file .*missing.yml"):
+    with pytest.raises(BadInputError, match=r"cannot read the project file .*missing\.yml"):
         read([str(tmp_path / "missing.yml")])
     with pytest.raises(BadInputError, match=r"neither an environment file .* nor a requirements file"):
         read([_file(tmp_path, "[project]\n", "pyproject.toml")])
@@ -170,14 +170,14 @@ def test_constraints_on_one_name_from_several_places_hold_together(tmp_path: Pat
 
 
 def test_two_builds_or_two_pypi_requirements_of_one_name_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(BadInputError, match="given the build 'a\\*'.*and 'b\\*'"):
+    with pytest.raises(BadInputError, match=r"given the build 'a\*'.*and 'b\*'"):
         read(add=["numpy * a*", "numpy * b*"])
     with pytest.raises(BadInputError, match="given twice"):
         read(add_pypi=["peft>=0.10", "peft<1"])
 
 
 def test_names_the_stack_holds_elsewhere_are_refused_with_the_spelling_that_works(kb: KnowledgeBase) -> None:
-    with pytest.raises(BadInputError, match="its conda name is 'pytorch'.*Write 'pytorch >=2.5'"):
+    with pytest.raises(BadInputError, match=r"its conda name is 'pytorch'.*Write 'pytorch >=2\.5'"):
         projectmerge.check(read(add=["torch>=2.5"]))
     with pytest.raises(BadInputError, match="pins pytorch's build"):
         projectmerge.check(read(add=["pytorch * cuda*"]))

@@ -341,8 +341,8 @@ def _environment_file(doc: Any, given: str) -> _FileProject:
         if not channel_names.is_name(channel):
             raise BadInputError(
                 f"the project file {_shown(given)} lists the channel URL {_shown(redact(channel))}: a project's "
-                "channels are names (conda-forge, bioconda), read from conda's channel_alias. Lock against a site mirror with "
-                "make's --channel URL instead, and list the name here."
+                "channels are names (conda-forge, bioconda), read from conda's channel_alias. Lock against a site "
+                "mirror with make's --channel URL instead, and list the name here."
             )
         try:
             channel_names.name(channel)
