@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from envsolver.core import safeyaml
+from envsolver.core import boundedread, safeyaml
 from envsolver.core.archlist import parse_arch_list
 from envsolver.core.errors import BadInputError
 from envsolver.core.redact import redact
@@ -96,21 +96,31 @@ def split_file_name(file_name: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def read(path: Path, platform: str | None) -> Lock:
-    """A conda-lock.yml or explicit lock, parsed once and every field checked. Raises BadInputError (exit 2)."""
+def read(path: Path, platform: str | None, *, regular_only: bool = False) -> Lock:
+    """A conda-lock.yml or explicit lock, parsed once and every field checked. With `regular_only`, a path that
+    is not a regular file (a FIFO, a device) is refused before anything waits on it (core.boundedread). Raises
+    BadInputError (exit 2)."""
     where = repr(str(path))
     try:
-        text = safeyaml.read_text(path, MAX_BYTES)
+        text = _regular_text(path) if regular_only else safeyaml.read_text(path, MAX_BYTES)
     except OSError as exc:
         raise BadInputError(
             f"cannot read lock {where}: {exc.strerror}. Pass the path of a conda-lock.yml "
             "or conda-<platform>.lock written by envsolver make."
         ) from None
-    except safeyaml.SafeYamlError as exc:
+    except (safeyaml.SafeYamlError, boundedread.Refused) as exc:
         raise BadInputError(f"lock {where} is {exc}. Pass a conda-lock.yml or conda-<platform>.lock.") from None
     if any(line.strip() == "@EXPLICIT" for line in text.splitlines()):
         return _explicit(text, where, platform)
     return _conda_lock(text, where, platform)
+
+
+def _regular_text(path: Path) -> str:
+    data = boundedread.read_regular(path, MAX_BYTES)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise safeyaml.SafeYamlError(f"not UTF-8 text (byte {exc.start})") from None
 
 
 def _fail(where: str, problem: str) -> BadInputError:
@@ -168,9 +178,15 @@ _EXPECTED = {
 }
 
 
-def _check_field(where: str, field: str, value: str) -> None:
+def well_formed(field: str, value: str) -> bool:
+    """Whether VALUE is a conda package name, version or build string (FIELD: "name", "version", "build") by the
+    grammar every lock entry is held to."""
     grammar = {"name": _NAME, "version": _VERSION, "build": _BUILD}[field]
-    if len(value) > MAX_FIELD or not grammar.fullmatch(value):
+    return isinstance(value, str) and len(value) <= MAX_FIELD and grammar.fullmatch(value) is not None
+
+
+def _check_field(where: str, field: str, value: str) -> None:
+    if not well_formed(field, value):
         raise _fail(where, f"{field} {value[:MAX_FIELD]!r} is not {_EXPECTED[field]}")
 
 
