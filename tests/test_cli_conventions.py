@@ -51,6 +51,7 @@ BAD_VALUE: dict[tuple[str, ...], list[str]] = {
     ("cluster",): ["no-such-command"],
     ("cluster", "init"): ["--wait", "-1"],
     ("cluster", "sbatch"): ["--nodes", "0", "python"],
+    ("diff",): ["--platform", "win-64", "a", "b"],
     ("explain",): ["--platform", "win-64"],
     ("gpus",): ["no-such-gpu-zz"],
     ("hook",): ["--jobs", "many"],

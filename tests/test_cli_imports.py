@@ -52,13 +52,13 @@ def test_python_m_envsolver_lists_every_command() -> None:
         [sys.executable, "-m", "envsolver", "--help"], capture_output=True, text=True, timeout=120, check=True
     )
     listed = {line.split()[0] for line in done.stdout.split("Commands:")[1].splitlines() if line.strip()}
-    assert listed == {"cluster", "explain", "gpus", "hook", "install", "make", "module", "verify"}
+    assert listed == {"cluster", "diff", "explain", "gpus", "hook", "install", "make", "module", "verify"}
 
 
 def test_no_command_module_imports_the_assembler() -> None:
     """cli/main.py imports the command modules; none of them (nor the shared machinery) imports it back."""
     names = ("cli/env.py", "cli/install.py", "cli/hook.py", "cli/verify.py", "cli/base.py", "cli/cluster.py")
-    for name in (*names, "cli/module.py"):
+    for name in (*names, "cli/module.py", "cli/diff.py"):
         tree = ast.parse((ROOT / name).read_text())
         imported = {
             node.module if isinstance(node, ast.ImportFrom) else alias.name

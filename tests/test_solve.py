@@ -300,3 +300,107 @@ def test_parse_request_returns_a_request_or_bad_request(text: str) -> None:
         assert str(exc)
         return
     assert request["op"] in rattler_worker.OPS
+
+
+# --- locked packages: what an existing lock keeps (lock/keep.py) -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny-lib 1.0 (which needs tiny-data) and tiny-lib 1.1 (which needs nothing) beside tiny-app, which needs
+    tiny-lib: a fresh solve takes 1.1 and no tiny-data."""
+    from tests.conda_packages import build_package
+
+    channel = tmp_path_factory.mktemp("two-libs") / "channel"
+    build_package(channel, "tiny-lib", "1.0", {"lib/tiny.txt": "1.0\n"}, depends=("tiny-data",))
+    build_package(channel, "tiny-lib", "1.1", {"lib/tiny.txt": "1.1\n"})
+    build_package(channel, "tiny-data", "2.1", {"share/tiny/data.txt": "data\n"})
+    build_package(channel, "tiny-app", "0.3", {"bin/tiny-app": "#!/bin/sh\n"}, depends=("tiny-lib >=1",))
+    (channel / "noarch").mkdir(exist_ok=True)
+    solve.index_channel(channel)
+    return channel
+
+
+def _old_lib(channel: Path) -> solve.Locked:
+    import hashlib
+
+    archive = channel / "linux-64" / "tiny-lib-1.0-h0_0.tar.bz2"
+    return solve.Locked("tiny-lib", "linux-64", archive.name, hashlib.sha256(archive.read_bytes()).hexdigest(), "")
+
+
+def _solved(channel: Path, tmp_path: Path, locked: tuple[solve.Locked, ...]) -> dict[str, str]:
+    source = ChannelSource(channel.as_uri(), channel.as_uri())
+    records = solve.solve(["tiny-app"], [source], "linux-64", UNIX, tmp_path / "cache", locked=locked)
+    return {r.name: r.version for r in records}
+
+
+def test_a_locked_package_is_kept_with_the_channels_own_record(two_libs: Path, tmp_path: Path) -> None:
+    assert _solved(two_libs, tmp_path, ()) == {"tiny-app": "0.3", "tiny-lib": "1.1"}, "a fresh solve: the newest"
+    kept = _solved(two_libs, tmp_path, (_old_lib(two_libs),))
+    assert kept["tiny-lib"] == "1.0", f"the locked 1.0 is preferred over the newer 1.1: {kept}"
+    assert kept.get("tiny-data") == "2.1", (
+        "the request names the locked package by file and hash only; tiny-data comes in because the worker passed "
+        f"the channel's own record of tiny-lib 1.0, with its depends: {kept}"
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"sha256": "0" * 64}, {"file_name": "tiny-lib-1.0-h0_0.conda"}, {"subdir": "noarch"}],
+    ids=["another-archive", "another-file", "another-subdir"],
+)
+def test_a_locked_package_the_channels_do_not_hold_is_solved_anew(
+    two_libs: Path, tmp_path: Path, change: dict[str, str]
+) -> None:
+    import dataclasses
+
+    gone = dataclasses.replace(_old_lib(two_libs), **change)
+    assert _solved(two_libs, tmp_path, (gone,))["tiny-lib"] == "1.1", f"{change}: not the channel's archive, not kept"
+
+
+def test_the_answer_counts_the_locked_records_found(two_libs: Path, tmp_path: Path) -> None:
+    old = _old_lib(two_libs)
+    locked = [[old.name, old.subdir, old.file_name, old.sha256, old.md5], ["tiny-x", "linux-64", "x.conda", "", ""]]
+    request = {
+        "op": "solve", "channels": [two_libs.as_uri()], "specs": ["tiny-app"], "platforms": ["linux-64", "noarch"],
+        "virtual_packages": [], "cache_dir": str(tmp_path), "timeout_s": 60,
+        "locked": locked,
+    }  # fmt: skip
+    child = subprocess.Popen(
+        worker_call.worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(json.dumps(request).encode() + b"\n")
+        child.stdin.flush()
+        answer = worker_call.read_answer(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait()
+        for stream in (child.stdin, child.stdout, child.stderr):
+            if stream is not None:
+                stream.close()
+    assert answer is not None and answer["ok"] is True, answer
+    assert answer["kept"] == 1, f"tiny-lib 1.0 found, tiny-x (in no channel) not: {answer.get('kept')}"
+
+
+@pytest.mark.parametrize(
+    "locked",
+    ["tiny-lib", [["tiny-lib", "linux-64", "f.conda", ""]], [["", "linux-64", "f.conda", "", ""]], [[1, 2, 3, 4, 5]]],
+    ids=["not-a-list", "four-fields", "no-name", "not-strings"],
+)
+def test_a_malformed_locked_field_is_a_bad_request(locked: object) -> None:
+    request = {
+        "op": "solve", "channels": [], "specs": [], "platforms": [], "virtual_packages": [], "cache_dir": "/tmp",
+        "timeout_s": 1, "locked": locked,
+    }  # fmt: skip
+    with pytest.raises(rattler_worker.BadRequest, match="'locked' must be a list of"):
+        rattler_worker.parse_request(json.dumps(request))
+
+
+def test_a_request_without_locked_locks_nothing() -> None:
+    request = {
+        "op": "solve", "channels": [], "specs": [], "platforms": [], "virtual_packages": [], "cache_dir": "/tmp",
+        "timeout_s": 1,
+    }  # fmt: skip
+    assert rattler_worker.parse_request(json.dumps(request))["locked"] == [], "absent: no package is preferred"

@@ -81,6 +81,11 @@ LAZY = {
         "CUDA_HOME and CPATH when the prefix holds the CUDA toolkit), and `module unload MODULE` gives every variable\n"
         "back its earlier value.",
     ),
+    "diff": (
+        "envsolver.cli.diff:diff_command",
+        "Show the packages that differ between two locks, or a lock and an installed prefix: added, removed, changed\n"
+        "(version or build) and moved between conda and PyPI.",
+    ),
     "cluster": (
         "envsolver.cli.cluster:cluster",
         "Work with a Slurm cluster as a whole: draft its cluster file from Slurm (`cluster init`), write a job\n"
@@ -100,6 +105,8 @@ Examples:
   envsolver make --gpu a100 --no-lock  # environment.yml only
   envsolver make --cluster cluster.yaml --out envs   # one environment per platform of the cluster
   envsolver make --gpu a100 -o envs/a100 --dry-run    # what would be written, nothing written
+  envsolver make --gpu a100 -o envs/a100 --update deepspeed    # move deepspeed (and what it needs) only
+  envsolver make --gpu a100 -o envs/a100 --update deepspeed --dry-run    # the package changes, nothing written
 
 Exit codes: 0 ok; 1 no consistent stack for the target (or the solver found no solution); 2 bad input, or
 the files could not be written (a hand edit without --force, a channel that cannot be reached); 130
@@ -363,10 +370,20 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
 )
 @click.option("--force", is_flag=True, help="Overwrite files that were edited by hand.")
 @click.option(
+    "--update",
+    "updates",
+    multiple=True,
+    metavar="NAME",
+    help="Re-solve the lock in OUT keeping every other package at its locked version and build: NAME (conda or "
+    "PyPI; repeatable) moves to the newest that fits, with only what its new version needs. Without --update a "
+    "lock in OUT is kept too (its packages move only where the inputs need it); to solve anew, remove it.",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Solve, then print each file that would be written (created, overwritten, unchanged, removed, or refused "
-    "for a hand edit) and write nothing; exit 2, as the real run, when a file would be refused.",
+    "for a hand edit) and the packages that change against the conda-lock.yml in OUT, and write nothing; exit 2, "
+    "as the real run, when a file would be refused.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written, and the plan, as JSON.")
 @verbosity_of(
@@ -383,6 +400,7 @@ def make(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     force: bool,
+    updates: tuple[str, ...],
     dry_run: bool,
     as_json: bool,
     **kwargs: Any,
@@ -400,6 +418,11 @@ def make(
             channel_values.check(value)
     if name is not None:
         names.validate(name)
+    if updates and (no_lock or cluster_file is not None):
+        raise BadInputError(
+            f"--update re-solves the lock in --out; it does not apply to {'--no-lock' if no_lock else '--cluster'}. "
+            "Remove one of them."
+        )
     if cluster_file is not None:
         if dry_run:
             raise BadInputError(
@@ -436,12 +459,18 @@ def make(
     else:
         import dataclasses
 
+        from envsolver.lock import keep as kept
         from envsolver.lock.solve import cache_dir
 
+        keep, unkept = kept.existing(out_dir, updates)  # the lock in OUT, kept (lock/keep.py)
+        if keep is not None:
+            moving = f"; updating {', '.join(keep.updates)}" if keep.updates else ""
+            detail(err, f"preferring the {len(keep.conda)} conda packages kept of {keep.path}{moving}")
         mode: lock.Mode = "offline" if offline else ("custom" if channels else "live")
         with render.spinner(err, "resolving") as show:
-            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), with_detail(err, show))
-        lock_result = dataclasses.replace(lock_result, plan=_warned(lock_result.plan, inputs))
+            lock_result = lock.lock(inputs.target, kb, mode, channels, cache_dir(), with_detail(err, show), keep=keep)
+        warned = (*((unkept,) if unkept else ()), *lock_result.warnings)
+        lock_result = dataclasses.replace(lock_result, plan=_warned(lock_result.plan, inputs), warnings=warned)
         plan = lock_result.plan
         _solve_details(err, lock_result)
     from envsolver.lock import outputs
@@ -451,7 +480,7 @@ def make(
             texts = {"environment.yml": _environment_text(plan, command, name)}
         else:
             texts = outputs.render_all(lock_result, kb, command, name)
-        _dry_run(out_dir, texts, force, plan, lock_result, as_json)
+        _dry_run(out_dir, texts, force, plan, lock_result, as_json, kb)
         return
     if lock_result is None:
         written = outputs.write_environment(plan, out_dir, command, name, force, on_wait=notice)
@@ -491,15 +520,18 @@ def _dry_run(
     plan: Plan,
     lock_result: LockResult | None,
     as_json: bool,
+    kb: KnowledgeBase,
 ) -> None:
-    """make --dry-run: what writing would do, file by file; nothing is written."""
+    """make --dry-run: what writing would do, file by file, and package by package against the lock in OUT;
+    nothing is written."""
     from envsolver.cli import render
     from envsolver.cli.base import error
     from envsolver.core.errors import failure, split_fix
-    from envsolver.lock import dryrun
+    from envsolver.lock import dryrun, pkgdiff
 
     actions = dryrun.preview(out_dir, texts, force)
     refused = dryrun.refusal(actions)
+    against = dryrun.against_lock(out_dir, lock_result, pkgdiff.pypi_of_conda(kb)) if lock_result else None
     if as_json:
         doc = render.made_json({}, plan, lock_result)
         del doc["files"]
@@ -510,12 +542,13 @@ def _dry_run(
             "dry_run": True,
             "would_write": dryrun.would_write(actions),
             "files": {str(path): action for path, action in actions.items()},
+            "packages": against.to_json() if against else None,
             **{key: value for key, value in doc.items() if key != "ok"},
         }
         click.echo(json.dumps(doc, indent=2))
     else:
         out = render.out()
-        for line in dryrun.lines(actions):
+        for line in [*dryrun.lines(actions), *dryrun.package_lines(against)]:
             render.text(out, line)
         render.warnings(render.out(stderr=True), [*(lock_result.warnings if lock_result else ()), *plan.warnings])
     if refused:

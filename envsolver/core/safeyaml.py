@@ -9,8 +9,6 @@ only a document within the limits is built.
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,18 +34,14 @@ class Limits:
 
 
 def read_text(path: Path, limit: int) -> str:
-    """The UTF-8 text of `path`, read up to `limit` bytes (so /dev/zero ends). A FIFO or a socket is refused at
-    once (opened without waiting for a writer, then refused), so no read waits on another process. Raises OSError,
-    SafeYamlError."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-            raise SafeYamlError("a FIFO or socket, not a file")
-        os.set_blocking(fd, True)
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise SafeYamlError(f"larger than {limit} bytes")
+    """The UTF-8 text of the regular file `path`, at most `limit` bytes (core.boundedread: a FIFO, a device such
+    as /dev/zero or a socket is refused at once, before anything waits on it). Raises OSError, SafeYamlError."""
+    from envsolver.core import boundedread
+
+    try:
+        data = boundedread.read_regular(path, limit)
+    except boundedread.Refused as exc:
+        raise SafeYamlError(str(exc)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

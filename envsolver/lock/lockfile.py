@@ -97,7 +97,8 @@ def split_file_name(file_name: str) -> tuple[str, str, str]:
 
 
 def read(path: Path, platform: str | None) -> Lock:
-    """A conda-lock.yml or explicit lock, parsed once and every field checked. Raises BadInputError (exit 2)."""
+    """A conda-lock.yml or explicit lock, parsed once and every field checked; a path that is not a regular file (a
+    FIFO, a device) is refused before anything waits on it (core.boundedread). Raises BadInputError (exit 2)."""
     where = repr(str(path))
     try:
         text = safeyaml.read_text(path, MAX_BYTES)
@@ -168,9 +169,15 @@ _EXPECTED = {
 }
 
 
-def _check_field(where: str, field: str, value: str) -> None:
+def well_formed(field: str, value: str) -> bool:
+    """Whether VALUE is a conda package name, version or build string (FIELD: "name", "version", "build") by the
+    grammar every lock entry is held to."""
     grammar = {"name": _NAME, "version": _VERSION, "build": _BUILD}[field]
-    if len(value) > MAX_FIELD or not grammar.fullmatch(value):
+    return isinstance(value, str) and len(value) <= MAX_FIELD and grammar.fullmatch(value) is not None
+
+
+def _check_field(where: str, field: str, value: str) -> None:
+    if not well_formed(field, value):
         raise _fail(where, f"{field} {value[:MAX_FIELD]!r} is not {_EXPECTED[field]}")
 
 

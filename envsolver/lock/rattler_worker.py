@@ -21,9 +21,16 @@ Python, working directory and environment only (envsolver/lock/worker_call.py).
 Protocol: JSON requests on stdin, one a line; one JSON answer on stdout for each, one line, after which the worker
 waits for the next request when the answer says "next": true, else exits 0:
   {"op": "solve", "channels": [URL], "specs": [str], "platforms": [str],
-   "virtual_packages": [[name, version, build]], "cache_dir": str, "timeout_s": float}
+   "virtual_packages": [[name, version, build]], "cache_dir": str, "timeout_s": float,
+   "locked": [[name, subdir, file_name, sha256, md5]]}
       -> {"ok": true, "records": [{name, version, build, build_number, subdir, url, md5, sha256, size,
-                                   depends, constrains, noarch}], "warnings": [str], "next": true}
+                                   depends, constrains, noarch}], "kept": int, "warnings": [str], "next": true}
+  "locked" (optional, absent: none) names the packages of an existing lock the solve prefers (rattler's
+  locked_packages: each is chosen where the specs allow it, and only what the specs or another package need
+  moves). rattler adds a locked record to the candidates as it is given, with its depends and constrains, so each
+  is looked up in the channels (the gateway, by name, then by subdir and file name, and the same archive where
+  both the lock and the channel know its sha256 or md5) and the channel's own record is passed; one the channels
+  no longer hold is not kept. "kept" counts the records found.
   {"op": "install", "records": [{name, version, build, subdir, depends, sha256, md5, file_name, url,
                                  channel}], "prefix": str, "platform": str, "cache_dir": str,
    "reinstall": [str]}                                        -> {"ok": true, "warnings": [str], "next": false}
@@ -92,6 +99,11 @@ def parse_request(text: str) -> dict[str, Any]:
         triples = _field(request, "virtual_packages", list)
         if not all(isinstance(t, list) and len(t) == 3 and all(isinstance(v, str) for v in t) for t in triples):
             raise BadRequest("'virtual_packages' must be a list of [name, version, build] strings")
+        locked = request.setdefault("locked", [])
+        if not isinstance(locked, list) or not all(
+            isinstance(e, list) and len(e) == 5 and all(isinstance(v, str) for v in e) and e[0] for e in locked
+        ):
+            raise BadRequest("'locked' must be a list of [name, subdir, file_name, sha256, md5] strings")
     elif request["op"] == "install":
         for key in ("prefix", "platform", "cache_dir"):
             _field(request, key, str)
@@ -133,17 +145,48 @@ async def _solve(request: dict[str, Any]) -> dict[str, Any]:
         rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), BuildString(build))
         for name, version, build in request["virtual_packages"]
     ]
+    channels = [rattler.Channel(url) for url in request["channels"]]
+    platforms = [rattler.Subdir(p) for p in request["platforms"]]
+    gateway = rattler.Gateway(cache_dir=request["cache_dir"])
+    locked = await _locked(gateway, channels, platforms, request["locked"])
     solved = await rattler.solve(
-        [rattler.Channel(url) for url in request["channels"]],
+        channels,
         request["specs"],
-        gateway=rattler.Gateway(cache_dir=request["cache_dir"]),
-        platforms=[rattler.Subdir(p) for p in request["platforms"]],
+        gateway=gateway,
+        platforms=platforms,
+        locked_packages=locked,
         virtual_packages=virtual,
         channel_priority=ChannelPriority.Strict,
         timeout=datetime.timedelta(seconds=request["timeout_s"]),
         timestamp_policy="allow-missing",
     )
-    return {"records": [_record_doc(rec) for rec in solved]}
+    return {"records": [_record_doc(rec) for rec in solved], "kept": len(locked)}
+
+
+def _same_archive(rec: Any, sha256: str, md5: str) -> bool:
+    """Whether the channel's record is the lock's archive: the same sha256 where both know it, else the same md5
+    where both know that (a lock that knows neither matches by file name alone)."""
+    if sha256 and rec.sha256:
+        return bool(rec.sha256.hex() == sha256)
+    if md5 and rec.md5:
+        return bool(rec.md5.hex() == md5)
+    return True
+
+
+async def _locked(gateway: Any, channels: list[Any], platforms: list[Any], locked: list[list[str]]) -> list[Any]:
+    """The channels' own records of the LOCKED entries ([name, subdir, file_name, sha256, md5]), the first
+    channel that holds one winning (strict priority); entries no channel holds are left out."""
+    if not locked:
+        return []
+    wanted = {(subdir, file_name): (sha256, md5) for _, subdir, file_name, sha256, md5 in locked}
+    names = sorted({entry[0] for entry in locked})
+    found: dict[tuple[str, str], Any] = {}
+    for records in await gateway.query(channels, platforms, names, recursive=False):
+        for rec in records:
+            key = (rec.subdir, rec.file_name)
+            if key in wanted and key not in found and _same_archive(rec, *wanted[key]):
+                found[key] = rec
+    return [found[key] for key in sorted(found)]
 
 
 async def _install(request: dict[str, Any]) -> dict[str, Any]:

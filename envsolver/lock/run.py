@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from envsolver.core.errors import ConflictError, EnvsolverError, Kind, RejectedBuilds
 from envsolver.core.printable import one_line
@@ -24,12 +24,15 @@ from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import lockcheck, snapshot, unsolved
 from envsolver.lock.pypi.record import PipRecord
 from envsolver.lock.snapshot import restricted as snapshot_restricted
-from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, Record, SolveFailed, solve
+from envsolver.lock.solve import ChannelSource, ChannelsUnreachable, Locked, Record, SolveFailed, solve
 from envsolver.net import channels
 from envsolver.resolve import ways_out
 from envsolver.resolve.plan import Plan, Rejected
 from envsolver.resolve.run import advised, choose, refusal, resolve
 from envsolver.resolve.target import Target
+
+if TYPE_CHECKING:  # make's kept lock (lock/keep.py), read only when make replaces one
+    from envsolver.lock.keep import Keep
 
 Mode = Literal["live", "offline", "custom"]
 Progress = Callable[[str], None]
@@ -141,11 +144,12 @@ def _solve_snapshot(
     platform: str,
     virtual: tuple[tuple[str, str], ...],
     cache: Path,
+    locked: tuple[Locked, ...] = (),
 ) -> tuple[Record, ...] | str:
     """A solve against the bundled snapshot (read-only local files, so one answer per process): the
     records, or the solver's explanation. The snapshot planner tries many candidates, and ways out more."""
     try:
-        return tuple(solve(list(specs), list(sources), platform, dict(virtual), cache))
+        return tuple(solve(list(specs), list(sources), platform, dict(virtual), cache, locked=locked))
     except SolveFailed as exc:
         return str(exc)
 
@@ -157,17 +161,21 @@ def _solve_all(
     cache: Path,
     progress: Progress,
     local: bool = False,
+    keep: Keep | None = None,
 ) -> dict[str, tuple[Record, ...]]:
     specs = [str(s) for s in plan.specs]
     progress(f"solving {plan.platform} ({len(specs)} specs, channels: {', '.join(s.public for s in sources)})")
     virtual = virtual_packages(kb, plan)
+    locked = keep.locked_for(plan.platform) if keep else ()  # the lock make replaces, preferred (lock/keep.py)
     if local:
-        answer = _solve_snapshot(tuple(specs), tuple(sources), plan.platform, tuple(sorted(virtual.items())), cache)
+        answer = _solve_snapshot(
+            tuple(specs), tuple(sources), plan.platform, tuple(sorted(virtual.items())), cache, locked
+        )
         if isinstance(answer, str):
             raise SolveFailed(answer)
         records: Sequence[Record] = answer
     else:
-        records = solve(specs, sources, plan.platform, virtual, cache)
+        records = solve(specs, sources, plan.platform, virtual, cache, locked=locked)
     runtimes = lockcheck.coherence(plan, kb, records)
     if runtimes:
         raise Incoherent("; ".join(runtimes))
@@ -193,15 +201,18 @@ def lock(
     cache: Path,
     progress: Progress,
     environ: Mapping[str, str] | None = None,
+    keep: Keep | None = None,
 ) -> LockResult:
     """Resolve and lock, the conda part and then the PyPI part (pypi.pins: each file by its sha256, every one of
-    its requirements held by the conda part). Raises ConflictError (exit 1) when nothing can be locked.
+    its requirements held by the conda part). Raises ConflictError (exit 1) when nothing can be locked. KEEP: the
+    lock this one replaces, whose packages the solve prefers (lock/keep.py).
 
     One rule without reachable channels: `offline`, and `live` when the live channels cannot be reached,
     plan within what the bundled snapshot can lock (plan_offline); the live fallback says so in one warning.
     The PyPI part follows the same rule with the bundled snapshot of PyPI's pages.
     """
-    conda = _lock_conda(target, kb, mode, channel_urls, cache, progress)
+    conda = _lock_conda(target, kb, mode, channel_urls, cache, progress, keep)
+    # The PyPI resolver takes keep.preferences() and keep.pip_upgrade (lock/keep.py) where it resolves a user's part.
     return with_pip(conda, kb, mode, os.environ if environ is None else environ, progress)
 
 
@@ -224,10 +235,16 @@ def with_pip(
 
 
 def _lock_conda(
-    target: Target, kb: KnowledgeBase, mode: Mode, channel_urls: Sequence[str], cache: Path, progress: Progress
+    target: Target,
+    kb: KnowledgeBase,
+    mode: Mode,
+    channel_urls: Sequence[str],
+    cache: Path,
+    progress: Progress,
+    keep: Keep | None = None,
 ) -> LockResult:
     if mode == "offline":
-        plan, records = plan_offline(target, kb, cache, progress)
+        plan, records = plan_offline(target, kb, cache, progress, keep)
         return _snapshot_result(kb, plan, records, [])
     plan = resolve(target, kb)
 
@@ -236,11 +253,11 @@ def _lock_conda(
 
     sources = sources_for(plan)
     try:
-        records = _solve_all(plan, kb, sources, cache, progress)
+        records = _solve_all(plan, kb, sources, cache, progress, keep=keep)
     except ChannelsUnreachable as exc:
         if mode == "custom":
             raise ChannelsUnreachable(f"{redact_text(str(exc))}. {_channel_fix(channel_urls)}") from None
-        return _fall_back(target, kb, plan, one_line(str(exc)), cache, progress)
+        return _fall_back(target, kb, plan, one_line(str(exc)), cache, progress, keep)
     except Incoherent as exc:
         raise _incoherent(target, kb, plan, str(exc), sources_for, cache) from None
     except SolveFailed as exc:
@@ -371,11 +388,13 @@ def _incoherent(
     )
 
 
-def _fall_back(target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: Path, progress: Progress) -> LockResult:
+def _fall_back(
+    target: Target, kb: KnowledgeBase, live: Plan, why: str, cache: Path, progress: Progress, keep: Keep | None
+) -> LockResult:
     """The live channels are out of reach: plan within the snapshot, and say so in one line."""
     progress(f"the live channels could not be reached ({why}); planning within the bundled snapshot")
     try:
-        plan, records = _within_snapshot(target, kb, cache, progress)
+        plan, records = _within_snapshot(target, kb, cache, progress, keep)
     except NotInSnapshot as exc:
         raise NotInSnapshot(f"the live channels could not be reached ({why}); {exc}") from None
     except ConflictError as exc:
@@ -448,13 +467,18 @@ def _why_not(plan: Plan, kb: KnowledgeBase, cache: Path, progress: Progress) -> 
 
 
 def plan_offline(
-    target: Target, kb: KnowledgeBase, cache: Path, progress: Progress = lambda _: None
+    target: Target,
+    kb: KnowledgeBase,
+    cache: Path,
+    progress: Progress = lambda _: None,
+    keep: Keep | None = None,
 ) -> tuple[Plan, dict[str, tuple[Record, ...]]]:
     """The plan `make --offline` locks and `explain --offline` shows, with its solved records: chosen among
     what the bundled snapshot holds, each candidate solved against it, one it cannot solve rejected and the
-    next tried. Raises ConflictError (exit 1) naming the ways out that do lock within the snapshot."""
+    next tried (KEEP's packages preferred). Raises ConflictError (exit 1) naming the ways out that do lock
+    within the snapshot."""
     try:
-        plan, records = _within_snapshot(target, kb, cache, progress)
+        plan, records = _within_snapshot(target, kb, cache, progress, keep)
     except NotInSnapshot:
         raise
     except ConflictError as exc:
@@ -502,7 +526,7 @@ def _restricted(kb: KnowledgeBase) -> KnowledgeBase:
 
 
 def _within_snapshot(
-    target: Target, kb: KnowledgeBase, cache: Path, progress: Progress
+    target: Target, kb: KnowledgeBase, cache: Path, progress: Progress, keep: Keep | None = None
 ) -> tuple[Plan, dict[str, tuple[Record, ...]]]:
     restricted = _restricted(kb)
     extra: list[Rejected] = []
@@ -512,7 +536,7 @@ def _within_snapshot(
         except ConflictError as exc:
             raise _unlockable(exc, extra) from None
         try:
-            records = _solve_all(candidate, kb, _snapshot(candidate), cache, progress, local=True)
+            records = _solve_all(candidate, kb, _snapshot(candidate), cache, progress, local=True, keep=keep)
         except SolveFailed as exc:
             label = ways_out.label(candidate)
             if isinstance(exc, Incoherent):

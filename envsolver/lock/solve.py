@@ -52,6 +52,19 @@ class Record:
         return self.url.rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class Locked:
+    """A package of an existing lock that a solve prefers (rattler's locked_packages; make keeps its lock this
+    way): the worker finds the channel's own record of it by its subdir and file name (the same archive, where
+    both know its sha256 or md5) and passes that."""
+
+    name: str
+    subdir: str
+    file_name: str
+    sha256: str  # "" where the lock does not know it
+    md5: str
+
+
 class SolveFailed(ConflictError):
     """The solver found no solution (exit 1); the message carries its explanation."""
 
@@ -151,6 +164,7 @@ def _solve(
     virtual_packages: dict[str, str],
     cache_dir: Path,
     timeout_s: float,
+    locked: Sequence[Locked],
 ) -> list[Record]:
     virtual = []
     for name, value in sorted(virtual_packages.items()):
@@ -164,6 +178,7 @@ def _solve(
         "virtual_packages": virtual,
         "cache_dir": str(cache_dir),
         "timeout_s": timeout_s,
+        "locked": [[p.name, p.subdir, p.file_name, p.sha256, p.md5] for p in locked],
     }
     doing, again = f"solving for {platform}", "Run the same command again; if it stops the same way, report it."
     doc = worker_call.call(
@@ -192,16 +207,18 @@ def solve(
     virtual_packages: dict[str, str],
     cache_dir: Path,
     timeout_s: float = 300.0,
+    locked: Sequence[Locked] = (),
 ) -> list[Record]:
     """Solve `specs` for `platform` (plus noarch) with strict channel priority and exactly these virtual
-    packages (never the host's). A channel whose URL carries credentials is read through a private repodata
-    cache that is removed afterwards. Raises SolveFailed (exit 1) or ChannelsUnreachable (exit 2)."""
+    packages (never the host's), preferring the `locked` packages where the specs allow them (those the
+    channels no longer hold are solved anew). A channel whose URL carries credentials is read through a private
+    repodata cache that is removed afterwards. Raises SolveFailed (exit 1) or ChannelsUnreachable (exit 2)."""
     if not any(redact(s.location) != s.location for s in sources):
-        return _solve(specs, sources, platform, virtual_packages, cache_dir, timeout_s)
+        return _solve(specs, sources, platform, virtual_packages, cache_dir, timeout_s, locked)
     # rattler's repodata cache records the URL it fetched; a URL with credentials gets a cache of its own,
     # removed afterwards, so no credential is left in a file.
     with tempfile.TemporaryDirectory(prefix="envsolver-solve-") as private:
-        return _solve(specs, sources, platform, virtual_packages, Path(private), timeout_s)
+        return _solve(specs, sources, platform, virtual_packages, Path(private), timeout_s, locked)
 
 
 def index_channel(path: Path) -> None:

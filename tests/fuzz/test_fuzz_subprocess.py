@@ -71,7 +71,7 @@ def test_alias_bomb_lock(tmp_path: Path, bomb: str) -> None:
 
 
 def test_endless_lock_file_is_refused(tmp_path: Path) -> None:
-    """A character device that never ends (/dev/zero) is read up to the size limit, not into memory."""
+    """A character device that never ends (/dev/zero) is refused as not a file, never read into memory."""
     code, output, seconds = run(["install", "/dev/zero", "-p", str(tmp_path / "env"), "--no-hook"], tmp_path)
     assert_clean(code, output, seconds, 2)
 

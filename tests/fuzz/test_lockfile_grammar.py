@@ -141,8 +141,12 @@ def test_lock_file_errors(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe@EXPLICIT\n")
     with pytest.raises(BadInputError, match="not UTF-8"):
         lockfile.read(binary, None)
+    with pytest.raises(BadInputError, match="is a character device"):
+        lockfile.read(Path("/dev/zero"), None)  # refused at once (core.boundedread), not read up to the limit
+    big = tmp_path / "big.lock"
+    big.write_bytes(b"#" * (lockfile.MAX_BYTES + 1))
     with pytest.raises(BadInputError, match="larger than"):
-        lockfile.read(Path("/dev/zero"), None)
+        lockfile.read(big, None)
 
 
 @pytest.mark.parametrize(
