@@ -448,6 +448,10 @@ def make(
     kb = default_kb()
     inputs = build_target(_options(kwargs), kb, detect=detect.detect, environ=os.environ)
     command = make_command(inputs.target, name=name, offline=offline, channels=channels, no_lock=no_lock)
+    if inputs.target.project.files:
+        from envsolver.lock.outputs import refuse_inputs
+
+        refuse_inputs(out_dir, inputs.target.project.files, command)
     err = err_out()
 
     def notice(message: str) -> None:

@@ -8,10 +8,13 @@ hand edits without force.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from envsolver import __version__
+from envsolver.core.errors import BadInputError
 from envsolver.kb.load import kb_date
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock.run import LockResult
@@ -19,6 +22,28 @@ from envsolver.lock.solve import cache_dir as cache_dir  # its home is solve; ca
 from envsolver.lock.writers import condalock, environment, explicit, files, fileset, inputhash, pipreqs, virtualpkgs
 from envsolver.resolve.driver import floor_text
 from envsolver.resolve.plan import Plan
+
+
+def refuse_inputs(out_dir: Path, inputs: Sequence[str], command: str) -> None:
+    """Refuse an --out directory where make would write (or remove) a file it reads: a project file given to -f
+    named as one of the files of a set (environment.yml, conda-lock.yml, ...). Raises BadInputError (exit 2)
+    before anything is solved or written."""
+    for given in inputs:
+        path = Path(given)
+        if not fileset.MEMBER.fullmatch(path.name):
+            continue
+        target = out_dir / path.name
+        try:
+            same = os.path.samefile(path, target)
+        except OSError:
+            same = os.path.realpath(path) == os.path.realpath(target)
+        if same:
+            other = f"{out_dir / 'envsolver-out'}" if str(out_dir) not in ("", ".") else "envsolver-out"
+            raise BadInputError(
+                f"--out {str(out_dir)!r} is where {given!r} is, and make writes {path.name} there: it never "
+                f"overwrites a file it reads, so nothing was written. Pass --out another directory, e.g. "
+                f"`{command} --out {shlex.quote(other)}`, or rename your file (e.g. project.yml) and pass that to -f."
+            )
 
 
 def write_environment(

@@ -106,5 +106,48 @@ def render(plan: Plan, command: str, kb_date: str, name: str | None = None) -> s
     return "\n".join(lines + body) + "\n"
 
 
+def additions(current: str, ours: str) -> tuple[str, ...]:
+    """The options that carry what a user added by hand to an environment.yml make wrote (CURRENT) into the next
+    make: `--add SPEC` for each conda dependency and `--add-pypi REQ` for each pip requirement CURRENT lists and
+    OURS (the text make would write now) does not, each read by the project's grammar (resolve/project.py), every
+    value shell-quoted; () when there are none, or the text cannot be read."""
+    import shlex
+
+    from envsolver.core import safeyaml
+    from envsolver.core.errors import BadInputError
+    from envsolver.resolve.project import conda_want, pip_want
+
+    def listed(text: str) -> tuple[list[str], list[str]]:
+        try:
+            doc = safeyaml.load(text, safeyaml.Limits(chars=1 << 20, depth=16, aliases=50, nodes=50_000))
+        except safeyaml.SafeYamlError:
+            return [], []
+        deps = doc.get("dependencies") if isinstance(doc, dict) else None
+        conda = [d for d in deps or () if isinstance(d, str)] if isinstance(deps, list) else []
+        pip = [
+            p
+            for d in (deps if isinstance(deps, list) else ())
+            if isinstance(d, dict) and isinstance(d.get("pip"), list)
+            for p in d["pip"]
+            if isinstance(p, str)
+        ]
+        return conda, pip
+
+    theirs, ours_listed = listed(current), listed(ours)
+    options = []
+    for texts, known, flag, read in (
+        (theirs[0], set(ours_listed[0]), "--add", lambda t: conda_want(t, "--add").spec),
+        (theirs[1], set(ours_listed[1]), "--add-pypi", lambda t: pip_want(t, "--add-pypi").text),
+    ):
+        for text in texts:
+            if text in known:
+                continue
+            try:
+                options.append(f"{flag} {shlex.quote(read(text))}")
+            except BadInputError:
+                continue
+    return tuple(options)
+
+
 def _assumed(plan: Plan) -> str:
     return f"not given (the lock assumes one that runs CUDA {plan.cuda_version})"

@@ -229,18 +229,39 @@ def _changes(out_dir: Path, stamped: Mapping[str, str], force: bool, command: st
         if files.edited_by_hand(current):
             edited.append(str(path))
     if edited and not force:
-        raise BadInputError(edited_refusal(edited))
+        raise BadInputError(edited_refusal(edited, hand_additions(out_dir, stamped), command))
     return [n for n in stamped if n in changed], stale
 
 
-def edited_refusal(edited: Sequence[str]) -> str:
-    """Why a set with files edited by hand is not written, and the fix (a real run and `make --dry-run` alike)."""
+def hand_additions(out_dir: Path, stamped: Mapping[str, str]) -> tuple[str, ...]:
+    """The --add/--add-pypi options that carry the packages a user added by hand to OUT/environment.yml."""
+    if "environment.yml" not in stamped:
+        return ()
+    from envsolver.core import safeyaml
+    from envsolver.lock.writers import environment
+
+    try:
+        current = safeyaml.read_text(out_dir / "environment.yml", 1 << 20)
+    except (OSError, safeyaml.SafeYamlError):
+        return ()
+    return environment.additions(current, stamped["environment.yml"])
+
+
+def edited_refusal(edited: Sequence[str], additions: Sequence[str] = (), command: str = "") -> str:
+    """Why a set with files edited by hand is not written, and the fix (a real run and `make --dry-run` alike):
+    where the edit added packages to environment.yml, the make command that keeps them as the project's own."""
     them = "it" if len(edited) == 1 else "them"
-    return (
+    head = (
         f"{', '.join(repr(e) for e in edited)} {'was' if len(edited) == 1 else 'were'} edited by hand (or not "
-        f"written by envsolver); nothing was written. Move your changes elsewhere, or pass --force to "
-        f"overwrite {them}."
+        "written by envsolver); nothing was written."
     )
+    if additions and command:
+        return (
+            f"{head} make writes environment.yml anew each run; packages of your own go in as the project's: "
+            f"`{command} {' '.join(additions)} --force` rewrites {them} with them (or list them in a file of your "
+            f"own, e.g. project.yml, and pass -f project.yml)."
+        )
+    return f"{head} Move your changes elsewhere, or pass --force to overwrite {them}."
 
 
 def _write(out_dir: Path, stamped: Mapping[str, str], stale: tuple[str, ...], command: str) -> None:
