@@ -134,16 +134,19 @@ def additions(current: str, ours: str) -> tuple[str, ...]:
         return conda, pip
 
     theirs, ours_listed = listed(current), listed(ours)
+    def read(flag: str, text: str) -> str:
+        return conda_want(text, flag).spec if flag == "--add" else pip_want(text, flag).text
+
     options = []
-    for texts, known, flag, read in (
-        (theirs[0], set(ours_listed[0]), "--add", lambda t: conda_want(t, "--add").spec),
-        (theirs[1], set(ours_listed[1]), "--add-pypi", lambda t: pip_want(t, "--add-pypi").text),
+    for texts, known, flag in (
+        (theirs[0], set(ours_listed[0]), "--add"),
+        (theirs[1], set(ours_listed[1]), "--add-pypi"),
     ):
         for text in texts:
             if text in known:
                 continue
             try:
-                options.append(f"{flag} {shlex.quote(read(text))}")
+                options.append(f"{flag} {shlex.quote(read(flag, text))}")
             except BadInputError:
                 continue
     return tuple(options)
