@@ -89,13 +89,15 @@ def test_every_record_names_its_source_files() -> None:
 
 
 def test_snapshot_date_is_its_newest_record() -> None:
-    assert snapshot.date() == "2026-07-02"
+    assert snapshot.date() == "2026-08-18"
 
 
 def test_coverage_holds_the_default_stacks(kb: KnowledgeBase) -> None:
     restricted = coverage.restrict(kb, snapshot.records(), "the bundled snapshot")
     lines = "\n".join(coverage.summary(restricted))
-    assert "conda-forge linux-64 CUDA 12.9: torch 2.10.0 (Python 3.13)" in lines
+    assert "conda-forge linux-64 CUDA 12.9: torch 2.10.0 (Python 3.13, 3.14)" in lines
+    assert "conda-forge linux-64 CUDA 12.9: torch 2.12.0 (Python 3.11, 3.14)" in lines
+    assert "conda-forge linux-64 CUDA 12.9: torch 2.13.0 (Python 3.12)" in lines
     assert "conda-forge linux-aarch64 CUDA 12.9: torch 2.10.0" in lines
     assert "pytorch linux-64 CUDA 12.1: torch 2.1.0" in lines
     versions = {str(v) for b in restricted.deepspeed_conda_builds for v in b.versions}
