@@ -4,8 +4,9 @@
     python scripts/build_snapshot.py [--realdata ../shared/realdata] [--out envsolver/lock/snapshot/data]
 
 Reads every lock file and repodata.json under shared/realdata with the normaliser that ships beside them
-(extract_records.py), keeps the records of the GPU stack and their dependency closure for linux-64,
-linux-aarch64 and noarch, and writes one repodata.json per channel and subdir plus provenance.json.
+(extract_records.py), keeps the records of the GPU stack and of the packages ML projects add beside it (ROOTS)
+and their dependency closure for linux-64, linux-aarch64 and noarch, and writes one repodata.json per channel
+and subdir plus provenance.json.
 Records are copied as they are (never invented or edited). Where an artefact appears in several files, the
 record from a repodata.json or pixi.lock is preferred over a conda-lock v1 one (conda-lock v1 drops build
 strings from depends and has no constrains). Output is deterministic: same inputs, same bytes.
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # `cuda` metapackage, md5 only) is of no plan's, so no plan names a label channel.
 CHANNELS = ("conda-forge", "pytorch", "nvidia")
 SUBDIRS = ("linux-64", "linux-aarch64", "noarch")
-# What envsolver plans ask for; the snapshot keeps these and everything they depend on.
+# What envsolver plans ask for, and what a project adds; the snapshot keeps these and everything they depend on.
 ROOTS = (
     "python",
     "pip",
@@ -58,6 +59,21 @@ ROOTS = (
     "pydantic",
     "tqdm",
     "nvidia-ml-py",
+    # What ML projects add beside the stack (issue 31, item 6), so the tests lock such a project offline. peft has
+    # no conda record in shared/realdata; huggingface_hub is conda-forge's name (PyPI's huggingface-hub).
+    "transformers",
+    "datasets",
+    "accelerate",
+    "safetensors",
+    "tokenizers",
+    "huggingface_hub",
+    "wandb",
+    "tensorboard",
+    "scipy",
+    "pandas",
+    "matplotlib",
+    "matplotlib-base",
+    "jupyterlab",
 )
 FORMAT_RANK = {"repodata": 0, "pixi": 1, "conda-lock": 2}
 FIELDS = (
@@ -236,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     provenance = {
         "description": "Real conda package records copied unchanged from the files under shared/realdata "
         "(see shared/realdata/SOURCES.md for where each file came from), reduced to the GPU "
-        "stack and its dependency closure by scripts/build_snapshot.py.",
+        "stack, the packages ML projects add beside it, and their dependency closure by scripts/build_snapshot.py.",
         "newest_record_timestamp_ms": newest,
         "channels": {c: f"https://conda.anaconda.org/{c}" for c in sorted({c for c, _ in per_channel})},
         "counts": {

@@ -81,8 +81,17 @@ def test_make_json(runner: CliRunner, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    names = ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock")
+    # The snapshot's newest torch for the V100 is 2.12.0 cu129, for which conda-forge builds no DeepSpeed: the plan
+    # takes DeepSpeed from PyPI, so the pip companion is written too.
+    names = (
+        "environment.yml",
+        "conda-lock.yml",
+        "virtual-packages.yml",
+        "conda-linux-64.lock",
+        "conda-linux-64.pip.txt",
+    )
     assert doc["files"] == {str(tmp_path / n): "written" for n in names}
+    assert doc["plan"]["pip"] == ["deepspeed==0.19.8"], doc["plan"]
     assert doc["lock"]["used"] == "snapshot" and doc["lock"]["packages"]["linux-64"] > 100
     assert doc["plan"]["torch_cuda_arch_list"] == "7.0+PTX"
     assert yaml.safe_load((tmp_path / "environment.yml").read_text())["name"] == "train"

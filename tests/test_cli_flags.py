@@ -134,7 +134,14 @@ def test_dry_run_writes_nothing_and_says_what_would_be_written(tmp_path: Path) -
     result = _dry(out)
     assert result.exit_code == 0, result.output
     assert not out.exists() and not out.parent.exists()
-    names = ["environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock"]
+    # The a100's offline plan (torch 2.12.0 cu129) takes DeepSpeed from PyPI: the explicit lock's pip companion too.
+    names = [
+        "environment.yml",
+        "conda-lock.yml",
+        "virtual-packages.yml",
+        "conda-linux-64.lock",
+        "conda-linux-64.pip.txt",
+    ]
     for name in names:
         assert f"create     {out / name}" in result.stdout
     assert "nothing was written" in result.stdout

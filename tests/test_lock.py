@@ -18,6 +18,7 @@ from envsolver.core.redact import redact
 from envsolver.kb import KnowledgeBase
 from envsolver.lock import lockcheck, outputs, snapshot
 from envsolver.lock import run as lock
+from envsolver.lock.pypi import pins
 from envsolver.lock.solve import ChannelSource, SolveFailed, solve
 from envsolver.lock.writers import condalock
 from envsolver.resolve.inputs import Options, build_target
@@ -48,22 +49,36 @@ def a100_offline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_offline_make_writes_four_files(a100_offline: Path) -> None:
+def test_offline_make_writes_five_files(a100_offline: Path) -> None:
+    """The a100's offline plan (torch 2.12.0 cu129, for which conda-forge builds no DeepSpeed) takes DeepSpeed from
+    PyPI, so the explicit lock has its pip companion."""
     names = sorted(p.name for p in a100_offline.iterdir())
-    assert names == ["conda-linux-64.lock", "conda-lock.yml", "environment.yml", "virtual-packages.yml"]
+    assert names == [
+        "conda-linux-64.lock",
+        "conda-linux-64.pip.txt",
+        "conda-lock.yml",
+        "environment.yml",
+        "virtual-packages.yml",
+    ]
 
 
 def test_lock_urls_and_hashes_are_real_snapshot_records(a100_offline: Path) -> None:
+    """Every conda package is a record of the bundled snapshot; the PyPI one (DeepSpeed) a file of the bundled
+    snapshot of PyPI's page, with its URL and sha256."""
     index = snapshot_index()
     lockfile = parse_conda_lock_file(a100_offline / "conda-lock.yml")
-    assert len(lockfile.package) > 100
-    for package in lockfile.package:
+    conda = [p for p in lockfile.package if p.manager == "conda"]
+    assert len(conda) > 100
+    for package in conda:
         record = index[package.url.rsplit("/", 1)[-1]]
         assert package.hash.sha256 == record["sha256"] and package.hash.md5 == record["md5"]
         assert package.url.startswith("https://conda.anaconda.org/conda-forge/")
+    (deepspeed,) = [p for p in lockfile.package if p.manager == "pip"]
+    _, files = pins.bundled("deepspeed")
+    assert (deepspeed.url, deepspeed.hash.sha256) in {(f.url, f.sha256) for f in files}, deepspeed
     explicit = (a100_offline / "conda-linux-64.lock").read_text().splitlines()
     urls = [line for line in explicit if line.startswith("https://")]
-    assert len(urls) == len(lockfile.package)
+    assert len(urls) == len(conda)
     for line in urls:
         url, md5 = line.split("#")
         assert index[url.rsplit("/", 1)[-1]]["md5"] == md5
@@ -80,7 +95,7 @@ def test_conda_lock_parses_and_validates(a100_offline: Path) -> None:
     doc = yaml.safe_load((a100_offline / "conda-lock.yml").read_text())
     jsonschema.validate(doc, json.loads(SCHEMA_PATH.read_text()))
     torch = next(p for p in lockfile.package if p.name == "pytorch")
-    assert torch.version == "2.10.0" and torch.build.startswith("cuda129")
+    assert torch.version == "2.12.0" and torch.build.startswith("cuda129")  # the snapshot's newest for the A100
 
 
 def test_no_driver_lock_records_the_plans_own_floor(a100_offline: Path, kb: KnowledgeBase) -> None:
@@ -116,11 +131,18 @@ def test_explicit_lock_parses_with_rattler(a100_offline: Path) -> None:
 def test_reruns_are_byte_identical_and_not_rewritten(a100_offline: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    for name in ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock"):
+    names = (
+        "environment.yml",
+        "conda-lock.yml",
+        "virtual-packages.yml",
+        "conda-linux-64.lock",
+        "conda-linux-64.pip.txt",
+    )
+    for name in names:
         assert (tmp_path / name).read_bytes() == (a100_offline / name).read_bytes()
     before = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     again = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(tmp_path)])
-    assert again.exit_code == 0 and again.output.count("unchanged") == 4, again.output
+    assert again.exit_code == 0 and again.output.count("unchanged") == len(names), again.output
     assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == before
 
 
@@ -153,7 +175,7 @@ def test_offline_rejects_candidates_the_snapshot_cannot_solve(kb: KnowledgeBase,
     rejected = {r.candidate: r.because for r in result.plan.rejected}
     # In plain words, before any solve: the snapshot's linux-aarch64 copy holds CUDA 13.0 for none of these.
     assert rejected["torch 2.10.0 cu130"] == (
-        "the bundled snapshot (2026-07-02) holds no conda-forge-channel libcusparse-dev, libcublas-dev, "
+        f"the bundled snapshot ({snapshot.date()}) holds no conda-forge-channel libcusparse-dev, libcublas-dev, "
         "libcusolver-dev, libcurand-dev, cuda-profiler-api and cudnn for CUDA 13.0 on linux-aarch64 (its "
         "libcusparse-dev, libcublas-dev, libcusolver-dev and libcurand-dev: CUDA 12.9, 13.2; its cuda-profiler-api: "
         "CUDA 12.9, 13.1, 13.2; its cudnn: CUDA 12.0, 12.2, 12.4, 12.5, 12.6, 12.8, 12.9)"
@@ -164,9 +186,12 @@ def test_offline_rejects_candidates_the_snapshot_cannot_solve(kb: KnowledgeBase,
 @pytest.mark.parametrize("gpu", ["a100", "t4", "a10", "rtx3090", "h200", "a6000", "h100", "l40s", "gh200", "v100"])
 def test_offline_solves_once_where_the_snapshot_lacks_a_companion(kb: KnowledgeBase, tmp_path: Path, gpu: str) -> None:
     """torch 2.10.0 cu130 needs a cudnn for CUDA 13.0, which the snapshot does not hold: the restriction says so
-    and the resolver passes over it, so make solves once (it solved cu130, failed, then solved cu129)."""
+    and the resolver passes over it, so make solves once (it solved cu130, failed, then solved cu129).
+    `--deepspeed-from conda-forge` makes torch 2.10 the newest candidate on linux-64 (conda-forge's DeepSpeed
+    stops there), so cu130 is ahead of cu129; the newer 2.13.0 cu129 would be solved and rejected (no
+    msgpack-python for its Python 3.12 in the snapshot) before it."""
     lines: list[str] = []
-    target = build_target(Options(gpus=(gpu,)), kb).target
+    target = build_target(Options(gpus=(gpu,), deepspeed_from="conda-forge"), kb).target
     result = lock.lock(target, kb, "offline", (), tmp_path / "cache", lines.append)
     solving = [line for line in lines if line.startswith("solving ")]
     assert len(solving) == 1, lines
@@ -185,21 +210,43 @@ def test_offline_names_the_companion_the_snapshot_lacks(tmp_path: Path) -> None:
     made = CliRunner().invoke(main, ["make", "--gpu", "a100", "--offline", "--cuda", "13.0", "--out", str(tmp_path)])
     assert made.exit_code == 1, made.output
     assert (
-        "  - torch 2.10.0 cu130: the bundled snapshot (2026-07-02) holds no conda-forge-channel cudnn for CUDA 13.0 "
-        "on linux-64 (its cudnn: CUDA 11.8, 12.0, 12.2, 12.4, 12.5, 12.6, 12.8, 12.9)\n"
+        f"  - torch 2.10.0 cu130: the bundled snapshot ({snapshot.date()}) holds no conda-forge-channel cudnn for "
+        "CUDA 13.0 on linux-64 (its cudnn: CUDA 11.8, 12.0, 12.2, 12.4, 12.5, 12.6, 12.8, 12.9)\n"
     ) in made.stderr, made.stderr
-    assert "Ways out: `--cuda 12.9` gives torch 2.10.0 cu129 with CUDA 12.9." in made.stderr, made.stderr
+    assert "Ways out: `--cuda 12.9` gives torch 2.12.0 cu129 with CUDA 12.9." in made.stderr, made.stderr
     assert not list(tmp_path.iterdir())
 
 
 def test_offline_says_plainly_when_the_target_is_outside_the_snapshot(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """The snapshot holds no torch 2.11 at all (shared/realdata/SOURCES.md: no lock found has one)."""
+    target = build_target(Options(gpus=("a100",), torch="2.11"), kb).target
+    with pytest.raises(ConflictError) as info:
+        lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
+    assert str(info.value) == (
+        f"the bundled snapshot ({snapshot.date()}) has no conda-forge torch 2.11 CUDA build for linux-64. "
+        "Ways out: `--torch 2.12.0` gives torch 2.12.0 cu129 with CUDA 12.9."
+    )
+
+
+def test_offline_says_which_companion_a_torch_in_the_snapshot_lacks(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """torch 2.13.0 cu129 is in the snapshot for Python 3.12 only, and the snapshot holds no msgpack-python (a
+    DeepSpeed requirement the conda part provides) for 3.12: the solve fails, the refusal says why, and each way
+    out locks."""
     target = build_target(Options(gpus=("a100",), torch="2.13"), kb).target
     with pytest.raises(ConflictError) as info:
         lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
     assert str(info.value) == (
-        "the bundled snapshot (2026-07-02) has no conda-forge torch 2.13 CUDA build for linux-64. "
-        "Ways out: `--torch 2.10.0` gives torch 2.10.0 cu129 with CUDA 12.9."
+        f"the bundled snapshot ({snapshot.date()}) could not lock torch 2.13.0 cu129 (the snapshot holds no "
+        "msgpack-python for Python 3.12). Ways out: `--torch 2.12.0` gives torch 2.12.0 cu129 with CUDA 12.9; "
+        "`--no-deepspeed` gives torch 2.13.0 cu129 with CUDA 12.9."
     )
+    ways_out = [
+        (Options(gpus=("a100",), torch="2.12.0"), "2.12.0"),
+        (Options(gpus=("a100",), torch="2.13", deepspeed=False), "2.13.0"),
+    ]
+    for options, version in ways_out:
+        result = lock.lock(build_target(options, kb).target, kb, "offline", (), tmp_path / "cache", _no_progress)
+        assert (result.plan.torch_version, str(result.plan.torch_cuda)) == (version, "12.9"), options
 
 
 def test_live_unreachable_falls_back_to_the_snapshot(
@@ -270,7 +317,7 @@ def test_lockcheck_catches_a_solution_that_contradicts_the_plan(kb: KnowledgeBas
     ]
     other_plan = resolve(build_target(Options(gpus=("a100",), torch="2.7"), kb).target, kb)
     wrong = lockcheck.problems(other_plan, kb, records)
-    assert any("pytorch 2.10.0 was solved, the plan chose 2.7.1" in w for w in wrong)
+    assert any("pytorch 2.12.0 was solved, the plan chose 2.7.1" in w for w in wrong), wrong
     assert any("cuda-version 12.9 was solved" in w for w in wrong) is False  # 2.7.1 also pins 12.9
 
 
@@ -354,7 +401,7 @@ def test_seed_recipe_is_refused_offline_saying_why(tmp_path: Path) -> None:
         f"error: the bundled snapshot ({snapshot.date()}) could not lock torch 2.3.0 cu121 (pytorch channel) "
         f"({TWO_RUNTIMES})"
     ), result.stderr
-    assert "`--source conda-forge --torch 2.10.0 --python 3.13`" in result.stderr
+    assert "`--source conda-forge --torch 2.12.0 --python 3.11`" in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -381,7 +428,7 @@ def test_offline_names_why_a_cuda11_legacy_build_cannot_lock(kb: KnowledgeBase, 
         lock.lock(target, kb, "offline", (), tmp_path / "cache", _no_progress)
     text = str(info.value)
     assert "nvcc" in text and "11.8" in text
-    assert "`--source conda-forge --torch 2.10.0`" in text
+    assert "`--source conda-forge --torch 2.12.0`" in text, text
     assert len(text) < 900
 
 

@@ -91,15 +91,15 @@ def test_4090_torch_2_5_without_network_says_in_plain_words_why_and_each_way_out
         "linux-64 (its cuda-profiler-api: CUDA 12.8, 12.9, 13.0, 13.1, 13.2, 13.3). Ways out: `--no-lock` writes "
         "environment.yml for torch 2.5.1 cu120 with CUDA 12.0, to lock where the live channels or a site mirror "
         "can be reached; `--torch 2.7.1` locks torch 2.7.1 cu129 with CUDA 12.9 within the snapshot; `--torch "
-        "2.10.0` locks torch 2.10.0 cu129 with CUDA 12.9 within the snapshot.\n"
+        "2.12.0` locks torch 2.12.0 cu129 with CUDA 12.9 within the snapshot.\n"
     )
     assert not (tmp_path / "made").exists()
-    assert check_ways_out(made.stderr, ADA_25, tmp_path) == ["--no-lock", "--torch 2.7.1", "--torch 2.10.0"]
+    assert check_ways_out(made.stderr, ADA_25, tmp_path) == ["--no-lock", "--torch 2.7.1", "--torch 2.12.0"]
     # --no-lock wrote the plan explain shows; --torch 2.7.1 (the release nearest to 2.5 that locks) and --torch
-    # 2.10.0 (the newest) locked what they say.
+    # 2.12.0 (the newest) locked what they say.
     env = yaml.safe_load((tmp_path / "0" / "environment.yml").read_text())
     assert "pytorch ==2.5.1 cuda120*" in env["dependencies"] and "cuda-version 12.0.*" in env["dependencies"]
-    for i, version in ((1, "2.7.1"), (2, "2.10.0")):
+    for i, version in ((1, "2.7.1"), (2, "2.12.0")):
         locked = yaml.safe_load((tmp_path / str(i) / "conda-lock.yml").read_text())
         torch = next(p for p in locked["package"] if p["name"] == "pytorch")
         assert torch["version"] == version and torch["build"].startswith("cuda129"), (version, torch)
@@ -130,8 +130,9 @@ def test_the_legacy_road_without_network_is_refused_saying_why(closed_live: None
         f"error: the live channels could not be reached, and the bundled snapshot of {DATE} cannot lock the build "
         "explain shows, torch 2.3.1 cu121 (pytorch channel) with CUDA 12.1: the snapshot holds no torch 2.3.1 cu121 "
         f"(pytorch channel) build; for torch 2.3.1 cu118 (pytorch channel), the bundled snapshot ({DATE}) holds no "
-        "nvidia-channel nvcc 11.8 for linux-64 (its nvidia nvcc: 12.6); for torch 2.3.0 cu121 (pytorch channel), "
-        f"{LEGACY_WHY}."
+        "nvidia-channel nvcc 11.8 for linux-64 (its nvidia nvcc: 12.6); for torch 2.3.0 cu118 (pytorch channel), the "
+        f"bundled snapshot ({DATE}) holds no nvidia-channel nvcc 11.8 for linux-64 (its nvidia nvcc: 12.6); for torch "
+        f"2.3.0 cu121 (pytorch channel), {LEGACY_WHY}."
     )
     assert not [raw for raw in RAW if raw in made.stderr], made.stderr
     assert "`--no-lock`" in made.stderr

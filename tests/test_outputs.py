@@ -34,7 +34,9 @@ from envsolver.lock.run import LockResult
 from envsolver.resolve.inputs import Options, build_target, make_command
 
 ROOT = Path(__file__).resolve().parent.parent
-SET = ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock")
+# What `make --gpu a100 --offline` writes: its plan (torch 2.12.0 cu129) takes DeepSpeed from PyPI, so the set holds
+# the pip companion too.
+SET = ("environment.yml", "conda-lock.yml", "virtual-packages.yml", "conda-linux-64.lock", "conda-linux-64.pip.txt")
 
 
 def _race() -> ModuleType:
@@ -303,20 +305,20 @@ def test_any_out_path_exits_0_or_2_without_a_traceback(
 
 # --- a set replaces the set before it -------------------------------------------------------------------------
 
-REMOVED_TOO = [("conda-lock.yml", "removed"), ("conda-linux-64.lock", "removed"), ("virtual-packages.yml", "removed")]
+REMOVED_TOO = [
+    ("conda-lock.yml", "removed"),
+    ("conda-linux-64.lock", "removed"),
+    ("conda-linux-64.pip.txt", "removed"),
+    ("virtual-packages.yml", "removed"),
+]
 
 
 def test_a_run_removes_the_files_an_earlier_run_wrote_and_this_one_did_not(runner: CliRunner, tmp_path: Path) -> None:
-    """`make --no-lock` after a full make: the old conda-lock.yml and conda-linux-64.lock belonged to another plan,
-    so they go; make says so. (The same holds for the lock of another platform.)"""
+    """`make --no-lock` after a full make: the old conda-lock.yml, conda-linux-64.lock and its pip companion belonged
+    to another plan, so they go; make says so. (The same holds for the lock of another platform.)"""
     out = tmp_path / "out"
     assert runner.invoke(main, ["make", "--gpu", "a100", "--offline", "--out", str(out)]).exit_code == 0
-    assert {p.name for p in out.iterdir()} == {
-        "environment.yml",
-        "conda-lock.yml",
-        "virtual-packages.yml",
-        "conda-linux-64.lock",
-    }
+    assert {p.name for p in out.iterdir()} == set(SET)
     result = runner.invoke(main, ["make", "--gpu", "h100", "--no-lock", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     assert {p.name for p in out.iterdir()} == {"environment.yml"}

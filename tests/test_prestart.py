@@ -155,10 +155,23 @@ def test_make_from_the_command_line_starts_its_worker_before_the_cli_and_only_on
     tmp_path: Path, started: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """envsolver.__main__ prestarts for `make` before importing the CLI; make's own prestart then finds the spare,
-    and the solve takes it: one worker for the whole command."""
+    and the solve takes it: one worker for the whole command. (`--deepspeed-from conda-forge`: a plan whose first
+    candidate the snapshot locks; a candidate it cannot solve ends that worker, and the next candidate's solve
+    starts another.)"""
     from envsolver import __main__ as entry
 
-    monkeypatch.setattr(sys, "argv", ["envsolver", "make", "--gpu", "v100", "--offline", "--out", str(tmp_path)])
+    argv = [
+        "envsolver",
+        "make",
+        "--gpu",
+        "v100",
+        "--deepspeed-from",
+        "conda-forge",
+        "--offline",
+        "--out",
+        str(tmp_path),
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
     entry._prestart(sys.argv)
     assert len(started) == 1 and worker_call._spare is not None
     with pytest.raises(SystemExit) as done:

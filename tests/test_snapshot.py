@@ -89,13 +89,15 @@ def test_every_record_names_its_source_files() -> None:
 
 
 def test_snapshot_date_is_its_newest_record() -> None:
-    assert snapshot.date() == "2026-07-02"
+    assert snapshot.date() == "2026-08-18"
 
 
 def test_coverage_holds_the_default_stacks(kb: KnowledgeBase) -> None:
     restricted = coverage.restrict(kb, snapshot.records(), "the bundled snapshot")
     lines = "\n".join(coverage.summary(restricted))
-    assert "conda-forge linux-64 CUDA 12.9: torch 2.10.0 (Python 3.13)" in lines
+    assert "conda-forge linux-64 CUDA 12.9: torch 2.10.0 (Python 3.13, 3.14)" in lines
+    assert "conda-forge linux-64 CUDA 12.9: torch 2.12.0 (Python 3.11, 3.14)" in lines
+    assert "conda-forge linux-64 CUDA 12.9: torch 2.13.0 (Python 3.12)" in lines
     assert "conda-forge linux-aarch64 CUDA 12.9: torch 2.10.0" in lines
     assert "pytorch linux-64 CUDA 12.1: torch 2.1.0" in lines
     versions = {str(v) for b in restricted.deepspeed_conda_builds for v in b.versions}
@@ -165,3 +167,58 @@ def test_every_channel_a_plan_names_is_in_the_snapshot(kb: KnowledgeBase) -> Non
         assert chosen is not None
         assert {f"https://conda.anaconda.org/{c}" for c in channels(chosen)} <= held
     assert set(snapshot.provenance()["channels"]) == {"conda-forge", "nvidia", "pytorch"}
+
+
+# What ML projects add beside the stack (scripts/build_snapshot.py's ROOTS); shared/realdata holds no conda record
+# of peft.
+PROJECT_PACKAGES = (
+    "transformers",
+    "datasets",
+    "accelerate",
+    "safetensors",
+    "tokenizers",
+    "huggingface_hub",
+    "wandb",
+    "tensorboard",
+    "scipy",
+    "pandas",
+    "matplotlib",
+    "matplotlib-base",
+    "jupyterlab",
+)
+
+
+def test_the_snapshot_holds_what_ml_projects_add() -> None:
+    held = {r.name for r in snapshot.records() if r.channel == "conda-forge"}
+    assert [name for name in PROJECT_PACKAGES if name not in held] == []
+    assert "peft" not in held
+
+
+def test_project_packages_beside_the_offline_stack(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """The a100's offline stack (torch 2.12.0 cu129, Python 3.11) solves beside conda-forge's jupyterlab, accelerate
+    and huggingface_hub; not beside its transformers: that depends on datasets, datasets on pyarrow, and every
+    pyarrow record in the snapshot is built against a libabseil older than the torch's (README: the snapshot)."""
+    from envsolver.lock import run
+    from envsolver.lock.solve import ChannelSource, SolveFailed, solve
+    from envsolver.resolve.inputs import Options, build_target
+
+    plan, _ = run.plan_offline(build_target(Options(gpus=("a100",)), kb).target, kb, tmp_path)
+    specs = [str(s) for s in plan.specs]
+    public = {f"https://conda.anaconda.org/{c}" for c in plan.channels}
+    sources = [ChannelSource(p, loc) for p, loc in snapshot.channels().items() if p in public]
+    virtual = run.virtual_packages(kb, plan)
+    solved = {
+        r.name: r.version
+        for r in solve(
+            [*specs, "jupyterlab", "accelerate", "huggingface_hub"], sources, plan.platform, virtual, tmp_path
+        )
+    }
+    assert (solved["pytorch"], solved["python"][:5]) == ("2.12.0", "3.11."), solved
+    assert {n: solved[n] for n in ("jupyterlab", "accelerate", "huggingface_hub")} == {
+        "jupyterlab": "4.6.1",
+        "accelerate": "1.3.0",
+        "huggingface_hub": "0.28.0",
+    }
+    with pytest.raises(SolveFailed) as info:
+        solve([*specs, "transformers"], sources, plan.platform, virtual, tmp_path)
+    assert "pyarrow" in str(info.value) and "libabseil" in str(info.value), info.value

@@ -59,7 +59,12 @@ def test_make_offline_lock_summary_is_whole(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lock = shlex.quote(str(out / "conda-lock.yml"))
     lines = result.stdout.splitlines()
-    assert lines[-4].startswith("locked ") and lines[-4].endswith(" against the bundled snapshot of 2026-07-02")
+    assert lines[-5].startswith("locked ") and lines[-5].endswith(" against the bundled snapshot of 2026-08-18")
+    # The plan (torch 2.12.0 cu129, for which conda-forge builds no DeepSpeed) takes DeepSpeed from PyPI.
+    assert lines[-4] == (
+        "and from PyPI (the bundled PyPI snapshot of 2026-12-01): deepspeed 0.19.8 (deepspeed-0.19.8.tar.gz, "
+        "sha256 9e491abd0827…)"
+    )
     assert lines[-3:] == [
         f"Create it with: envsolver install {lock} -n envsolver-v100",
         f"            or: conda-lock install -n envsolver-v100 {lock} && envsolver hook -n envsolver-v100",
