@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envsolver.cli.base import CONTEXT
 from envsolver.cli.main import main
 from envsolver.core import names
 from envsolver.core.errors import BadInputError
@@ -24,7 +25,9 @@ def parse_make(command: str) -> dict[str, Any]:
     assert words[:2] == ["envsolver", "make"]
     assert shlex.join(words) == command  # every word is quoted as a POSIX shell needs
     make = main.commands["make"]
-    return make.make_context("make", words[2:]).params
+    # With the group's context settings: click keeps the first help option it builds on the command, so a context
+    # made without them would leave `make -h` unknown for every later test in this process.
+    return make.make_context("make", words[2:], **CONTEXT).params
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from envsolver.core.errors import ConflictError, EnvsolverError
+from envsolver.core.errors import ConflictError, EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import unsolved
 from envsolver.resolve import projectmerge, ways_out
@@ -30,7 +30,9 @@ MAX_PLANS = 24  # option changes tried for ways out, each a plan that locks (a s
 
 
 class _Spent(EnvsolverError):
-    """The diagnosis used up its solves."""
+    """The diagnosis used up its solves (caught here: it never reaches the user)."""
+
+    kind: Kind = "internal"
 
 
 @dataclass(frozen=True)

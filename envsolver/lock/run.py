@@ -90,6 +90,8 @@ def _live(plan: Plan) -> list[ChannelSource]:
 class NotInSnapshot(ConflictError):
     """A project's channel that the bundled snapshot holds no copy of (exit 1)."""
 
+    kind: Kind = "conflict"
+
 
 def _snapshot(plan: Plan) -> list[ChannelSource]:
     local = snapshot.channels()
