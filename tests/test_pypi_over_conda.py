@@ -201,15 +201,6 @@ def test_with_the_lock_it_names_the_locks_conda_build(kb: KnowledgeBase) -> None
     assert found.fix.startswith("envsolver install conda-lock.yml -p /env (the lock it was installed from")
 
 
-def test_a_venv_gets_a_new_conda_environment(kb: KnowledgeBase) -> None:
-    """verify --lock of a Python venv holding PyPI's torch (conda-meta records, no conda-meta/ of its own: the probe's
-    python.conda_meta is False): conda packages cannot go into it, so the fix is a new conda environment."""
-    doc = facts([PYTORCH_212], [TORCH], conda=False)
-    doc["python"]["pyvenv_cfg"] = True
-    found = check(kb, doc, lock_entries=tuple(H200.entries))
-    assert found.status == "fail" and "envsolver install conda-lock.yml -p NEW_PREFIX" in found.fix, found
-
-
 def test_many_cuda_wheels_are_counted_not_listed(kb: KnowledgeBase) -> None:
     """PyPI's torch 2.8.0 brings 14 CUDA wheels: the detail names the first few, the fix all."""
     wheels = ["nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-cupti-cu12", "nvidia-cudnn-cu12"]
@@ -235,6 +226,9 @@ def test_the_hook_refuses_with_verifys_finding(kb: KnowledgeBase) -> None:
     assert findings["pip_conda_mix"] == verified and verified.status == "fail"
     report = hook_run.HookReport(Path("/env"), "9.0", findings=list(findings.values()))
     assert not report.ok
+    # with --lock, the lock's pytorch is the one named
+    locked = {c.id: c for c in hook_run.preflight(doc, kb, H200.metadata, tuple(H200.entries))}
+    assert "over the lock's conda pytorch 2.10.0 cuda129_mkl_py313_h623d66f_303" in locked["pip_conda_mix"].detail
 
 
 def test_the_h200_lock_installed_as_conda_meta_and_nothing_from_pypi_passes(kb: KnowledgeBase) -> None:

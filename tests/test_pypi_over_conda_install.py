@@ -13,6 +13,7 @@ verify fails naming it, the hook refuses to build against it, and the fix verify
 from __future__ import annotations
 
 import json
+import platform
 import shlex
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from envsolver.install import shadowing
+from envsolver.lock.lockfile import LockEntry
 from envsolver.lock.solve import ChannelSource, index_channel, solve
 from envsolver.lock.writers import condalock
 from tests.conda_packages import build_package
@@ -217,3 +220,42 @@ def test_envsolver_install_links_a_conda_package_pip_uninstalled_again(lab: tupl
     assert done.returncode == 0 and not (prefix / SITE / "tinydist").exists(), done.stderr
     doc = _install(lock, prefix)
     assert doc["changed"] is True and _imported(prefix) == "conda 1.0", doc
+
+
+# conda-forge's cuda-nvtx record (NVIDIA/numba-cuda pixi.lock, shared/realdata pixi.torch280-cu129.lock)
+CUDA_NVTX = LockEntry(
+    "cuda-nvtx", "12.9.79", "hecca717_1", "linux-64", "linux-64",
+    "https://conda.anaconda.org/conda-forge/linux-64/cuda-nvtx-12.9.79-hecca717_1.conda",
+    "b4a3411fa031c409f98cfbd4b2db9ad7", "b16600e48ef3247366b83d5f195852fcefbc4d52bb245f82a632c7129d1d6283",
+)  # fmt: skip
+
+
+def test_a_cuda_wheel_beside_condas_library_is_found_and_removed(tmp_path: Path) -> None:
+    """PyPI's real nvidia-nvtx-cu12 wheel (what PyPI's torch 2.8.0 requires) beside the lock's conda cuda-nvtx: the
+    survey install makes finds it (nothing of conda's to link again: the wheel's files are its own), and the removal
+    takes it out with the environment's pip. PyPI's wheel is fetched once; without network this test skips."""
+    got = pip(Path(sys.executable), "download", "--no-deps", "-d", str(tmp_path), "nvidia-nvtx-cu12==12.8.90")
+    wheels = list(tmp_path.glob("nvidia_nvtx_cu12-12.8.90-*.whl"))
+    if got.returncode != 0 or not wheels:
+        pytest.skip(f"PyPI's nvidia-nvtx-cu12 12.8.90 wheel could not be downloaded: {got.stderr[-300:]}")
+    prefix = tmp_path / "env"
+    venv.EnvBuilder(with_pip=True).create(prefix)
+    done = pip(prefix / "bin" / "python", "install", "--no-deps", "--no-index", str(wheels[0]))
+    assert done.returncode == 0, done.stderr
+    # what conda-meta would hold: the environment's python, and cuda-nvtx (its files are libraries, no dist-info)
+    python = {"name": "python", "version": platform.python_version(), "build": "h0_0"}
+    nvtx = {
+        "name": "cuda-nvtx",
+        "version": CUDA_NVTX.version,
+        "build": CUDA_NVTX.build,
+        "files": ["lib/libnvToolsExt.so.1"],
+    }
+    records = {"python": python, "cuda-nvtx": nvtx}
+    found = shadowing.survey(prefix, [CUDA_NVTX], records)
+    assert [(s.dist.name, s.dist.version, s.package.name, s.own) for s in found.shadows] == [
+        ("nvidia-nvtx-cu12", "12.8.90", "cuda-nvtx", False)
+    ], found
+    assert found.relink == frozenset()
+    removed = shadowing.remove(prefix, found.shadows, records, {"PATH": "/usr/bin:/bin"}, lambda _: None)
+    assert removed == ("nvidia-nvtx-cu12 12.8.90",)
+    assert shadowing.survey(prefix, [CUDA_NVTX], records).shadows == ()

@@ -69,7 +69,8 @@ def lines(done: Done) -> list[str]:
         f"{done.prefix}: {state} ({done.packages} packages for {done.platform}, {done.fetched} fetched and verified)"
     ]
     if done.pip_removed:
-        said.append(f"removed PyPI's {', '.join(done.pip_removed)}: the lock's conda part provides it")
+        them = "them" if len(done.pip_removed) > 1 else "it"
+        said.append(f"removed PyPI's {', '.join(done.pip_removed)}: the lock's conda part provides {them}")
     if done.pip_installed or done.pip_kept:
         pip = [f"{p} installed" for p in done.pip_installed] + [f"{p} in place" for p in done.pip_kept]
         said.append(f"PyPI part (pip, by sha256): {', '.join(pip)}")

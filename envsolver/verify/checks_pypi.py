@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envsolver.install.shadowing import PYPI_INSTALLERS, Dist, Package, Shadow, Where, dist_name, find, provides
-from envsolver.verify.checks_base import Check, Context, conda_env, new_env_fix, prefix_of
+from envsolver.verify.checks_base import Check, Context, prefix_of
 
 ID = "pip_conda_mix"
 SHOWN = 6  # shadows named in the detail at most; the fix names them all
@@ -154,9 +154,7 @@ def _fix(ctx: Context, found: Sequence[Shadow], dists: Sequence[Dist], whose: st
     inside = [s for s in found if s.dist.where == "prefix"]
     outside = [s for s in found if s.dist.where != "prefix"]
     parts = []
-    if inside and not conda_env(ctx):
-        parts.append(new_env_fix(ctx, "the lock's conda packages"))
-    elif inside:
+    if inside:  # (a conda environment: the probe lists conda-meta's records from its own conda-meta/)
         names = " ".join(sorted({s.dist.name for s in inside}))
         relinked = sorted({s.package.name for s in inside if s.own})
         specs = sorted(
