@@ -34,6 +34,7 @@ LONG_MARKERS = ("fuzz", "slow", "deepspeed_matrix", "scale", "sweep")  # addopts
 HEAVY_MODULES = frozenset(
     {
         "test_suggestions.py",
+        "test_pypi_over_conda_install.py",
         "test_lock.py",
         "test_downloads.py",
         "test_hostile_text.py",

@@ -320,8 +320,11 @@ def test_every_deepspeed_requirement_has_a_conda_forge_name(kb: KnowledgeBase) -
         "torch": "pytorch",
         "tqdm": "tqdm",
     }
-    # conda-forge's ninja is the build tool alone: pip does not see the PyPI project `ninja` in it
-    assert [r.pypi for r in kb.pypi_conda_names if not r.provides_dist] == ["ninja"]
+    # conda-forge's ninja is the build tool alone: pip does not see the PyPI project `ninja` in it; the other rows
+    # without a distribution are NVIDIA's CUDA library wheels, beside the conda package holding the same library
+    others = [r.pypi for r in kb.pypi_conda_names if not r.provides_dist and r.pypi != "ninja"]
+    assert [r.pypi for r in kb.pypi_conda_names if r.pypi == "ninja" and not r.provides_dist] == ["ninja"]
+    assert others and all(name.startswith("nvidia-") for name in others), others
 
 
 def test_conda_name_normalises_and_never_guesses(kb: KnowledgeBase) -> None:

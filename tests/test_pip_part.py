@@ -209,7 +209,7 @@ def test_install_installs_the_pypi_part_by_hash_then_a_second_run_changes_nothin
     mirror: httplab.Lab,
 ) -> None:
     lock, prefix, doc, env, args = installed
-    assert doc["pip"] == {"installed": [f"deepspeed {VERSION}"], "kept": []}, doc
+    assert doc["pip"] == {"installed": [f"deepspeed {VERSION}"], "kept": [], "removed": []}, doc
     assert pypi_install.installed_version(prefix, "deepspeed") == VERSION
     site = prefix / "lib" / f"python{PY}" / "site-packages"
     assert (site / f"deepspeed-{VERSION}.dist-info" / "METADATA").read_text().count(f"Version: {VERSION}") == 1
@@ -225,7 +225,7 @@ def test_install_installs_the_pypi_part_by_hash_then_a_second_run_changes_nothin
     assert code == 0, f"second install failed: {out}\n{err}"
     again = json.loads(out)
     assert (again["changed"], again["fetched"], again["pip"]) == (
-        False, 0, {"installed": [], "kept": [f"deepspeed {VERSION}"]}
+        False, 0, {"installed": [], "kept": [f"deepspeed {VERSION}"], "removed": []}
     ), again  # fmt: skip
     assert len(mirror.requests) == before, "the second run fetched something"
 

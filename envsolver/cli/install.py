@@ -148,7 +148,7 @@ def _install(
     installstate.record(prefix, asked, installstate.Recorded(report.platform, report.packages, pip, has_metadata))
     done = Done(
         report.prefix, report.platform, report.packages, report.fetched, report.changed, report.pip_installed,
-        report.pip_kept,
+        report.pip_kept, report.pip_removed,
     )  # fmt: skip
     _finish(done, has_metadata, no_hook, cache, as_json)
 
@@ -219,10 +219,14 @@ def _show_plan(plan: installer.InstallPlan, as_json: bool) -> None:
     for p in plan.packages:
         size = "" if p.size is None else byte_progress.size(p.size)
         render.text(out, f"{p.name:<{width}}  {p.version} {p.build} {p.state} {size}".rstrip())
-    counts = {state: sum(p.state == state for p in plan.packages) for state in ("download", "cached", "installed")}
+    states = ("download", "cached", "installed", "remove")
+    counts = {state: sum(p.state == state for p in plan.packages) for state in states}
     what = "would link" if plan.changes else "already holds"
+    copies = "copy" if counts["remove"] == 1 else "copies"
+    remove = f", {counts['remove']} PyPI {copies} of the conda part's to remove" if counts["remove"] else ""
     render.text(
         out,
-        f"{plan.prefix}: {what} {len(plan.packages)} packages for {plan.platform} ({counts['download']} to download,"
-        f" {counts['cached']} cached, {counts['installed']} installed already); dry run, nothing was written",
+        f"{plan.prefix}: {what} {len(plan.packages) - counts['remove']} packages for {plan.platform} "
+        f"({counts['download']} to download, {counts['cached']} cached, {counts['installed']} installed already"
+        f"{remove}); dry run, nothing was written",
     )

@@ -17,7 +17,7 @@ HOOK_NO_METADATA = (
 class Done:
     """What the install did, as its report prints it (a plain class: dataclasses imports inspect and ast)."""
 
-    __slots__ = ("changed", "fetched", "packages", "pip_installed", "pip_kept", "platform", "prefix")
+    __slots__ = ("changed", "fetched", "packages", "pip_installed", "pip_kept", "pip_removed", "platform", "prefix")
 
     def __init__(
         self,
@@ -28,6 +28,7 @@ class Done:
         changed: bool,
         pip_installed: tuple[str, ...],
         pip_kept: tuple[str, ...],
+        pip_removed: tuple[str, ...] = (),
     ) -> None:
         self.prefix = prefix
         self.platform = platform
@@ -36,6 +37,7 @@ class Done:
         self.changed = changed
         self.pip_installed = pip_installed
         self.pip_kept = pip_kept
+        self.pip_removed = pip_removed  # PyPI's copies over the conda part that the install removed
 
 
 def hook_skipped(no_hook: bool, has_metadata: bool) -> str | None:
@@ -55,7 +57,7 @@ def document(done: Done, ok: bool, hook: object) -> dict[str, object]:
         "packages": done.packages,
         "fetched": done.fetched,
         "changed": done.changed,
-        "pip": {"installed": list(done.pip_installed), "kept": list(done.pip_kept)},
+        "pip": {"installed": list(done.pip_installed), "kept": list(done.pip_kept), "removed": list(done.pip_removed)},
         "hook": hook,
     }
 
@@ -66,6 +68,9 @@ def lines(done: Done) -> list[str]:
     said = [
         f"{done.prefix}: {state} ({done.packages} packages for {done.platform}, {done.fetched} fetched and verified)"
     ]
+    if done.pip_removed:
+        them = "them" if len(done.pip_removed) > 1 else "it"
+        said.append(f"removed PyPI's {', '.join(done.pip_removed)}: the lock's conda part provides {them}")
     if done.pip_installed or done.pip_kept:
         pip = [f"{p} installed" for p in done.pip_installed] + [f"{p} in place" for p in done.pip_kept]
         said.append(f"PyPI part (pip, by sha256): {', '.join(pip)}")

@@ -51,7 +51,7 @@ CHECK_MEANINGS = {
     "torch_cuda_arch_list": "TORCH_CUDA_ARCH_LIST is set, well-formed, and covers the GPUs",
     "deepspeed_ops": "DeepSpeed's accelerator and its built ops",
     "extensions_cache": "no ops in the torch extensions cache built for another Python, torch or CUDA",
-    "pip_conda_mix": "no pip nvidia-* CUDA wheels beside conda's CUDA",
+    "pip_conda_mix": "no PyPI copy of what the conda part provides (torch, triton, numpy, CUDA libraries)",
     "lock_drift": "the installed packages match the lock",
     "host_vs_lock": "this host's driver and glibc meet what the lock was solved for",
     "shm": "/dev/shm is large enough for DataLoader workers",

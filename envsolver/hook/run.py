@@ -17,6 +17,7 @@ from envsolver.hook import activation, build, buildenv, opkey
 from envsolver.hook import ops as ops_stage
 from envsolver.install import prefixmeta
 from envsolver.kb.model import KnowledgeBase
+from envsolver.lock.lockfile import LockEntry
 from envsolver.lock.writers import files
 from envsolver.resolve.detect import host_platform
 from envsolver.verify import archplan, checks
@@ -134,23 +135,28 @@ def toolkit_in(prefix: Path, python: Path | None, where: Where, kb: KnowledgeBas
     return py.exists() and buildenv.toolkit_found(probe(prefix, py, where, kb, env, toolkit_only=True))
 
 
-def preflight(facts: Mapping[str, Any], kb: KnowledgeBase, meta: Mapping[str, str]) -> list[Check]:
-    """verify's build checks (checks.BUILD) over the probe's facts. When the probe could not run, torch_import
-    says why and the rest skip."""
+def preflight(
+    facts: Mapping[str, Any], kb: KnowledgeBase, meta: Mapping[str, str], entries: tuple[LockEntry, ...] = ()
+) -> list[Check]:
+    """verify's build checks (checks.BUILD) over the probe's facts, with the lock's ENTRIES when --lock names one
+    (pip_conda_mix: PyPI's torch where the lock put conda's). When the probe could not run, torch_import says why
+    and the rest skip."""
     if "probe_error" in facts:
         failed = checks.run(Context({"torch": {"error": facts["probe_error"]}}, kb, meta), ("torch_import",))
         skipped = [Check(i, "skip", "skipped: the probe could not run in the env's python") for i in checks.BUILD]
         return failed + [c for c in skipped if c.id != "torch_import"]
-    return checks.run(Context(facts, kb, meta), checks.BUILD)
+    return checks.run(Context(facts, kb, meta, entries), checks.BUILD)
 
 
-def _metadata(prefix: Path, lock: Path | None) -> dict[str, str]:
+def _metadata(prefix: Path, lock: Path | None) -> tuple[dict[str, str], tuple[LockEntry, ...]]:
+    """The lock's metadata and entries (--lock), else the metadata `envsolver install` kept in the prefix."""
     if lock is not None:
         from envsolver.lock import lockfile
 
-        return dict(lockfile.read(lock, None).metadata)
+        read = lockfile.read(lock, None)
+        return dict(read.metadata), tuple(read.entries)
     kept = prefixmeta.load(prefix)
-    return dict(kept.custom) if kept else {}
+    return (dict(kept.custom) if kept else {}), ()
 
 
 def hook(
@@ -213,8 +219,10 @@ def hook(
     report = HookReport(prefix, fixed)
     report.activation = activation.write(prefix, fixed, target, force=True, toolkit=toolkit)
     env = buildenv.environ_for_build(prefix, fixed, target, environ, toolkit)
-    meta = {**_metadata(prefix, lock), prefixmeta.ARCH_KEY: requested}
-    report.findings = preflight({**facts, "env": {**(facts.get("env") or {}), "TORCH_CUDA_ARCH_LIST": fixed}}, kb, meta)
+    recorded, entries = _metadata(prefix, lock)
+    meta = {**recorded, prefixmeta.ARCH_KEY: requested}
+    env_facts = {**facts, "env": {**(facts.get("env") or {}), "TORCH_CUDA_ARCH_LIST": fixed}}
+    report.findings = preflight(env_facts, kb, meta, entries)
     if no_build or not report.ok:
         return report
     cuda_home = Path(str((facts.get("cuda_home") or {}).get("path") or "/usr/local/cuda"))

@@ -29,7 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 STATE = Path("etc") / "envsolver" / "installed.json"
-FORMAT = 2  # 2: `hook` recorded
+# 2: `hook` recorded; 3: the full path removes PyPI's copies over the conda part (install/shadowing), which a
+# record written before may have called up to date
+FORMAT = 3
 MAX_LOCK_BYTES = 32 << 20  # lock/lockfile.py MAX_BYTES: a larger lock is refused the full way, so never recorded
 MAX_STATE_BYTES = 1 << 20
 

@@ -35,9 +35,10 @@ from typing import Any, Literal
 from envsolver.core import dirlock
 from envsolver.core.errors import BadInputError, EnvsolverError
 from envsolver.core.redact import redact
-from envsolver.install import archive, envkind, pkgcache
+from envsolver.install import archive, envkind, pkgcache, shadowing
 from envsolver.install import pypi as pypi_install
 from envsolver.install.pkgcache import FetchError, IntegrityError
+from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import lockfile, snapshot, solve
 from envsolver.lock.lockfile import LockEntry
 from envsolver.lock.pypi.record import PipRecord
@@ -65,15 +66,17 @@ class InstallReport:
     warnings: tuple[str, ...] = ()
     pip_installed: tuple[str, ...] = ()  # 'deepspeed 0.19.8' for each PyPI file this run installed
     pip_kept: tuple[str, ...] = ()  # the same for each already in place
+    pip_removed: tuple[str, ...] = ()  # 'torch 2.13.0+cpu' for each PyPI copy over the conda part this run removed
 
 
-State = Literal["installed", "cached", "download"]
+State = Literal["installed", "cached", "download", "remove"]
 
 
 @dataclass(frozen=True)
 class PlannedPackage:
-    """One package of a dry run: installed already (kept), in the cache, or to download; its size in bytes
-    where known (a cached archive's; a lock records no sizes), and the URL it would come from (redacted)."""
+    """One package of a dry run: installed already (kept), in the cache, to download, or (a PyPI copy over the conda
+    part) to remove; its size in bytes where known (a cached archive's; a lock records no sizes), and the URL it
+    would come from (redacted; a copy to remove: its directory)."""
 
     name: str
     version: str
@@ -300,19 +303,30 @@ def tls_warnings(environ: Mapping[str, str]) -> tuple[str, ...]:
     return netconf.tls(environ).warnings
 
 
-def plan(lock_path: Path, prefix: Path, platform: str | None, mirrors: dict[str, str], cache: Path) -> InstallPlan:
+def plan(
+    lock_path: Path,
+    prefix: Path,
+    platform: str | None,
+    mirrors: dict[str, str],
+    cache: Path,
+    kb: KnowledgeBase | None = None,
+) -> InstallPlan:
     """What install would do, changing nothing (no cache directory, no lock file, no prefix): every package of
-    the lock, installed already, cached or to download. Raises EnvsolverError (exit 2) as install would."""
+    the lock, installed already, cached or to download, and each PyPI copy over its conda part to remove (KB: as
+    install's). Raises EnvsolverError (exit 2) as install would."""
     lock = _read_lock(lock_path, platform)
     envkind.installable(prefix, lock_path)
     urls = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
     have = records(prefix) if prefix.exists() else {}
+    found = shadowing.survey(prefix, lock.entries, have, kb)
     out = []
     for entry in lock.entries:
         _, expected = pkgcache.expected_hash(entry)
         cached = cache / "verified" / f"{expected}-{entry.file_name}"
-        state, size = _state(_same(entry, have.get(entry.name)), cached)
+        state, size = _state(_same(entry, have.get(entry.name)) and entry.name not in found.relink, cached)
         out.append(PlannedPackage(entry.name, entry.version, entry.build, state, size, redact(urls[entry.name])))
+    for s in found.shadows:
+        out.append(PlannedPackage(s.dist.name, s.dist.version or "", "pypi", "remove", None, s.dist.path, "pip"))
     kept = pypi_install.recorded(prefix) if prefix.exists() else {}
     for record, url in zip(lock.pip, pip_urls(lock.pip, mirrors), strict=True):
         cached = cache / pypi_install.CACHE / f"{record.sha256}-{record.filename}"
@@ -360,11 +374,14 @@ def install(
     progress: Progress,
     environ: Mapping[str, str] | None = None,
     warn: Progress | None = None,
+    kb: KnowledgeBase | None = None,
 ) -> InstallReport:
     """Make PREFIX hold exactly the lock's packages for the platform. `environ` (default os.environ) holds the
     network settings (proxies, certificates, netrc, ENVSOLVER_DOWNLOAD_JOBS); `warn` is told what the user must
-    know before anything is fetched (ssl_verify: false), which the report keeps too. Raises EnvsolverError
-    (exit 2)."""
+    know before anything is fetched (ssl_verify: false), which the report keeps too. A PyPI copy of what the conda
+    part provides (PyPI's torch over the lock's pytorch: install/shadowing) is removed with the env's pip and its conda
+    package linked again; KB names what the conda part provides (default: the default knowledge base, read only when
+    site-packages holds a foreign distribution). Raises EnvsolverError (exit 2)."""
     env = os.environ if environ is None else environ
     lock = _read_lock(lock_path, platform)
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
@@ -372,11 +389,12 @@ def install(
     with _turn(cache, prefix, progress):
         envkind.installable(prefix, lock_path)  # with the prefix's turn held: another install may be filling it
         have = records(prefix) if prefix.exists() else {}
-        missing = [e for e in lock.entries if not _same(e, have.get(e.name))]
+        found = shadowing.survey(prefix, lock.entries, have, kb)
+        missing = [e for e in lock.entries if not _same(e, have.get(e.name)) or e.name in found.relink]
         conda_done = prefix.exists() and not missing and set(have) == {e.name for e in lock.entries}
         kept = pypi_install.recorded(prefix) if prefix.exists() else {}
         pip_done = all(pypi_install.in_place(prefix, r, kept) for r in lock.pip)
-        if conda_done and pip_done:
+        if conda_done and pip_done and not found.shadows:
             names = tuple(f"{r.name} {r.version}" for r in lock.pip)
             return InstallReport(prefix, lock.platform, len(lock.entries), 0, False, lock.metadata, pip_kept=names)
         urls = [fetch_from[e.name] for e in missing] + list(pip_from.values())
@@ -385,9 +403,17 @@ def install(
             for warning in warned:
                 warn(warning)
         staging = pkgcache.staging_dir(cache)
+        removed: tuple[str, ...] = ()
+
+        def clear() -> None:  # after every archive is proven and checked, before anything is linked
+            nonlocal removed
+            removed = shadowing.remove(prefix, found.shadows, have, env, progress) if found.shadows else ()
+
         try:
             if not conda_done:
-                _link(lock, prefix, have, missing, fetch_from, cache, staging, progress, env)
+                _link(lock, prefix, have, missing, fetch_from, cache, staging, progress, env, clear)
+            else:
+                clear()
             pip = pypi_install.PipReport((), (), 0)
             if lock.pip:
                 pip = pypi_install.install(
@@ -398,7 +424,7 @@ def install(
                 shutil.rmtree(staging)
     return InstallReport(
         prefix, lock.platform, len(lock.entries), len(missing) + pip.fetched, True, lock.metadata, warned,
-        pip.installed, pip.kept,
+        pip.installed, pip.kept, removed,
     )  # fmt: skip
 
 
@@ -412,12 +438,14 @@ def _link(
     staging: Path,
     progress: Progress,
     env: Mapping[str, str],
+    before: Callable[[], None],
 ) -> None:
-    """The conda part: stage and prove the missing archives, check them all, link."""
+    """The conda part: stage and prove the missing archives, check them all, then BEFORE, then link."""
     staged = stage_all(missing, fetch_from, cache, staging, progress, env)
     wanted = {e.name for e in lock.entries}
     kept = {name: doc for name, doc in have.items() if name in wanted and name not in staged}
     check_archives(prefix, staged, kept, progress)
+    before()
     progress(f"linking {len(lock.entries)} packages into {prefix}")
     reinstall = {e.name for e in missing if e.name in have}
     links = [(e, staged[e.name][1].as_uri() if e.name in staged else redact(e.url)) for e in lock.entries]

@@ -18,12 +18,12 @@ from envsolver.verify.checks_host import (
     check_headers,
     check_host_compiler,
     check_nvcc,
-    check_pip_conda_mix,
     check_prefix_toolkit,
     check_shm,
     check_torch_cuda_arch_list,
 )
 from envsolver.verify.checks_lock import check_host_vs_lock, check_lock_drift
+from envsolver.verify.checks_pypi import check_pip_conda_mix
 from envsolver.verify.checks_torch import (
     check_arch_coverage,
     check_cuda_available,
@@ -129,6 +129,7 @@ BUILD = (
     "op_libraries",
     "host_compiler",
     "torch_cuda_arch_list",
+    "pip_conda_mix",  # ops built against PyPI's torch where the lock put conda's would be built against the wrong one
 )
 
 

@@ -296,32 +296,6 @@ def _adjusted(ctx: Context, value: str, able: set[int] | None) -> Check | None:
     )
 
 
-def check_pip_conda_mix(ctx: Context) -> Check:
-    wheels = ctx.facts.get("pip_cuda_wheels") or []
-    conda = {m["name"]: m["version"] for m in ctx.facts.get("conda_meta") or []}
-    cuda_version = conda.get("cuda-version")
-    if not wheels:
-        return Check("pip_conda_mix", "pass", "no pip nvidia-* CUDA wheels")
-    if not cuda_version:
-        return Check("pip_conda_mix", "pass", f"CUDA comes from pip wheels ({len(wheels)}), no conda CUDA libraries")
-    majors = {w["name"].rsplit("-cu", 1)[-1] for w in wheels if "-cu1" in w["name"]}
-    other = [m for m in majors if m != cuda_version.split(".")[0]]
-    if other:
-        return Check(
-            "pip_conda_mix",
-            "warn",
-            f"pip CUDA {'/'.join(sorted(other))} wheels "
-            f"({', '.join(w['name'] for w in wheels)}) beside conda CUDA {cuda_version}",
-            "pip uninstall the nvidia-*-cu* wheels, or rebuild the env from its lock",
-        )
-    return Check(
-        "pip_conda_mix",
-        "warn",
-        f"pip nvidia wheels beside conda CUDA {cuda_version}: {', '.join(w['name'] for w in wheels)}",
-        "keep one source of CUDA libraries (the lock's)",
-    )
-
-
 def check_shm(ctx: Context) -> Check:
     size = (ctx.facts.get("shm") or {}).get("bytes")
     if size is None:

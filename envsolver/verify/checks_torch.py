@@ -33,11 +33,10 @@ def check_torch_import(ctx: Context) -> Check:
             if conda_env(ctx)
             else new_env_fix(ctx, "the lock's torch", remake=not ctx.lock_entries),
         )
-    how = (
-        "conda"
-        if any(m["name"] == "pytorch" for m in ctx.facts.get("conda_meta") or [])
-        else (ctx.facts.get("torch_installer") or "unknown")
-    )
+    # The INSTALLER of the torch that imports (conda-build writes `conda`; pip's torch over conda's says pip), else
+    # conda where conda-meta has pytorch (a package without the file)
+    conda = any(m["name"] == "pytorch" for m in ctx.facts.get("conda_meta") or [])
+    how = ctx.facts.get("torch_installer") or ("conda" if conda else "unknown")
     return Check("torch_import", "pass", f"torch {t['version']} at {t.get('file')} (installed by {how})")
 
 

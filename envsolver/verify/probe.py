@@ -477,16 +477,107 @@ def libcudart_candidates() -> list[str]:
     return out
 
 
-def conda_meta() -> list[dict[str, str]]:
+def conda_meta() -> list[dict[str, Any]]:
+    """Each conda-meta record's name, version and build, and the *.dist-info directories its files list in a
+    site-packages directory (relative to the prefix; not those a package vendors): the Python distributions that
+    package installed. envsolver/install/shadowing.listed_infos reads a record the same way."""
     meta = os.path.join(sys.prefix, "conda-meta")
     out = []
     for path in sorted(glob.glob(os.path.join(meta, "*.json"))):
         try:
             with open(path) as handle:
                 doc = json.load(handle)
-            out.append({"name": doc["name"], "version": doc["version"], "build": doc["build"]})
+            record: dict[str, Any] = {"name": doc["name"], "version": doc["version"], "build": doc["build"]}
+            heads = {f.split(".dist-info/", 1)[0] for f in doc.get("files") or () if ".dist-info/" in f}
+            infos = {h + ".dist-info" for h in heads if h.rpartition("/")[0].rpartition("/")[2] == "site-packages"}
+            if infos:
+                record["dist_infos"] = sorted(infos)
+            out.append(record)
         except Exception:
             continue
+    return out
+
+
+# What a PyPI installer writes in a distribution's INSTALLER file; conda-build writes "conda" there. The same list as
+# envsolver/install/shadowing.PYPI_INSTALLERS (this file runs without envsolver).
+PYPI_INSTALLERS = ("pip", "uv")
+MAX_DISTS = 2000  # distributions foreign_dists reports at most
+MAX_REQUIRES = 64  # Requires-Dist lines kept of each
+MAX_LINE = 300  # characters kept of each line
+MAX_METADATA = 1 << 18  # bytes read of each METADATA (its headers come first)
+
+
+def _dist_key(name: str) -> str:
+    """A distribution's name as PEP 503 normalises it (torch, nvidia-cublas-cu12)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _read(path: str, limit: int) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _dist_metadata(info: str) -> dict[str, Any]:
+    """Name, Version and the Requires-Dist lines that no extra asks for, from INFO/METADATA's headers."""
+    out: dict[str, Any] = {"name": None, "version": None, "requires": []}
+    for line in (_read(os.path.join(info, "METADATA"), MAX_METADATA) or "").splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        value = value.strip()[:MAX_LINE]
+        if key == "Name":
+            out["name"] = value
+        elif key == "Version":
+            out["version"] = value
+        elif key == "Requires-Dist" and "extra" not in value.partition(";")[2] and len(out["requires"]) < MAX_REQUIRES:
+            out["requires"].append(value)
+    return out
+
+
+def foreign_dists(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The distributions on sys.path that no conda package installed, up to and including the environment's own
+    site-packages (what lies after it cannot shadow it): each *.dist-info whose directory no conda-meta record lists,
+    or whose INSTALLER names a PyPI installer. Each with its name (PEP 503), version, installer, directory, where that
+    directory is (prefix, user: the user site-packages, pythonpath, other), whether it was asked for by name (pip's
+    REQUESTED) and its Requires-Dist lines. None are looked for outside a conda environment (no RECORDS)."""
+    if not records:
+        return []
+    import site
+
+    listed = {info for record in records for info in record.get("dist_infos") or ()}
+    prefix = os.path.normpath(sys.prefix)
+    env_sites = {os.path.normpath(p) for p in site.getsitepackages() if p.startswith(prefix)}
+    user = os.path.normpath(site.getusersitepackages()) if site.ENABLE_USER_SITE else None
+    pythonpath = {os.path.normpath(os.path.abspath(p)) for p in os.environ.get("PYTHONPATH", "").split(":") if p}
+    out: list[dict[str, Any]] = []
+    done = False
+    for entry in sys.path:
+        if done or not entry or not os.path.isdir(entry):
+            continue
+        path = os.path.normpath(os.path.abspath(entry))
+        inside = path == prefix or path.startswith(prefix + os.sep)
+        where = "prefix" if inside else "user" if path == user else "pythonpath" if path in pythonpath else "other"
+        for name in sorted(os.listdir(path)):
+            if not name.endswith(".dist-info") or len(out) >= MAX_DISTS:
+                continue
+            info = os.path.join(path, name)
+            installer = (_read(os.path.join(info, "INSTALLER"), 100) or "").strip() or None
+            if inside and os.path.relpath(info, prefix) in listed and installer not in PYPI_INSTALLERS:
+                continue
+            meta = _dist_metadata(info)
+            out.append({
+                "name": _dist_key(meta["name"] or name[: -len(".dist-info")].split("-")[0]),
+                "version": meta["version"],
+                "installer": installer,
+                "path": info,
+                "where": where,
+                "requested": os.path.exists(os.path.join(info, "REQUESTED")),
+                "requires": meta["requires"],
+            })  # fmt: skip
+        done = path in env_sites
     return out
 
 
@@ -501,18 +592,6 @@ def distributions(names: list[str]) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def pip_cuda_wheels() -> list[dict[str, str]]:
-    """pip-installed NVIDIA CUDA wheels (nvidia-cublas-cu12, nvidia-cuda-runtime, nvidia-cudnn-cu13, ...)."""
-    from importlib import metadata
-
-    out = []
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower()
-        if name.startswith(("nvidia-cuda", "nvidia-cublas", "nvidia-cudnn", "nvidia-cusparse", "nvidia-nccl")):
-            out.append({"name": name, "version": dist.version})
-    return sorted(out, key=lambda d: d["name"])
 
 
 def torch_installer() -> str | None:
@@ -591,7 +670,7 @@ def main(argv: list[str]) -> int:
     fact(facts, "ld_library_path_cudart", libcudart_candidates)
     fact(facts, "torch_installer", torch_installer)
     fact(facts, "conda_meta", conda_meta)
-    fact(facts, "pip_cuda_wheels", pip_cuda_wheels)
+    fact(facts, "foreign_dists", lambda: foreign_dists(facts.get("conda_meta") or []))
     wanted = [n for n in (_option(argv, "--dists") or "").split(",") if n]
     if wanted:
         fact(facts, "distributions", lambda: distributions(wanted))
