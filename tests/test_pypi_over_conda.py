@@ -105,13 +105,14 @@ def test_the_kb_knows_what_the_stack_installs_from_conda(kb: KnowledgeBase) -> N
         ),
         pytest.param(
             meta_of("numpy"), [dist("numpy", "1.26.4", installer="uv")], True, "fail",
-            "numpy 1.26.4 from PyPI (installed by uv) over conda's numpy 2.3.5 py313hf6604e3_1", id="a-second-numpy",
+            f"numpy 1.26.4 from PyPI (installed by uv) over conda's numpy {ENTRIES['numpy'].version} "
+            f"{ENTRIES['numpy'].build}", id="a-second-numpy",
         ),
         pytest.param(
             meta_of("libcublas"),
             [dist("nvidia-cublas-cu12", "12.8.4.1")], True, "fail",
             "nvidia-cublas-cu12 12.8.4.1 from PyPI (installed by pip): a second copy of what conda's libcublas "
-            "12.9.1.4 h676940d_1 holds",
+            f"{ENTRIES['libcublas'].version} {ENTRIES['libcublas'].build} holds",
             id="a-cuda-wheel-beside-conda-cublas",
         ),
         pytest.param(
@@ -189,14 +190,18 @@ def test_each_fix(
 
 def test_with_the_lock_it_names_the_locks_conda_build(kb: KnowledgeBase) -> None:
     """verify --lock: the lock's pytorch is the one replaced, named with its build; the installed record's listing of
-    its own dist-info counts too (torch-2.10.0.dist-info), and a PyPI file written over that very directory is
+    its own dist-info counts too (torch-VERSION.dist-info), and a PyPI file written over that very directory is
     seen by its INSTALLER (the probe reports it foreign)."""
-    listed = {**meta_of("pytorch")[0], "dist_infos": ["lib/python3.13/site-packages/torch-2.10.0.dist-info"]}
-    doc = facts([listed], [dist("torch", "2.10.0", installer="pip")])
+    torch, python = ENTRIES["pytorch"], ENTRIES["python"].version.rsplit(".", 1)[0]
+    listed = {
+        **meta_of("pytorch")[0],
+        "dist_infos": [f"lib/python{python}/site-packages/torch-{torch.version}.dist-info"],
+    }
+    doc = facts([listed], [dist("torch", torch.version, installer="pip")])
     found = check(kb, doc, lock_entries=tuple(H200.entries), lock_meta=H200.metadata)
     assert found.status == "fail"
     assert found.detail == (
-        "torch 2.10.0 from PyPI (installed by pip) over the lock's conda pytorch 2.10.0 cuda129_mkl_py313_h623d66f_303"
+        f"torch {torch.version} from PyPI (installed by pip) over the lock's conda pytorch {torch.version} {torch.build}"
     )
     assert found.fix.startswith("envsolver install conda-lock.yml -p /env (the lock it was installed from")
 
@@ -228,7 +233,8 @@ def test_the_hook_refuses_with_verifys_finding(kb: KnowledgeBase) -> None:
     assert not report.ok
     # with --lock, the lock's pytorch is the one named
     locked = {c.id: c for c in hook_run.preflight(doc, kb, H200.metadata, tuple(H200.entries))}
-    assert "over the lock's conda pytorch 2.10.0 cuda129_mkl_py313_h623d66f_303" in locked["pip_conda_mix"].detail
+    torch = ENTRIES["pytorch"]
+    assert f"over the lock's conda pytorch {torch.version} {torch.build}" in locked["pip_conda_mix"].detail
 
 
 def test_the_h200_lock_installed_as_conda_meta_and_nothing_from_pypi_passes(kb: KnowledgeBase) -> None:
