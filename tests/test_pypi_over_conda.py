@@ -201,7 +201,8 @@ def test_with_the_lock_it_names_the_locks_conda_build(kb: KnowledgeBase) -> None
     found = check(kb, doc, lock_entries=tuple(H200.entries), lock_meta=H200.metadata)
     assert found.status == "fail"
     assert found.detail == (
-        f"torch {torch.version} from PyPI (installed by pip) over the lock's conda pytorch {torch.version} {torch.build}"
+        f"torch {torch.version} from PyPI (installed by pip) over the lock's conda pytorch {torch.version} "
+        f"{torch.build}"
     )
     assert found.fix.startswith("envsolver install conda-lock.yml -p /env (the lock it was installed from")
 
