@@ -33,6 +33,21 @@ def kind(mode: int) -> str:
 def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
     """The bytes of the regular file PATH, at most LIMIT of them. Raises Refused (not a regular file, a symbolic
     link when `follow` is False, larger than LIMIT) or OSError (missing, unreadable)."""
+    data = _read(path, limit, follow)
+    if len(data) > limit:
+        raise Refused(f"larger than {limit} bytes")
+    return data
+
+
+def read_head(path: Path, limit: int, *, follow: bool = True) -> bytes:
+    """The first LIMIT bytes of the regular file PATH (all of it when shorter): for the head of a file whose rest is
+    not needed (a METADATA's headers). Raises Refused (not a regular file, a symbolic link when `follow` is False)
+    or OSError."""
+    return _read(path, limit, follow)[:limit]
+
+
+def _read(path: Path, limit: int, follow: bool) -> bytes:
+    """Up to LIMIT + 1 bytes of the regular file PATH (one more tells a caller the file is larger)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -54,6 +69,4 @@ def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
             size += len(chunk)
     finally:
         os.close(fd)
-    if size > limit:
-        raise Refused(f"larger than {limit} bytes")
     return b"".join(chunks)

@@ -1,10 +1,10 @@
 """What an installed prefix holds, as packages `envsolver diff` compares with a lock: the conda packages its
 conda-meta/*.json records name, and the PyPI distributions in its site-packages.
 
-A PyPI distribution is a `*.dist-info` directory of PREFIX/lib/python3.X/site-packages whose INSTALLER names
-another installer than conda (pip, uv), or that has no INSTALLER and no conda record lists it (conda's own rule:
-conda's PrefixData reads as PyPI's what no conda-meta record owns). Its name and version come from METADATA's
-Name and Version (else from the directory's name), the version in PEP 440's normal form, as a lock holds it.
+A PyPI distribution is a `*.dist-info` directory of PREFIX/lib/python3.X/site-packages that no conda record lists,
+or whose INSTALLER names a PyPI installer (pip, uv): install/shadowing.foreign, the one rule. Its name and version
+come from METADATA's Name and Version (else from the directory's name), the version in PEP 440's normal form, as a
+lock holds it.
 
 The prefix may be a hostile user's: every read is bounded and never waits. A symbolic link where conda puts a
 directory (conda-meta/, lib/, site-packages/) is refused or skipped; every record and metadata file is read as a
@@ -24,6 +24,7 @@ from typing import Literal
 
 from envsolver.core import boundedread
 from envsolver.core.errors import BadInputError
+from envsolver.install import shadowing
 from envsolver.lock import lockfile, pkgdiff
 from envsolver.lock.pkgdiff import Package
 from envsolver.net.pypi_index import normalize
@@ -188,8 +189,8 @@ def _pypi(prefix: Path, owned: set[str], budget: _Budget) -> list[Package]:
                 budget.note(f"{where}: not a directory of its own, skipped")
                 continue
             installer = _small(Path(entry.path) / "INSTALLER", MAX_INSTALLER_BYTES, where, budget)
-            said = installer.splitlines()[0].strip() if installer else ""
-            if said == "conda" or (installer is None and where in owned):
+            said = installer.splitlines()[0].strip() if installer else None
+            if not shadowing.foreign(where in owned, said):  # the one rule (install/shadowing)
                 continue
             package = _distribution(Path(entry.path), where, budget)
             if package is None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsolver.core import procrun
+from envsolver.core import boundedread, procrun
 from envsolver.core.errors import EnvsolverError, Kind
 from envsolver.core.printable import printable
 from envsolver.core.redact import redact, redact_text
@@ -78,10 +78,9 @@ def installed_version(prefix: Path, name: str) -> str | None:
 
 
 def _metadata_version(path: Path) -> str | None:
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(MAX_METADATA_BYTES).decode("utf-8", "replace")
-    except OSError:
+    try:  # a regular file only: a FIFO or device in site-packages is refused at once (core.boundedread)
+        head = boundedread.read_head(path, MAX_METADATA_BYTES).decode("utf-8", "replace")
+    except (OSError, boundedread.Refused):
         return None
     for line in head.splitlines():
         if line.startswith("Version:"):

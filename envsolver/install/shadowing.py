@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver.core import procrun
+from envsolver.core import boundedread, procrun
 from envsolver.core.errors import EnvsolverError
 from envsolver.kb.model import KnowledgeBase
 from envsolver.kb.pypi_names import provided_by
@@ -208,10 +208,11 @@ def remove(
 
 
 def _text(path: Path, limit: int) -> str | None:
+    """The head of a small metadata file, read as a regular file only (core.boundedread: a FIFO or device in a
+    prefix is refused at once); None when absent or unreadable."""
     try:
-        with path.open("rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace").strip() or None
-    except OSError:
+        return boundedread.read_head(path, limit, follow=False).decode("utf-8", "replace").strip() or None
+    except (OSError, boundedread.Refused):
         return None
 
 

@@ -134,6 +134,7 @@ def additions(current: str, ours: str) -> tuple[str, ...]:
         return conda, pip
 
     theirs, ours_listed = listed(current), listed(ours)
+
     def read(flag: str, text: str) -> str:
         return conda_want(text, flag).spec if flag == "--add" else pip_want(text, flag).text
 
