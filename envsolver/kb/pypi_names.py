@@ -27,3 +27,9 @@ class Provided:
 def provided_by(kb: KnowledgeBase, conda: str) -> tuple[Provided, ...]:
     """The PyPI distributions the conda package CONDA provides, as far as the knowledge base knows (none: unknown)."""
     return tuple(Provided(row.pypi, row.provides_dist) for row in kb.pypi_conda_names if row.conda == conda)
+
+
+def own_names(kb: KnowledgeBase) -> dict[str, str]:
+    """conda name -> the PyPI distribution the conda package installs itself (pytorch -> torch), where the knowledge
+    base knows one: what `envsolver diff` matches a conda package and a PyPI one by."""
+    return {row.conda: row.pypi for row in kb.pypi_conda_names if row.provides_dist}

@@ -86,8 +86,10 @@ class Diff:
 
 
 def pypi_of_conda(kb: KnowledgeBase) -> dict[str, str]:
-    """conda name -> the PyPI project it installs, from the KB's pypi_conda_names (pytorch -> torch)."""
-    return {row.conda: row.pypi for row in kb.pypi_conda_names}
+    """conda name -> the PyPI project it installs itself (pytorch -> torch; kb/pypi_names, the one mapping)."""
+    from envsolver.kb.pypi_names import own_names
+
+    return own_names(kb)
 
 
 def project(package: Package, pypi_of_conda: Mapping[str, str]) -> str:
