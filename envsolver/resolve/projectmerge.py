@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envsolver.core.errors import BadInputError
+from envsolver.kb.model import KnowledgeBase
 from envsolver.resolve.plan import CondaSpec, Reason
 from envsolver.resolve.project import CondaWant, Project
 from envsolver.resolve.target import torch_specifier
@@ -33,7 +34,6 @@ PIP_STACK = {
     "triton": "conda's triton, which the conda pytorch depends on",
     "deepspeed": "the stack's DeepSpeed (--deepspeed-from chooses where it comes from; --no-deepspeed leaves it out)",
 }
-_NVIDIA_WHEEL = re.compile(r"nvidia-[a-z0-9-]+-cu[0-9]+")
 _XY = re.compile(r"(?:==)?(?P<xy>[0-9]+(?:\.[0-9]+)?)(?:\.\*|\.(?P<patch>[0-9]+))?")
 _NUMBERS = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}(?:\.\*)?")
 
@@ -47,9 +47,11 @@ class StackValues:
     origins: dict[str, str]
 
 
-def check(project: Project) -> None:
+def check(project: Project, kb: KnowledgeBase) -> None:
     """Refuse what cannot join the stack at all: a conda name the stack writes otherwise (`torch`), a PyPI
-    requirement of a package the stack holds. Raises BadInputError (exit 2)."""
+    requirement of a package the stack takes from conda or owns, or of a CUDA library wheel (the knowledge base's
+    rows of NVIDIA's wheels beside conda's libraries: kb/pypi_names). Raises BadInputError (exit 2)."""
+    cuda_wheels = {r.pypi for r in kb.pypi_conda_names if not r.provides_dist and r.pypi.startswith("nvidia-")}
     for want in project.conda:
         if want.name in CONDA_ALIASES:
             better = CONDA_ALIASES[want.name]
@@ -64,7 +66,7 @@ def check(project: Project) -> None:
                 f"GPUs and driver. Write only a version, e.g. 'pytorch {want.version or '>=2.5'}'."
             )
     for req in project.pip:
-        if req.name in PIP_STACK or _NVIDIA_WHEEL.fullmatch(req.name):
+        if req.name in PIP_STACK or req.name in cuda_wheels:
             held = PIP_STACK.get(req.name, "conda's CUDA libraries, which the conda pytorch and nvcc run on")
             fix = (
                 "Remove it from the pip: list"
