@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from envsolver.core.errors import ConflictError, EnvsolverError, Kind
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import unsolved
+from envsolver.lock.solve import Record
 from envsolver.resolve import projectmerge, ways_out
 from envsolver.resolve.plan import CondaSpec, Plan
 from envsolver.resolve.project import CondaWant, Project
 from envsolver.resolve.target import Target
 
-Solver = Callable[[Plan], str | None]  # None where the plan's specs solve, else the solver's explanation
+Solver = Callable[[Plan], "str | tuple[Record, ...]"]  # the solved records, or the solver's explanation
 Planner = Callable[[Target], Plan]  # a plan that locks where the solver looks (raises EnvsolverError otherwise)
 MAX_SOLVES = 40
 MAX_PLANS = 24  # option changes tried for ways out, each a plan that locks (a solve or a few)
@@ -40,6 +41,7 @@ class Clash:
     want: CondaWant
     partner: CondaSpec | None  # the stack's spec it cannot live with, where one alone was found
     why: str  # the solver's reason in plain words
+    beside: Record | None = None  # the partner's record the want installs beside, once the partner is relaxed
 
 
 def explain(target: Target, kb: KnowledgeBase, planner: Planner, solver: Solver, where: str) -> ConflictError | None:
@@ -53,6 +55,8 @@ def explain(target: Target, kb: KnowledgeBase, planner: Planner, solver: Solver,
         base = planner(bare)
     except EnvsolverError:
         return None
+    if isinstance(budget(_with(base, project, tuple(project.conda))), tuple):
+        return None  # the specs solve together: the refusal is not about the project's packages
     wants = [w for w in project.conda if w.name not in projectmerge.PLANNED]
     clashes: list[Clash] = []
     for want in wants:
@@ -60,8 +64,9 @@ def explain(target: Target, kb: KnowledgeBase, planner: Planner, solver: Solver,
             why = budget(_with(base, project, (want,)))
         except _Spent:
             break
-        if why is not None:
-            clashes.append(Clash(want, _partner(base, project, want, budget), unsolved.plain(why, base, where)))
+        if isinstance(why, str):
+            partner, beside = _partner(base, project, want, budget)
+            clashes.append(Clash(want, partner, unsolved.plain(why, base, where), beside))
     if not clashes:  # each alone solves: together they do not
         clashes = [Clash(w, None, "") for w in wants]
         together = True
@@ -73,7 +78,8 @@ def explain(target: Target, kb: KnowledgeBase, planner: Planner, solver: Solver,
         f"the project's packages {', '.join(c.want.spec for c in clashes)} do not install together with the stack "
         f"({ways_out.describe(base)}) from {where}, though each does alone"
         if together
-        else f"{named}: the stack ({ways_out.describe(base)}) locks from {where} without it"
+        else f"{named}; without {'it' if len(clashes) == 1 else 'them'}, the stack ({ways_out.describe(base)}) "
+        f"locks from {where}"
     )
     return ConflictError(f"{head}. {ways}")
 
@@ -92,6 +98,11 @@ def _leave_out(wants: list[CondaWant]) -> str:
 
 def _sentence(clash: Clash, base: Plan) -> str:
     origin = f"{clash.want.spec} (from {clash.want.origin})"
+    if clash.partner is not None and clash.beside is not None:
+        return (
+            f"{origin} cannot be installed with the stack's {clash.partner}: it installs only beside "
+            f"{clash.beside.name} {clash.beside.version} ({clash.beside.build})"
+        )
     if clash.partner is not None:
         return f"{origin} cannot be installed with the stack's {clash.partner} ({clash.why})"
     return f"{origin} cannot be installed with the stack ({clash.why})"
@@ -107,18 +118,22 @@ def _relaxed(spec: CondaSpec) -> CondaSpec:
     return CondaSpec(spec.name)
 
 
-def _partner(base: Plan, project: Project, want: CondaWant, budget: _Budget) -> CondaSpec | None:
-    """The one stack spec whose constraint, relaxed, lets WANT solve with the stack; None where none alone does."""
+def _partner(
+    base: Plan, project: Project, want: CondaWant, budget: _Budget
+) -> tuple[CondaSpec | None, Record | None]:
+    """The one stack spec whose constraint, relaxed, lets WANT solve with the stack, and the record of it that WANT
+    then installs beside; (None, None) where no one alone does."""
     for spec in base.specs:
         if spec.version is None and spec.build is None:
             continue
         relaxed = dataclasses.replace(base, specs=tuple(_relaxed(s) if s is spec else s for s in base.specs))
         try:
-            if budget(_with(relaxed, project, (want,))) is None:
-                return spec
+            answer = budget(_with(relaxed, project, (want,)))
         except _Spent:
-            return None
-    return None
+            return None, None
+        if isinstance(answer, tuple):
+            return spec, next((r for r in answer if r.name == spec.name), None)
+    return None, None
 
 
 def _ways(
@@ -136,7 +151,7 @@ def _ways(
     ways: list[str] = []
     left = tuple(w for w in project.conda if w not in {c.want for c in clashes} and w.name not in projectmerge.PLANNED)
     try:
-        if budget(_with(base, project, left)) is None:
+        if isinstance(budget(_with(base, project, left)), tuple):
             ways.append(f"{_leave_out([c.want for c in clashes])} (the rest locks: {ways_out.describe(base)})")
     except _Spent:
         pass
@@ -174,9 +189,9 @@ class _Budget:
     def __init__(self, solver: Solver) -> None:
         self.solver = solver
         self.left = MAX_SOLVES
-        self.seen: dict[tuple[tuple[str, ...], tuple[str, ...]], str | None] = {}
+        self.seen: dict[tuple[tuple[str, ...], tuple[str, ...]], str | tuple[Record, ...]] = {}
 
-    def __call__(self, plan: Plan) -> str | None:
+    def __call__(self, plan: Plan) -> str | tuple[Record, ...]:
         key = (tuple(str(s) for s in plan.specs), plan.channels)
         if key in self.seen:
             return self.seen[key]

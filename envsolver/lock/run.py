@@ -289,12 +289,8 @@ def _project_clash(
         return None
     from envsolver.lock import clash
 
-    def solver(plan: Plan) -> str | None:
-        try:
-            _solve_all(plan, kb, sources_for(plan), cache, lambda _: None)
-        except SolveFailed as exc:
-            return str(exc)
-        return None
+    def solver(plan: Plan) -> str | tuple[Record, ...]:
+        return _unsolved(plan, kb, sources_for(plan), cache, local=False)
 
     names = where or ", ".join(redact(s.public) for s in sources_for(choose(target, kb, advise=False)))
     return clash.explain(target, kb, _channels_planner(kb, sources_for, cache), solver, names)
@@ -306,14 +302,25 @@ def _snapshot_clash(target: Target, kb: KnowledgeBase, cache: Path) -> ConflictE
         return None
     from envsolver.lock import clash
 
-    def solver(plan: Plan) -> str | None:
-        try:
-            _solve_all(plan, kb, _snapshot(plan), cache, lambda _: None, local=True)
-        except SolveFailed as exc:
-            return str(exc)
-        return None
+    def solver(plan: Plan) -> str | tuple[Record, ...]:
+        return _unsolved(plan, kb, _snapshot(plan), cache, local=True)
 
     return clash.explain(target, kb, _snapshot_planner(kb, cache), solver, f"the bundled snapshot of {snapshot.date()}")
+
+
+def _unsolved(
+    plan: Plan, kb: KnowledgeBase, sources: list[ChannelSource], cache: Path, local: bool
+) -> str | tuple[Record, ...]:
+    """PLAN's specs solved (the records), or the solver's explanation where they have no solution; unchecked against
+    the plan: lock/clash relaxes the stack's specs one at a time to find what a project's package clashes with."""
+    specs = [str(s) for s in plan.specs]
+    virtual = virtual_packages(kb, plan)
+    if local:
+        return _solve_snapshot(tuple(specs), tuple(sources), plan.platform, tuple(sorted(virtual.items())), cache)
+    try:
+        return tuple(solve(specs, sources, plan.platform, virtual, cache))
+    except SolveFailed as exc:
+        return str(exc)
 
 
 def _unsolvable_here(
