@@ -65,6 +65,7 @@ PLATFORMS = ("linux-64", "linux-aarch64")
 GLIBC = MajorMinor(2, 28)  # the target the scenarios resolve for; files are kept up to KEEP_GLIBC
 KEEP_GLIBC = MajorMinor(2, 40)
 CACHE = Path.home() / ".cache" / "envsolver-pypi-snapshot"
+LINUX = ("x86_64-manylinux_2_28", "aarch64-manylinux_2_28")
 MACOS = "aarch64-apple-darwin"  # macOS 15 (MACOSX_DEPLOYMENT_TARGET): PyPI's torch there is CPU only
 
 
@@ -242,35 +243,39 @@ def write_page(
 
 
 def cuda_wheels(records: list[dict[str, Any]], py: list[MajorMinor], out: Path, today: str) -> None:
-    """guards/cuda_wheels.json: what torch==V pulls in on Linux and not on macOS, for each conda torch release."""
-    torch = sorted(
-        {r["version"] for r in records if r["name"] == "pytorch" and Version(r["version"]) >= Version("2.0")},
-        key=Version,
-    )
+    """guards/cuda_wheels.json: the distributions torch==V requires directly on Linux and not on macOS (uv's
+    annotations: `# via torch`), and the nvidia-* distributions those require in turn (NVIDIA publishes its CUDA
+    libraries on PyPI as nvidia-*: cuda-toolkit's extras pull them in), for each torch release of the snapshot."""
+    releases = {r["version"] for r in records if r["name"] == "pytorch" and Version(r["version"]) >= Version("2.0")}
     names: dict[str, set[str]] = defaultdict(set)
-    for version in torch:
-        linux: set[str] = set()
-        mac: set[str] | None = None
+    for version in sorted(releases, key=Version):
         for python in reversed(py):
-            got = [
-                _uv_names(f"torch=={version}", python, p)
-                for p in ("x86_64-manylinux_2_28", "aarch64-manylinux_2_28", MACOS)
-            ]
-            if got[0] is not None and got[2] is not None:
-                linux = got[0] | (got[1] or set())
-                mac = got[2]
+            linux = [_uv_graph(f"torch=={version}", python, p) for p in LINUX]
+            mac = _uv_graph(f"torch=={version}", python, MACOS)
+            if linux[0] is not None and mac is not None:
                 break
-        if mac is None:
+        else:
             print(f"  torch {version}: no Python of the snapshot resolves it on PyPI for Linux and macOS; left out")
             continue
-        for name in sorted(linux - mac - {"torch"}):
+        found: set[str] = set()
+        for graph in (g for g in linux if g is not None):
+            direct = {n for n, via in graph.items() if "torch" in via} - {n for n, via in mac.items() if "torch" in via}
+            todo = list(direct)
+            while todo:
+                name = todo.pop()
+                if name not in found:
+                    found.add(name)
+                    todo += [n for n, via in graph.items() if name in via and n.startswith("nvidia-")]
+        for name in found | {"torch"}:  # torch itself: in an envsolver lock it comes from conda, always
             names[name].add(version)
-        print(f"  torch {version}: {sorted(linux - mac - {'torch'})}")
+        print(f"  torch {version}: {sorted(found)}")
     doc = {
-        "description": "the distributions PyPI's torch pulls in on Linux and not on macOS (its Requires-Dist marked "
-        "platform_system == 'Linux': the CUDA libraries and triton), for each torch release of the conda snapshot",
-        "source": "uv pip compile torch==V --python-platform x86_64-manylinux_2_28 and aarch64-manylinux_2_28, less "
-        f"the same for {MACOS}, against https://pypi.org/simple (scripts/build_pypi_snapshot.py)",
+        "description": "torch, and the distributions PyPI's torch requires on Linux and not on macOS (its "
+        "Requires-Dist marked platform_system == 'Linux': the CUDA libraries and triton), and the nvidia-* ones "
+        "those require, for each torch release of the conda snapshot",
+        "source": "uv pip compile torch==V --python-platform x86_64-manylinux_2_28 and aarch64-manylinux_2_28 (its "
+        f"`# via` annotations), less the same for {MACOS}, against https://pypi.org/simple "
+        "(scripts/build_pypi_snapshot.py)",
         "fetched": today,
         "names": {n: sorted(v, key=Version) for n, v in sorted(names.items())},
     }
@@ -278,7 +283,8 @@ def cuda_wheels(records: list[dict[str, Any]], py: list[MajorMinor], out: Path, 
     (out / "guards" / "cuda_wheels.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
-def _uv_names(requirement: str, python: MajorMinor, platform: str) -> set[str] | None:
+def _uv_graph(requirement: str, python: MajorMinor, platform: str) -> dict[str, set[str]] | None:
+    """name -> the names uv says it is required by (`# via`), of uv's resolve of `requirement`; None: no solution."""
     import os
 
     uv = uvrun.binary()
@@ -289,11 +295,19 @@ def _uv_names(requirement: str, python: MajorMinor, platform: str) -> set[str] |
         env["MACOSX_DEPLOYMENT_TARGET"] = "15.0"  # uv's macOS default is 13.0; torch 2.12+ has 14.0 wheels only
         argv = [str(uv), "pip", "compile", "req.in", "--no-config", "--python", sys.executable, "--no-python-downloads",
                 "--python-version", str(python), "--python-platform", platform, "--no-build", "--no-header",
-                "--no-annotate", "--quiet", "--cache-dir", str(CACHE / "uv"), *flags]  # fmt: skip
+                "--annotation-style", "line", "--quiet", "--cache-dir", str(CACHE / "uv"), *flags]  # fmt: skip
         done = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         return None
-    return {str(canonicalize_name(line.split("==")[0])) for line in done.stdout.splitlines() if "==" in line}
+    graph: dict[str, set[str]] = {}
+    for line in done.stdout.splitlines():
+        spec, _, via = line.partition("# via ")
+        if "==" in spec:
+            parents = [v.strip() for v in via.split(",")]
+            graph[str(canonicalize_name(spec.split("==")[0].strip()))] = {
+                str(canonicalize_name(v)) for v in parents if v and not v.startswith("-r")
+            }
+    return graph
 
 
 def main() -> int:
@@ -325,40 +339,43 @@ def main() -> int:
     (out / "metadata").mkdir(exist_ok=True)
     used: set[str] = set()
     required: set[str] = set()
-    for name, versions in sorted(kept.items()):
-        doc = page(name)
-        files = kept_files(doc, versions, every)
-        for entry in files:
+    pages: dict[str, dict[str, Any]] = {}
+    for name, versions in sorted(kept.items()):  # the resolved releases: their files and metadata
+        pages[name] = page(name)
+        for entry in kept_files(pages[name], versions, every):
             if entry["filename"].endswith(".whl"):
+                data = metadata_of(entry)
+                required |= {  # what installs with it (not what an extra adds)
+                    str(canonicalize_name(r.name))
+                    for r in coremeta.parse(data).requires_dist
+                    if r.marker is None or "extra" not in str(r.marker)
+                }
+    held: dict[str, set[str]] = defaultdict(set)
+    for platform in PLATFORMS:
+        for name, versions in held_versions(records, closure(records, None), platform).items():
+            held[name] |= set(versions)
+    for name in sorted(set(kept) | (required & set(held))):
+        doc = pages.get(name) or page(name)
+        resolved, holds = kept.get(name, set()), held[name] if name in required else set()
+        files = kept_files(doc, resolved | holds, every)
+        for entry in files:
+            # a page with resolved releases has every wheel's metadata: where the project is not held, uv may weigh
+            # any of its releases; a held-only page (torch, numpy) is a file list: uv weighs only the held version
+            if entry["filename"].endswith(".whl") and resolved:
                 data = metadata_of(entry)
                 sha = hashlib.sha256(data).hexdigest()
                 (out / "metadata" / f"{sha}.metadata").write_bytes(data)
                 entry["core-metadata"] = {"sha256": sha}
                 used.add(sha)
-                required |= {str(canonicalize_name(r.name)) for r in coremeta.parse(data).requires_dist}
-        write_page(out, name, doc, files, today, kept={"versions": sorted(versions, key=Version), "why": "resolved"})
-        written.add(name)
-        print(f"{name}: {len(files)} files of {', '.join(sorted(versions, key=Version))}")
-
-    held: dict[str, set[str]] = defaultdict(set)
-    for platform in PLATFORMS:
-        for name, versions in held_versions(records, closure(records, None), platform).items():
-            held[name] |= set(versions)
-    for name in sorted((required & set(held)) - set(kept)):
-        doc = page(name)
-        files = kept_files(doc, held[name], every)
         on_pypi = {str(v) for f in files if (v := version_of(f["filename"]))}
-        missing = sorted(held[name] - on_pypi, key=Version)
-        write_page(
-            out,
-            name,
-            doc,
-            files,
-            today,
-            kept={"versions": sorted(held[name], key=Version), "why": "held by the conda snapshot", "missing": missing},
-        )
+        kept_doc = {
+            "resolved": sorted(resolved, key=Version),  # with their files' metadata
+            "held": sorted(holds, key=Version),  # the conda snapshot's versions: file lists only
+            "held_missing": sorted(holds - on_pypi, key=Version),  # held versions PyPI has no file of for the targets
+        }
+        write_page(out, name, doc, files, today, kept=kept_doc)
         written.add(name)
-        print(f"{name} (held): {len(files)} files; not on PyPI for the targets: {missing}")
+        print(f"{name}: {len(files)} files; resolved {sorted(resolved, key=Version)}, held {len(holds)} versions")
 
     for path in out.glob("*.json"):
         if path.stem not in written:

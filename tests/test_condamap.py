@@ -79,3 +79,17 @@ def test_the_knowledge_bases_pypi_conda_names_agree_with_the_mapping(kb: Knowled
         if installs != row.provides_dist:
             wrong.append(f"{row.conda} -> {row.pypi}: KB provides_dist={row.provides_dist}, mapping {names}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_mapping_and_uv_are_not_loaded_by_the_commands_that_lock_no_pypi_part() -> None:
+    """make's start-up is measured: the 1 MB mapping and the uv machinery load only when a PyPI part is resolved."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, envsolver.cli.main, envsolver.lock.run, envsolver.lock.pypi.pins\n"
+        "print(sorted(m for m in sys.modules if m.startswith('envsolver.lock.pypi.') and m.rsplit('.', 1)[1] in "
+        "('condamap', 'project', 'uvrun', 'loopback', 'clash', 'guards')))"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

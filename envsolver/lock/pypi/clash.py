@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from packaging.utils import canonicalize_name
 
 from envsolver.lock.pypi import deps, pylock
-from envsolver.lock.pypi.guards import PypiRefused, conda_spec
+from envsolver.lock.pypi.guards import PypiRefused, conda_spec, forbidden
 from envsolver.lock.pypi.project import Problem, Progress, choose, mentions, solve
 from envsolver.lock.pypi.requirements import UserRequirement
 from envsolver.lock.pypi.sources import Source
@@ -100,11 +100,13 @@ class _Trials:
     def __init__(self, problem: Problem, src: Source) -> None:
         self.problem, self.src, self.left = problem, src, MAX_TRIALS
 
-    def _run(self, problem: Problem, drop: str | None = None) -> tuple[pylock.LockedPackage, ...] | None:
+    def _run(
+        self, problem: Problem, drop: str | None = None, exclude: frozenset[str] = frozenset()
+    ) -> tuple[pylock.LockedPackage, ...] | None:
         if self.left <= 0:
             return None
         self.left -= 1
-        answer, _ = solve(problem, self.src, lambda _: None, drop)
+        answer, _ = solve(problem, self.src, lambda _: None, drop, exclude)
         if answer.code != 0 or answer.pylock is None:
             return None
         try:
@@ -127,17 +129,18 @@ class _Trials:
         return next((p.version for p in found or () if p.name == req.name), None)
 
     def needs(self, req: UserRequirement, name: str) -> list[deps.Unmet]:
-        """With `name` left free and `req` alone: the requirements on `name` that the held version does not meet."""
-        held = {n: v for n, v in self.problem.held.items() if n != name}
-        alone = dataclasses.replace(self.problem, requirements=(req,), held=held)
-        found = self._run(alone)
+        """With `name` left out of the resolution and `req` alone: what uv takes, and its requirements on `name` that
+        the held version does not meet (read from the files' metadata: uv did not weigh them)."""
+        held = self.problem.held
+        alone = dataclasses.replace(self.problem, requirements=(req,))
+        found = self._run(alone, exclude=frozenset({name}))
         if found is None:
             return []
         target = self.problem.target
         env = target.environment()
         requires = {}
         for package in found:
-            if package.name == name:
+            if package.name == name or forbidden(package.name, held, {}):
                 continue
             entry = self.src.real(package, choose(package, target))
             meta = self.src.metadata(entry)
@@ -146,4 +149,4 @@ class _Trials:
             ]
         applicable = deps.applicable(requires, (req,), env)
         versions = {p.name: p.version for p in found if p.name != name}
-        return deps.unmet(applicable, versions, {name: self.problem.held[name]})
+        return deps.unmet(applicable, versions, {name: held[name]})

@@ -76,7 +76,7 @@ def check_direct(
             raise PypiRefused(
                 f"the PyPI requirement {req.text!r} names {req.name}, which the lock already holds at {version} "
                 f"({where}); installing it from PyPI would replace that one (a PyPI torch replaces conda's CUDA "
-                f"build). {already.capitalize()}: take it from conda with --add '{conda_spec(req)}'.",
+                f"build). {already[0].upper()}{already[1:]}: take it from conda with --add '{conda_spec(req)}'.",
                 req.text,
                 req.name,
             )
@@ -98,6 +98,11 @@ def check_direct(
             )
 
 
+def forbidden(name: str, held: Mapping[str, str], occupied: Mapping[str, str]) -> bool:
+    """Whether a PyPI part may never install `name` (held, occupied, a CUDA wheel or torch)."""
+    return name in held or name in occupied or name in cuda_wheels()
+
+
 def check_resolved(
     names: Sequence[str],
     graph: Mapping[str, Sequence[str]],
@@ -108,6 +113,7 @@ def check_resolved(
 ) -> None:
     """Refuse a resolved distribution that the conda part provides or occupies, or a CUDA wheel, naming the
     requirement chain from the user's requirement that pulled it. Raises PypiRefused."""
+    refused = []
     for name in names:
         what = None
         if name in held:
@@ -116,17 +122,20 @@ def check_resolved(
             what = f"the conda part's {occupied[name]} installs {name}, so this would be a second copy"
         elif name in cuda_wheels():
             what = f"{name} is a CUDA library wheel, and the lock's CUDA libraries come from conda"
-        if what is None:
-            continue
-        root, path = chain(graph, roots, name)
-        pulled = " -> ".join(path)
-        raise PypiRefused(
-            f"the PyPI part would install {name} from PyPI ({pulled}): {what}. Take {root.name} from conda "
-            f"instead (--add '{conda_spec(root)}'), so that the conda solver weighs it with the GPU stack, or drop "
-            f"{root.text!r} from the PyPI list.",
-            root.text,
-            name,
-        )
+        if what is not None:
+            root, path = chain(graph, roots, name)
+            refused.append(("..." in path, len(path), name, what, root, path))
+    if not refused:
+        return
+    # the one nearest the user's requirement (torch before the CUDA wheels it pulls in, whose path goes through it)
+    _, _, name, what, root, path = min(refused, key=lambda r: r[:3])
+    raise PypiRefused(
+        f"the PyPI part would install {name} from PyPI ({' -> '.join(path)}): {what}. Take {root.name} from conda "
+        f"instead (--add '{conda_spec(root)}'), so that the conda solver weighs it with the GPU stack, or drop "
+        f"{root.text!r} from the PyPI list.",
+        root.text,
+        name,
+    )
 
 
 def chain(
@@ -153,4 +162,4 @@ def chain(
 
 def _holder(name: str, by: Mapping[str, str]) -> str:
     """Who holds a held name: the conda package (`by`, condamap.CondaProvides.by), else the stack's PyPI part."""
-    return f"from conda's {by[name]}" if name in by else "from the stack's own PyPI part"
+    return f"from conda's {by[name]}" if name in by else "held by the lock"

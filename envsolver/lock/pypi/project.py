@@ -126,7 +126,7 @@ def resolve_project(
         return ProjectPart((), "", None)
     with source(reqs, mode, environ, cache, progress) as (src, warnings):
         answer, excluded = solve(problem, src, progress)
-        if answer.code == 1:
+        if no_solution(answer):
             from envsolver.lock.pypi import clash
 
             raise clash.explain(problem, src, answer, excluded, progress)
@@ -168,14 +168,14 @@ def source(
 
 
 def solve(
-    problem: Problem, src: Source, progress: Progress, drop: str | None = None
+    problem: Problem, src: Source, progress: Progress, drop: str | None = None, exclude: frozenset[str] = frozenset()
 ) -> tuple[uvrun.Answer, tuple[str, ...]]:
     """uv's answer, and the held names excluded because the index has no wheel of their version for the target.
-    `drop`: a user requirement left out (clash.py's trials)."""
-    excluded: set[str] = set()
+    clash.py's trials: `drop`, a user requirement left out; `exclude`, held names left out of the resolution."""
+    excluded: set[str] = set(exclude)
     for _ in range(MAX_ROUNDS):
         answer = uvrun.compile_part(request(problem, src, excluded, drop), src.environ)
-        if answer.code != 1:
+        if not no_solution(answer):
             return answer, tuple(sorted(excluded))
         suspects = [n for n in problem.held if n not in excluded and mentions(answer.messages, n)]
         missing = [n for n in suspects if not src.usable(n, problem.held[n], problem.target)]
@@ -206,6 +206,15 @@ def request(problem: Problem, src: Source, excluded: set[str], drop: str | None 
     )
 
 
+def no_solution(answer: uvrun.Answer) -> bool:
+    """Whether uv ran and found the requirements unsatisfiable (exit 1 and its resolver's words; an index it could
+    not read is exit 2, or exit 1 with other words)."""
+    return answer.code == 1 and "No solution found when resolving dependencies" in answer.messages
+
+
+_SNAPSHOT_FILE = re.compile(r"http://127\.0\.0\.1:[0-9]+/files/[0-9a-f]{64}/([A-Za-z0-9._+!-]+\.whl)")
+
+
 def mentions(text: str, name: str) -> bool:
     """Whether uv's message names the package (as a whole name: `numpy` in `numpy==2.3.1`, not in `numpy-x`)."""
     return re.search(rf"(?<![A-Za-z0-9._-]){re.escape(name)}(?![A-Za-z0-9_-]|\.[A-Za-z0-9])", text) is not None
@@ -213,6 +222,14 @@ def mentions(text: str, name: str) -> bool:
 
 def read(answer: uvrun.Answer, src: Source) -> tuple[pylock.LockedPackage, ...]:
     """uv's packages. Raises UvFailed when uv failed or wrote what pylock.parse refuses."""
+    wanted = _SNAPSHOT_FILE.search(answer.messages) if src.bundled else None
+    found = index.name_version(wanted.group(1)) if wanted else None
+    if answer.code != 0 and found is not None:
+        raise UvFailed(
+            f"{src.public} does not hold the metadata of {found[0]} {found[1]}, which this resolution needs: it holds "
+            "what envsolver's tests lock offline (accelerate and peft beside the conda snapshot's packages). Run make "
+            "where PyPI (or ENVSOLVER_PYPI_INDEX) can be reached."
+        )
     if answer.code != 0 or answer.pylock is None:
         raise UvFailed(
             f"uv could not resolve the PyPI part against {src.public} (exit {answer.code}):\n"
@@ -239,10 +256,13 @@ def lock(
     target, env = problem.target, problem.target.environment()
     wanted = [p for p in packages if p.marker is None or p.marker.evaluate({**env, "extra": ""})]
     chosen = [(p, choose(p, target)) for p in wanted]
+    # what may never be installed is refused below; its own metadata is not needed for that (nor fetched: a torch
+    # wheel is 500 MB where an index serves no PEP 658 file)
+    allowed = [(p, f) for p, f in chosen if not guards.forbidden(p.name, problem.held, occupied)]
     with ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="envsolver-pypi") as pool:
-        found = list(pool.map(lambda pc: _entry_and_metadata(src, *pc), chosen))
+        found = list(pool.map(lambda pc: _entry_and_metadata(src, *pc), allowed))
     requires = {
-        p.name: list(meta.requires_dist) if meta else [] for (p, _), (_, meta) in zip(chosen, found, strict=True)
+        p.name: list(meta.requires_dist) if meta else [] for (p, _), (_, meta) in zip(allowed, found, strict=True)
     }
     applicable = deps.applicable(requires, problem.requirements, env)
     graph = {name: [str(canonicalize_name(r.name)) for r in reqs] for name, reqs in applicable.items()}
@@ -260,7 +280,7 @@ def lock(
 
         raise clash.unmet(problems, problem, excluded, graph)
     records, sdists = [], []
-    for (package, _), (entry, meta) in zip(chosen, found, strict=True):
+    for (package, _), (entry, meta) in zip(allowed, found, strict=True):
         if meta is None:
             progress(f"{entry.filename}: its requirements are not known without building it; the lock records none")
         if not entry.wheel:

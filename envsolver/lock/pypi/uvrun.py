@@ -115,14 +115,16 @@ def check_binary(uv: Path, workdir: Path) -> None:
     """`uv --version` must name the installed package's version. Raises UvUnusable."""
     from importlib import metadata
 
-    code, out = _run([str(uv), "--version"], {"PATH": os.defpath, "HOME": str(workdir)}, workdir, VERSION_TIMEOUT_S)
+    code, err, out = _run(
+        [str(uv), "--version"], {"PATH": os.defpath, "HOME": str(workdir)}, workdir, VERSION_TIMEOUT_S
+    )
     match = _VERSION_LINE.fullmatch(out)
     try:
         said = Version(match.group(1)) if match else None
     except InvalidVersion:
         said = None
     if code != 0 or said is None or said != Version(metadata.version("uv")):
-        shown = printable(redact_text(out.strip()))[:200]
+        shown = printable(redact_text((out or err).strip()))[:200]
         raise UvUnusable(
             f"{str(uv)!r} answered {shown!r} to --version (exit {code}), not the installed uv package's version "
             f"{metadata.version('uv')}. Reinstall it: `python -m pip install --force-reinstall 'uv>={UV_FLOOR}'`."
@@ -137,7 +139,7 @@ def compile_part(request: Request, environ: Mapping[str, str]) -> Answer:
         check_binary(uv, workdir)
         write_inputs(request, workdir)
         env, flags = environment(request, environ, workdir)
-        code, messages = _run(argv(request, uv, workdir) + flags, env, workdir, TIMEOUT_S)
+        code, messages, _ = _run(argv(request, uv, workdir) + flags, env, workdir, TIMEOUT_S)  # stdout: the lock again
         out = workdir / "pylock.toml"
         data = None
         if code == 0 and out.is_file():
@@ -152,9 +154,10 @@ def write_inputs(request: Request, workdir: Path) -> None:
     """req.in, constraints.txt, excludes.txt, uv.toml (the held packages' metadata: no requirements) and the
     preferences as a pylock.toml that uv reads from its output path (names and versions only)."""
     for name, version in (*request.held, *request.preferences):
-        _check(name, version)
+        _check_name(name)
+        _check_version(version)
     for name in (*request.excluded, *request.upgrade):
-        _check(name, "0")
+        _check_name(name)
     lines = "".join(f"{line}\n" for line in request.requirements)
     (workdir / "req.in").write_text(lines, encoding="utf-8")
     (workdir / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in request.held), encoding="utf-8")
@@ -223,16 +226,24 @@ def environment(request: Request, environ: Mapping[str, str], workdir: Path) -> 
     return env, flags
 
 
-def _check(name: str, version: str) -> None:
-    """A name and version that may go into uv's files and argv; anything else is an envsolver bug."""
+def _check_name(name: str) -> None:
+    """A name that may go into uv's files and argv; anything else is an envsolver bug."""
     if not _NAME.fullmatch(name):
         raise ValueError(f"not a normalized PyPI name: {name[:80]!r}")
-    if str(Version(version)) != version and version != "0":
-        raise ValueError(f"not a canonical version: {version[:80]!r}")
 
 
-def _run(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int, str]:
-    """(exit code, stderr + stdout as text), both bounded; raises UvUnusable when it cannot start or times out."""
+def _check_version(version: str) -> None:
+    """A version that may go into uv's files; anything else is an envsolver bug."""
+    try:
+        canonical = str(Version(version))
+    except InvalidVersion:
+        canonical = ""
+    if canonical != version:
+        raise ValueError(f"not a canonical PEP 440 version: {version[:80]!r}")
+
+
+def _run(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int, str, str]:
+    """(exit code, stderr, stdout), both bounded; raises UvUnusable when it cannot start or times out."""
     try:
         child = subprocess.Popen(
             command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -251,4 +262,4 @@ def _run(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> 
     except BaseException:
         pipes.stop(child)
         raise
-    return child.returncode, err.text() + out.text()
+    return child.returncode, err.text(), out.text()
