@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from envsolver.core.errors import BadInputError
+from envsolver.core.errors import BadInputError, ConflictError
 from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase
 from envsolver.lock.pypi import condamap, guards, snapshot
@@ -243,6 +243,12 @@ def test_offline_a_package_the_snapshot_holds_no_metadata_of_is_named() -> None:
     assert "does not hold the metadata of pyyaml" in str(caught.value), str(caught.value)
 
 
+def test_a_project_the_index_does_not_have_is_named() -> None:
+    with pytest.raises(ConflictError) as caught:
+        _resolve(["accelerate", "no-such-project-here"])
+    assert "holds no page for no-such-project-here" in str(caught.value), str(caught.value)
+
+
 def test_no_requirements_no_part() -> None:
     part = _resolve([])
     assert part.records == () and part.index == "", part
@@ -277,4 +283,7 @@ def test_live_pypi_locks_accelerate_with_pypis_own_files_and_hashes(tmp_path: Pa
             ["accelerate"], {k: v for k, v in HELD.items() if k != "torch"}, mode="live", environ=env, tmp=tmp_path
         )
     assert "accelerate -> torch" in str(caught.value), str(caught.value)
+    with pytest.raises(ConflictError) as missing:
+        _resolve(["no-such-project-envsolver-test"], mode="live", environ=env, tmp=tmp_path)
+    assert "has no project named 'no-such-project-envsolver-test'" in str(missing.value), str(missing.value)
     print(f"live resolve of accelerate + peft: {took:.1f} s")

@@ -53,6 +53,7 @@ class IndexUnreadable(EnvsolverError):
     """The index could not be read, or answered something that is not a simple page (exit 2)."""
 
     kind: Kind = "fetch"
+    status: int | None = None  # the index's HTTP status, where it answered one (404: it has no such project)
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,9 @@ def fetch(project: str, index: str, environ: Mapping[str, str]) -> list[PypiFile
                 f"the index page {shown!r} is larger than {MAX_PAGE_BYTES >> 20} MiB; it is not a simple page"
             ) from None
         except http.DownloadError as exc:
-            raise IndexUnreadable(str(exc)) from None
+            unreadable = IndexUnreadable(str(exc))
+            unreadable.status = exc.status
+            raise unreadable from None
         with target.open("rb") as handle:
             data = handle.read(MAX_PAGE_BYTES)  # the download stopped at MAX_PAGE_BYTES
     try:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from packaging.utils import canonicalize_name
 
-from envsolver.lock.pypi import deps, pylock
+from envsolver.lock.pypi import deps, pylock, uvrun
 from envsolver.lock.pypi.guards import PypiRefused, conda_spec, forbidden
 from envsolver.lock.pypi.project import Problem, Progress, choose, mentions, solve
 from envsolver.lock.pypi.requirements import UserRequirement
@@ -24,10 +24,20 @@ from envsolver.lock.pypi.sources import Source
 MAX_TRIALS = 16
 
 
-def explain(problem: Problem, src: Source, answer: object, excluded: Sequence[str], progress: Progress) -> PypiRefused:
+def explain(
+    problem: Problem, src: Source, answer: uvrun.Answer, excluded: Sequence[str], progress: Progress
+) -> PypiRefused:
     """The refusal of requirements uv found no solution for."""
-    messages = str(getattr(answer, "messages", ""))
+    messages = answer.messages
     progress(f"uv found no solution:\n{messages.strip()}")
+    unknown = [r for r in problem.requirements if f"{r.name} was not found in the package registry" in messages]
+    if unknown:
+        return PypiRefused(
+            f"{src.public} has no project named {unknown[0].name!r} (the PyPI requirement {unknown[0].text!r}). Check "
+            "its spelling (pypi.org/project/NAME), or point ENVSOLVER_PYPI_INDEX at the index that holds it.",
+            unknown[0].text,
+            unknown[0].name,
+        )
     named = [n for n in sorted(problem.held) if mentions(messages, n)]
     trials = _Trials(problem, src)
     culprits: list[UserRequirement] = []

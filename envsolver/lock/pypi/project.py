@@ -148,9 +148,13 @@ def source(
         progress(f"resolving {', '.join(r.name for r in reqs)} against {live.public}")
         try:
             live.files(reqs[0].name)
-            yield live, ()
-            return
         except index.IndexUnreadable as exc:
+            if exc.status == 404:  # the index answers: it has no such project
+                raise ConflictError(
+                    f"{live.public} has no project named {reqs[0].name!r} (the PyPI requirement {reqs[0].text!r}). "
+                    "Check its spelling (pypi.org/project/NAME), or point ENVSOLVER_PYPI_INDEX at the index that "
+                    "holds it."
+                ) from None
             from envsolver.lock.pypi import snapshot
 
             warning = (
@@ -160,11 +164,22 @@ def source(
             )
             progress(warning)
             warnings = (warning,)
+        else:
+            yield live, ()
+            return
     from envsolver.lock.pypi import loopback, snapshot
 
     date = snapshot.date()
+    public = f"the bundled PyPI snapshot of {date}"
+    lacking = [r.name for r in reqs if snapshot.page(r.name) is None]
+    if lacking:
+        raise ConflictError(
+            f"{public} holds no page for {', '.join(lacking)}, so the PyPI part cannot be locked offline (it holds "
+            "what envsolver's tests lock: accelerate and peft beside the conda snapshot's packages). Run make where "
+            "PyPI (or ENVSOLVER_PYPI_INDEX) can be reached."
+        )
     with loopback.serve() as url:
-        yield Source(url, f"the bundled PyPI snapshot of {date}", date, environ, None), warnings
+        yield Source(url, public, date, environ, None), warnings
 
 
 def solve(
