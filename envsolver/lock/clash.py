@@ -118,9 +118,7 @@ def _relaxed(spec: CondaSpec) -> CondaSpec:
     return CondaSpec(spec.name)
 
 
-def _partner(
-    base: Plan, project: Project, want: CondaWant, budget: _Budget
-) -> tuple[CondaSpec | None, Record | None]:
+def _partner(base: Plan, project: Project, want: CondaWant, budget: _Budget) -> tuple[CondaSpec | None, Record | None]:
     """The one stack spec whose constraint, relaxed, lets WANT solve with the stack, and the record of it that WANT
     then installs beside; (None, None) where no one alone does."""
     for spec in base.specs:

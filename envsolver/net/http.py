@@ -67,6 +67,7 @@ class DownloadError(EnvsolverError, OSError):
     around a copy (install's `_copy`) catches it too. The message names the URL without its credentials."""
 
     kind: Kind = "fetch"
+    status: int | None = None  # the HTTP status the server answered, where it answered one
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,9 @@ def _attempt(
                 raise _Transient(f"cannot fetch {shown!r}: HTTP 416 for a resumed download", _fix_reach())
             if not 200 <= status <= 299:
                 fix = AUTH_FIX if status in (401, 403) else _FIX_URL
-                raise DownloadError(f"cannot fetch {shown!r}: HTTP {status} {reason}. {fix}")
+                failed = DownloadError(f"cannot fetch {shown!r}: HTTP {status} {reason}. {fix}")
+                failed.status = status
+                raise failed
             resumed = have > 0 and status == 206 and range_start(response.headers.get("Content-Range", "")) == have
             if not resumed:
                 watch.received(-have)

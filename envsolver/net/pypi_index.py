@@ -53,6 +53,7 @@ class IndexUnreadable(EnvsolverError):
     """The index could not be read, or answered something that is not a simple page (exit 2)."""
 
     kind: Kind = "fetch"
+    status: int | None = None  # the index's HTTP status, where it answered one (404: it has no such project)
 
 
 @dataclass(frozen=True)
@@ -68,24 +69,50 @@ class PypiFile:
     requires_python: str | None
     yanked: bool
     size: int | None = None  # bytes, where the index says (PEP 700's JSON does; PEP 503's HTML does not)
+    # PEP 658/714: the index serves the file's core metadata at URL + ".metadata": its sha256, "" where the index
+    # says so without a hash, None where it does not say so
+    core_metadata: str | None = None
 
     @property
     def wheel(self) -> bool:
         return self.filename.endswith(".whl")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "filename": self.filename,
             "url": self.url,
             "hashes": {"sha256": self.sha256},
             "requires-python": self.requires_python,
             "yanked": self.yanked,
         }
+        if self.core_metadata is not None:
+            doc["core-metadata"] = {"sha256": self.core_metadata} if self.core_metadata else True
+        return doc
+
+
+def core_metadata(value: object) -> str | None:
+    """The sha256 of a file's core metadata as a page gives it (PEP 714's `data-core-metadata="sha256=..."` or
+    `"true"`, PEP 691's `"core-metadata": {"sha256": ...}` or `true`); "" for one without a hash; None where the
+    page gives none, or gives it in another form."""
+    if value is True or value == "true":
+        return ""
+    if isinstance(value, str):
+        algorithm, _, digest = value.partition("=")
+        return digest if algorithm == "sha256" and _SHA256.fullmatch(digest) else None
+    if isinstance(value, dict):
+        given = value.get("sha256")
+        return given if isinstance(given, str) and _SHA256.fullmatch(given) else None
+    return None
 
 
 def normalize(name: str) -> str:
     """PEP 503's normalized name: 'Py_CPUInfo' -> 'py-cpuinfo' (packaging's canonicalize_name)."""
     return str(canonicalize_name(name))
+
+
+def valid_name(name: str) -> bool:
+    """Whether `name` is a PEP 508 distribution name (letters, digits, '.', '_', '-'; a letter or digit at each end)."""
+    return _NAME.fullmatch(name) is not None
 
 
 def name_version(filename: str) -> tuple[str, str] | None:
@@ -121,18 +148,25 @@ def check_file(project: str, filename: str, url: str, sha256: str, requires_pyth
 
 
 class _Anchors(html.parser.HTMLParser):
-    """The <a> elements of a simple page: (href, data-requires-python, data-yanked present, text)."""
+    """The <a> elements of a simple page: (href, data-requires-python, data-yanked present, core metadata (PEP
+    714's data-core-metadata, else PEP 658's data-dist-info-metadata), text)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.found: list[tuple[str, str | None, bool, str]] = []
-        self._open: tuple[str, str | None, bool] | None = None
+        self.found: list[tuple[str, str | None, bool, str | None, str]] = []
+        self._open: tuple[str, str | None, bool, str | None] | None = None
         self._text: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "a":
             values = dict(attrs)
-            self._open = (values.get("href") or "", values.get("data-requires-python"), "data-yanked" in values)
+            metadata = values.get("data-core-metadata", values.get("data-dist-info-metadata"))
+            self._open = (
+                values.get("href") or "",
+                values.get("data-requires-python"),
+                "data-yanked" in values,
+                core_metadata(metadata),
+            )
             self._text = []
 
     def handle_data(self, data: str) -> None:
@@ -152,14 +186,14 @@ def parse_html(text: str, project: str, page_url: str) -> list[PypiFile]:
     parser.feed(text)
     parser.close()
     out = []
-    for href, requires_python, yanked, _text in parser.found:
+    for href, requires_python, yanked, metadata, _text in parser.found:
         url, fragment = urldefrag(urljoin(page_url, href))
         algorithm, _, digest = fragment.partition("=")
         filename = unquote(urlsplit(url).path).rsplit("/", 1)[-1]
         if algorithm != "sha256" or check_file(project, filename, url, digest, requires_python) is not None:
             continue
         name, version = name_version(filename) or ("", "")
-        out.append(PypiFile(name, version, filename, url, digest, requires_python, yanked))
+        out.append(PypiFile(name, version, filename, url, digest, requires_python, yanked, None, metadata))
     return out
 
 
@@ -181,7 +215,9 @@ def parse_json(doc: Mapping[str, Any], project: str) -> list[PypiFile]:
         name, version = name_version(filename) or ("", "")
         size = item.get("size")
         known = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
-        out.append(PypiFile(name, version, filename, url, digest, requires_python, bool(item.get("yanked")), known))
+        metadata = core_metadata(item.get("core-metadata", item.get("dist-info-metadata")))
+        yanked = bool(item.get("yanked"))
+        out.append(PypiFile(name, version, filename, url, digest, requires_python, yanked, known, metadata))
     return out
 
 
@@ -219,7 +255,9 @@ def fetch(project: str, index: str, environ: Mapping[str, str]) -> list[PypiFile
                 f"the index page {shown!r} is larger than {MAX_PAGE_BYTES >> 20} MiB; it is not a simple page"
             ) from None
         except http.DownloadError as exc:
-            raise IndexUnreadable(str(exc)) from None
+            unreadable = IndexUnreadable(str(exc))
+            unreadable.status = exc.status
+            raise unreadable from None
         with target.open("rb") as handle:
             data = handle.read(MAX_PAGE_BYTES)  # the download stopped at MAX_PAGE_BYTES
     try:

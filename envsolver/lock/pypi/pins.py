@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
@@ -26,6 +25,7 @@ from envsolver.core.redact import redact
 from envsolver.core.versions import MajorMinor
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock.pypi.record import PipRecord
+from envsolver.lock.pypi.target import environment
 from envsolver.lock.solve import Record
 from envsolver.net import pypi_index as index
 from envsolver.resolve import deepspeed as ds_rules
@@ -109,7 +109,7 @@ def pin(
                 "cannot be checked to hold them (an envsolver bug: a plan takes only releases it knows). Pass "
                 "--no-deepspeed to lock the rest, and report it."
             )
-        deps = _satisfied(name, version, needs, _environment(python, platform), conda, kb)
+        deps = _satisfied(name, version, needs, environment(python, platform), conda, kb)
         records.append(PipRecord(name, found.version, found.filename, found.url, found.sha256, deps))
         progress(f"locked {found.filename} (sha256 {found.sha256[:12]}…) from {where}")
     return PipPart(tuple(records), where, date, tuple(warnings))
@@ -182,23 +182,6 @@ def _check_python(found: index.PypiFile, python: MajorMinor) -> None:
             f"{found.filename} requires Python {found.requires_python}, and the plan has Python {python}. "
             "Pass --python with a version it accepts."
         )
-
-
-def _environment(python: MajorMinor, platform: str) -> dict[str, str]:
-    """The marker environment of the target (PEP 508), for requirements such as `x; sys_platform == "linux"`."""
-    machine = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}.get(platform, "x86_64")
-    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    env.update(
-        sys_platform="linux",
-        platform_system="Linux",
-        os_name="posix",
-        platform_machine=machine,
-        python_version=str(python),
-        python_full_version=f"{python}.0",
-        implementation_name="cpython",
-        platform_python_implementation="CPython",
-    )
-    return env
 
 
 def _satisfied(
