@@ -16,8 +16,9 @@ gives them: file name, URL, sha256, size, upload time, Requires-Python, yanked):
     metadata/SHA256.metadata, its sha256 beside the entry as `core-metadata` (PEP 691's field);
   - the pages of the held packages that those files require, at the versions the conda snapshot holds (file lists
     only: uv takes a held package's metadata from envsolver, never from the index);
-  - guards/cuda_wheels.json: the CUDA library wheels PyPI's torch pulls in on Linux (uv's resolve of `torch==V`
-    for x86_64 and aarch64 manylinux, less its resolve for macOS), for each torch release the conda snapshot holds.
+  - envsolver/kb/data/cuda_wheels.json: the CUDA library wheels PyPI's torch pulls in on Linux (uv's resolve of
+    `torch==V` for x86_64 and aarch64 manylinux, less its resolve for macOS), for each torch release the conda
+    snapshot holds.
 
 Files kept: the wheels some target takes (CPython 3.10+ of the conda snapshot, Linux x86_64 or aarch64, glibc up
 to 2.40; pure wheels) and the sdist. Re-run after the conda snapshot changes (scripts/build_snapshot.py): the held
@@ -47,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from envsolver.core.errors import EnvsolverError  # noqa: E402
 from envsolver.core.versions import MajorMinor  # noqa: E402
+from envsolver.kb import cuda_wheels as kb_cuda_wheels  # noqa: E402
 from envsolver.kb import load_kb  # noqa: E402
 from envsolver.lock.pypi import condamap, uvrun  # noqa: E402
 from envsolver.lock.pypi.target import Target  # noqa: E402
@@ -243,7 +245,7 @@ def write_page(
 
 
 def cuda_wheels(records: list[dict[str, Any]], py: list[MajorMinor], out: Path, today: str) -> None:
-    """guards/cuda_wheels.json: the distributions torch==V requires directly on Linux and not on macOS (uv's
+    """kb/data/cuda_wheels.json: the distributions torch==V requires directly on Linux and not on macOS (uv's
     annotations: `# via torch`), and the nvidia-* distributions those require in turn (NVIDIA publishes its CUDA
     libraries on PyPI as nvidia-*: cuda-toolkit's extras pull them in), for each torch release of the snapshot."""
     releases = {r["version"] for r in records if r["name"] == "pytorch" and Version(r["version"]) >= Version("2.0")}
@@ -279,8 +281,7 @@ def cuda_wheels(records: list[dict[str, Any]], py: list[MajorMinor], out: Path, 
         "fetched": today,
         "names": {n: sorted(v, key=Version) for n, v in sorted(names.items())},
     }
-    (out / "guards").mkdir(exist_ok=True)
-    (out / "guards" / "cuda_wheels.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    kb_cuda_wheels.path().write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def _uv_graph(requirement: str, python: MajorMinor, platform: str) -> dict[str, set[str]] | None:
@@ -331,9 +332,7 @@ def main() -> int:
     write_page(out, DEEPSPEED, doc, sorted(files, key=lambda f: str(f["filename"])), today, since=args.since)
 
     cuda_wheels(records, py, out, today)  # first: resolve_project refuses what it names
-    from envsolver.lock.pypi import guards
-
-    guards.cuda_wheels.cache_clear()
+    kb_cuda_wheels.names.cache_clear()
     kept = resolve_all(scenarios(records, py))
     every = targets(py)
     (out / "metadata").mkdir(exist_ok=True)

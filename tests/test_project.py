@@ -178,13 +178,19 @@ def test_two_builds_or_two_pypi_requirements_of_one_name_are_refused(tmp_path: P
 
 def test_names_the_stack_holds_elsewhere_are_refused_with_the_spelling_that_works(kb: KnowledgeBase) -> None:
     with pytest.raises(BadInputError, match=r"its conda name is 'pytorch'.*Write 'pytorch >=2\.5'"):
-        projectmerge.check(read(add=["torch>=2.5"]), kb)
+        projectmerge.check(read(add=["torch>=2.5"]))
     with pytest.raises(BadInputError, match="pins pytorch's build"):
-        projectmerge.check(read(add=["pytorch * cuda*"]), kb)
+        projectmerge.check(read(add=["pytorch * cuda*"]))
     for name in ("torch", "triton", "deepspeed", "nvidia-cublas-cu12", "nvidia-nccl-cu13"):
         with pytest.raises(BadInputError, match=f"would install {name} from PyPI"):
-            projectmerge.check(read(add_pypi=[name]), kb)
-    projectmerge.check(read(add_pypi=["pydantic>=2", "nvidia-ml-py"]), kb)  # held by the conda part: constraints
+            projectmerge.check(read(add_pypi=[name]))
+    projectmerge.check(read(add_pypi=["pydantic>=2", "nvidia-ml-py"]))  # held by the conda part: constraints
+    # The KB's rows of NVIDIA's wheels beside conda's CUDA libraries (verify's pip_conda_mix names the conda package
+    # each sits beside) are all in the one list of CUDA wheels.
+    from envsolver.kb import cuda_wheels
+
+    rows = {r.pypi for r in kb.pypi_conda_names if not r.provides_dist and r.pypi.startswith("nvidia-")}
+    assert rows and rows <= set(cuda_wheels.names()), sorted(rows - set(cuda_wheels.names()))
     # The fix the torch refusal names plans: the conda spec it suggests, in place of the PyPI requirement.
     assert resolve(build_target(Options(gpus=("a100",), add=("pytorch >=2.5",)), kb).target, kb).torch_version
 

@@ -68,7 +68,7 @@ def build_target(
     if options.profile:
         values.update(load_profile(options.profile).values)
     project = read_project(options.files, options.add, options.add_pypi)
-    projectmerge.check(project, kb)
+    projectmerge.check(project)
     stack = projectmerge.stack_values(project)
     values.update(stack.values)
     skip = ("profile", "gpus", "driver_from_cluster_file", "files", "add", "add_pypi")

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envsolver.core.errors import BadInputError
-from envsolver.kb.model import KnowledgeBase
 from envsolver.resolve.plan import CondaSpec, Reason
 from envsolver.resolve.project import CondaWant, Project
 from envsolver.resolve.target import torch_specifier
@@ -47,11 +46,13 @@ class StackValues:
     origins: dict[str, str]
 
 
-def check(project: Project, kb: KnowledgeBase) -> None:
+def check(project: Project) -> None:
     """Refuse what cannot join the stack at all: a conda name the stack writes otherwise (`torch`), a PyPI
-    requirement of a package the stack takes from conda or owns, or of a CUDA library wheel (the knowledge base's
-    rows of NVIDIA's wheels beside conda's libraries: kb/pypi_names). Raises BadInputError (exit 2)."""
-    cuda_wheels = {r.pypi for r in kb.pypi_conda_names if not r.provides_dist and r.pypi.startswith("nvidia-")}
+    requirement of a package the stack takes from conda or owns, or of a CUDA library wheel (kb/cuda_wheels: the
+    one list). Raises BadInputError (exit 2)."""
+    from envsolver.kb import cuda_wheels as wheels
+
+    cuda_wheels = wheels.names() if project.pip else {}
     for want in project.conda:
         if want.name in CONDA_ALIASES:
             better = CONDA_ALIASES[want.name]

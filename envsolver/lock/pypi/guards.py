@@ -3,24 +3,20 @@ occupies at no known version), and a CUDA library wheel (the CUDA stack comes fr
 user requirement that names one, or a resolved file that is one, is refused (exit 1), naming the user's
 requirement that pulled it (its Requires-Dist chain) and the fix: take it from conda.
 
-The CUDA wheels are data: data/guards/cuda_wheels.json, every name PyPI's torch pulls in on Linux and not on macOS
+The CUDA wheels are data (kb/cuda_wheels, the one list): every name PyPI's torch pulls in on Linux and not on macOS
 (its Requires-Dist marked `platform_system == "Linux"`: nvidia-cublas-cu12, nvidia-cudnn-cu13, cuda-toolkit,
 triton, ...), for each torch release the conda snapshot holds; scripts/build_pypi_snapshot.py writes it with uv.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
 from envsolver.core.errors import ConflictError
 from envsolver.lock.pypi import condamap
 from envsolver.lock.pypi.requirements import UserRequirement
-from envsolver.lock.pypi.snapshot import data_dir
 
 
 class PypiRefused(ConflictError):
@@ -35,11 +31,11 @@ class PypiRefused(ConflictError):
         self.conda_needs: tuple[str, ...] = ()
 
 
-@lru_cache(maxsize=1)
 def cuda_wheels() -> dict[str, tuple[str, ...]]:
-    """CUDA library wheel name -> the torch releases whose Linux wheels pull it in (data/guards/cuda_wheels.json)."""
-    doc: dict[str, Any] = json.loads((data_dir() / "guards" / "cuda_wheels.json").read_text(encoding="utf-8"))
-    return {str(name): tuple(versions) for name, versions in doc["names"].items()}
+    """CUDA library wheel name -> the torch releases whose Linux wheels pull it in (kb/cuda_wheels: the one list)."""
+    from envsolver.kb import cuda_wheels as wheels
+
+    return wheels.names()
 
 
 def conda_names(pypi: str) -> tuple[str, ...]:
