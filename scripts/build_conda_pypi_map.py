@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Bundle prefix-dev/parselmouth's conda-forge -> PyPI name mapping, unchanged, with where it came from.
 
-    python scripts/build_conda_pypi_map.py --git CLONE [--commit SHA] [--out envsolver/lock/pypi/data/condamap]
+    python scripts/build_conda_pypi_map.py --git CLONE [--commit SHA] [--out envsolver/kb/data/condamap]
 
 CLONE is a git clone (bare or not) of https://github.com/prefix-dev/parselmouth. The script copies
 files/v0/conda-forge/compressed_mapping.json (conda-forge package name -> the PyPI names of the Python
 distributions its packages install, or null for none; parselmouth reads them from each package's *.dist-info)
 and the repository's LICENSE (BSD-3-Clause, which asks that the notice travel with the data) byte for byte from
 that commit, checks the mapping's shape, and writes provenance.json (repository, commit, its date, path, license,
-sha256, entry count). envsolver.lock.pypi.condamap reads these files when a PyPI part is resolved.
+sha256, entry count). envsolver.kb.condamap reads these files when a PyPI part is resolved.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--git", type=Path, required=True, help="a clone of prefix-dev/parselmouth")
     parser.add_argument("--commit", default="HEAD")
-    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "lock" / "pypi" / "data" / "condamap")
+    parser.add_argument("--out", type=Path, default=ROOT / "envsolver" / "kb" / "data" / "condamap")
     args = parser.parse_args()
     commit = git(args.git, "rev-parse", f"{args.commit}^{{commit}}").decode().strip()
     date = git(args.git, "show", "-s", "--format=%cI", commit).decode().strip()

@@ -7,6 +7,7 @@ import hashlib
 import json
 
 from envsolver.kb import KnowledgeBase
+from envsolver.kb import condamap as kb_condamap
 from envsolver.lock.pypi import condamap
 from envsolver.lock.solve import Record
 
@@ -17,20 +18,20 @@ def _record(name: str, version: str) -> Record:
 
 
 def test_the_bundled_mapping_is_parselmouths_file_unchanged_with_its_provenance_and_license() -> None:
-    folder = condamap.data_dir()
+    folder = kb_condamap.data_dir()
     data = (folder / "compressed_mapping.json").read_bytes()
-    doc = condamap.provenance()
+    doc = kb_condamap.provenance()
     assert hashlib.sha256(data).hexdigest() == doc["sha256"], "the bundled mapping differs from the one recorded"
     assert doc["repository"] == "https://github.com/prefix-dev/parselmouth", doc
     assert doc["path"] == "files/v0/conda-forge/compressed_mapping.json", doc
     assert len(doc["commit"]) == 40 and doc["commit_date"], doc
-    assert doc["entries"] == len(json.loads(data)) == len(condamap.mapping()), doc["entries"]
+    assert doc["entries"] == len(json.loads(data)) == len(kb_condamap.mapping()), doc["entries"]
     assert "BSD-3-Clause" in doc["license"], doc["license"]
     assert (folder / "LICENSE").read_text().startswith("BSD 3-Clause License"), "the license travels with the data"
 
 
 def test_conda_names_map_to_the_pypi_names_they_install() -> None:
-    table = condamap.mapping()
+    table = kb_condamap.mapping()
     assert table["pytorch"] == ("torch",), table["pytorch"]
     assert table["hjson-py"] == ("hjson",), table["hjson-py"]
     assert table["msgpack-python"] == ("msgpack", "msgpack-python"), table["msgpack-python"]
@@ -71,7 +72,7 @@ def test_a_conda_version_that_is_not_pep_440_is_occupied_not_held(kb: KnowledgeB
 
 def test_the_knowledge_bases_pypi_conda_names_agree_with_the_mapping(kb: KnowledgeBase) -> None:
     """One home per fact: the KB's rows (for DeepSpeed's requirements) and parselmouth's mapping say the same."""
-    table = condamap.mapping()
+    table = kb_condamap.mapping()
     wrong = []
     for row in kb.pypi_conda_names:
         names = table.get(row.conda, "absent")

@@ -1,10 +1,9 @@
 """Which PyPI distributions the conda part of a lock provides, and at which version: what the PyPI part is
 resolved around (held at those versions, never installed a second time).
 
-The names come from prefix-dev/parselmouth's conda-forge mapping (data/condamap/, with its provenance and
-license; scripts/build_conda_pypi_map.py copies it unchanged): conda name -> the PyPI names of the Python
-distributions its packages install (`pytorch` -> `torch`, `hjson-py` -> `hjson`), or null for a package that
-installs none (`libgcc`, `ninja`). Read only when a PyPI part is resolved (about 1 MB of JSON).
+The names come from prefix-dev/parselmouth's conda-forge mapping (kb/condamap, its one home): conda name -> the
+PyPI names of the Python distributions its packages install (`pytorch` -> `torch`, `hjson-py` -> `hjson`), or
+null for a package that installs none (`libgcc`, `ninja`).
 
 A record whose name maps to one PyPI name holds that name at the record's version. A name that maps to several
 (`msgpack-python` -> msgpack, msgpack-python) holds the one the knowledge base's pypi_conda_names names for it
@@ -16,17 +15,14 @@ PyPI file of that name would be a likely second copy, and is refused.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envsolver.kb import condamap as kb_condamap
 from envsolver.kb.model import KnowledgeBase
 
 
@@ -51,37 +47,9 @@ class CondaProvides:
     by: dict[str, str]
 
 
-def data_dir() -> Path:
-    return Path(str(resources.files("envsolver.lock.pypi").joinpath("data").joinpath("condamap")))
-
-
-@lru_cache(maxsize=1)
-def mapping() -> Mapping[str, tuple[str, ...] | None]:
-    """conda-forge name -> the normalized PyPI names it installs (None: none). Raises OSError or ValueError for
-    a bundled file that cannot be read (an envsolver bug: tests read it)."""
-    doc: Any = json.loads((data_dir() / "compressed_mapping.json").read_text(encoding="utf-8"))
-    if not isinstance(doc, dict):
-        raise ValueError("the bundled conda -> PyPI mapping is not a JSON object")
-    out: dict[str, tuple[str, ...] | None] = {}
-    for conda, names in doc.items():
-        if names is None:
-            out[conda] = None
-        elif isinstance(names, list) and all(isinstance(n, str) for n in names):
-            out[conda] = tuple(sorted({str(canonicalize_name(n)) for n in names}))
-        else:
-            raise ValueError(f"the bundled conda -> PyPI mapping's entry {conda[:80]!r} is not a list of names")
-    return out
-
-
-@lru_cache(maxsize=1)
-def provenance() -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((data_dir() / "provenance.json").read_text(encoding="utf-8"))
-    return doc
-
-
 def conda_provides(records: Sequence[Named], kb: KnowledgeBase) -> CondaProvides:
     """What the conda records provide to PyPI (see the module docstring)."""
-    table = mapping()
+    table = kb_condamap.mapping()
     confirmed = {(row.conda, row.pypi) for row in kb.pypi_conda_names if row.provides_dist}
     held: dict[str, str] = {}
     occupied: dict[str, str] = {}

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from packaging.specifiers import SpecifierSet
 
 from envsolver.core.errors import ConflictError
-from envsolver.lock.pypi import condamap
+from envsolver.kb import condamap as kb_condamap
 from envsolver.lock.pypi.requirements import UserRequirement
 
 
@@ -41,7 +41,7 @@ def cuda_wheels() -> dict[str, tuple[str, ...]]:
 def conda_names(pypi: str) -> tuple[str, ...]:
     """The conda-forge packages that install the PyPI distribution `pypi` (torch -> pytorch), one-name entries
     first; () where the mapping knows none."""
-    found = [(len(names), conda) for conda, names in condamap.mapping().items() if names and pypi in names]
+    found = [(len(names), conda) for conda, names in kb_condamap.mapping().items() if names and pypi in names]
     return tuple(conda for _, conda in sorted(found))
 
 
