@@ -64,6 +64,14 @@ FAMILIES = {  # conda roots whose dependency closure is a conda part (None: ever
     "all": None,
 }
 PLATFORMS = ("linux-64", "linux-aarch64")
+# Projects as the tests lock them: make's offline conda part for an a100 with these conda packages (`--add`), and
+# these PyPI requirements resolved beside it (with the older release of the first one too, for `make --update`).
+PROJECT_SCENARIOS = (
+    (
+        ("jupyterlab", "scipy", "pandas", "huggingface_hub", "safetensors", "tokenizers"),
+        ("accelerate", "transformers", "datasets", "peft"),
+    ),
+)
 GLIBC = MajorMinor(2, 28)  # the target the scenarios resolve for; files are kept up to KEEP_GLIBC
 KEEP_GLIBC = MajorMinor(2, 40)
 CACHE = Path.home() / ".cache" / "envsolver-pypi-snapshot"
@@ -164,6 +172,30 @@ def scenarios(records: list[dict[str, Any]], py: list[MajorMinor]) -> list[tuple
                     if Version(torch) >= Version("2.0"):
                         sweep = MajorMinor(3, 11) if MajorMinor(3, 11) in py else py[0]  # every torch from 2.0 has it
                         out.append((["accelerate", "peft"], {**newest, "torch": torch}, Target(sweep, platform, GLIBC)))  # type: ignore[arg-type]
+    return out + project_scenarios()
+
+
+def project_scenarios() -> list[tuple[list[str], dict[str, str], Target]]:
+    """PROJECT_SCENARIOS with the held versions of the conda part make locks offline for them (the same records the
+    tests' make solves, so the PyPI part uv resolves here is the one they lock)."""
+    from envsolver.lock import run
+    from envsolver.resolve.inputs import Options, build_target
+
+    kb = load_kb()
+    out = []
+    for conda, pypi in PROJECT_SCENARIOS:
+        target = build_target(Options(gpus=("a100",), add=conda), kb).target
+        with tempfile.TemporaryDirectory(prefix="envsolver-snapshot-conda-") as cache:
+            locked = run._lock_conda(target, kb, "offline", (), Path(cache), lambda _: None)
+        plan = locked.plan
+        held = condamap.conda_provides(locked.records[plan.platform], kb).held
+        if plan.deepspeed and plan.pip:
+            held[DEEPSPEED] = plan.deepspeed
+        _, older = releases(pypi[0])
+        print(f"project {' '.join(conda)} + {' '.join(pypi)}: torch {plan.torch_version}, py{plan.python_version}")
+        glibc = MajorMinor(*map(int, plan.virtual_packages["__glibc"].split(".")[:2]))
+        for first in (pypi[0], f"{pypi[0]}=={older}"):
+            out.append(([first, *pypi[1:]], held, Target(plan.python_version, plan.platform, glibc)))
     return out
 
 
