@@ -312,6 +312,17 @@ def project(out: Console | Plain, p: Plan) -> None:
         _line(out, [("Project channels", "bold"), (f": {', '.join(p.project.channels)}", "")])
 
 
+def pypi_part(out: Console | Plain, pypi: Mapping[str, Any]) -> None:
+    """explain --offline's PyPI part of a project: the files it takes, and which are sdists (no wheel fits)."""
+    part = pypi.get("pypi")
+    if not part:
+        return
+    files = "  ".join(f"{f['name']} {f['version']}" for f in part["files"])
+    _line(out, [("PyPI part", "bold"), (f" ({part['index']}): {files or 'nothing'}", "")], highlight=False)
+    if part["sdists"]:
+        _line(out, [("  sdists", "bold"), (f" (no wheel fits the target): {', '.join(part['sdists'])}", "")])
+
+
 def made(
     out: Console | Plain,
     written: Mapping[Path, Outcome],
@@ -340,9 +351,18 @@ def made(
     )
     text(out, f"locked {sum(len(r) for r in locked.records.values())} packages against {where}")
     pip = [r for records in locked.pip.values() for r in records]
-    if pip:
+    if 0 < len(pip) <= 3:
         files = ", ".join(f"{r.name} {r.version} ({r.filename}, sha256 {r.sha256[:12]}…)" for r in pip)
         text(out, f"and from PyPI ({locked.pip_index}): {files}")
+    elif pip:
+        releases = ", ".join(f"{r.name} {r.version}" for r in pip)
+        text(out, f"and {len(pip)} files from PyPI ({locked.pip_index}; each by its sha256): {releases}")
+    if locked.pip_sdists:
+        text(
+            out,
+            f"  of them sdists (no wheel fits {p.platform} Python {p.python_version}; `envsolver install` builds them "
+            f"with the env's own python): {', '.join(locked.pip_sdists)}",
+        )
     envsolver_way, conda_lock_way = howto.conda_lock_steps(str(out_dir / "conda-lock.yml"), env_name)
     text(out, f"Create it with: {envsolver_way}")
     text(out, f"            or: {conda_lock_way}")
@@ -362,6 +382,7 @@ def made_json(written: Mapping[Path, Outcome], p: Plan, locked: LockResult | Non
                 for platform, rs in locked.pip.items()
             },
             "pip_index": locked.pip_index,
+            "pip_sdists": list(locked.pip_sdists),
             "warnings": list(locked.warnings),
         }
     return doc

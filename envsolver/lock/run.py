@@ -75,6 +75,7 @@ class LockResult:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     pip: dict[str, tuple[PipRecord, ...]] = field(default_factory=dict)  # per platform: the locked PyPI files
     pip_index: str | None = None  # where they were read (public form), when there are any
+    pip_sdists: tuple[str, ...] = ()  # the project's PyPI files that are sdists (no wheel fits the target)
 
 
 def virtual_packages(kb: KnowledgeBase, plan: Plan) -> dict[str, str]:
@@ -204,36 +205,27 @@ def lock(
     progress: Progress,
     environ: Mapping[str, str] | None = None,
     keep: Keep | None = None,
+    ways: bool = True,
 ) -> LockResult:
-    """Resolve and lock, the conda part and then the PyPI part (pypi.pins: each file by its sha256, every one of
-    its requirements held by the conda part). Raises ConflictError (exit 1) when nothing can be locked. KEEP: the
-    lock this one replaces, whose packages the solve prefers (lock/keep.py).
+    """Resolve and lock, the conda part and then the PyPI part (lock/pippart.py: the stack's files by their sha256,
+    the project's requirements resolved by uv around the conda part). Raises ConflictError (exit 1) when nothing
+    can be locked. KEEP: the lock this one replaces, whose packages the solve prefers (lock/keep.py); WAYS: whether
+    a PyPI refusal tries ways out that change the conda part (a way out being tried tries none of its own).
 
     One rule without reachable channels: `offline`, and `live` when the live channels cannot be reached,
     plan within what the bundled snapshot can lock (plan_offline); the live fallback says so in one warning.
     The PyPI part follows the same rule with the bundled snapshot of PyPI's pages.
     """
     conda = _lock_conda(target, kb, mode, channel_urls, cache, progress, keep)
-    # The PyPI resolver takes keep.preferences() and keep.pip_upgrade (lock/keep.py) where it resolves a user's part.
-    return with_pip(conda, kb, mode, os.environ if environ is None else environ, progress)
+    from envsolver.lock import pippart
 
+    def relock(changed: Target) -> LockResult:  # a way out of the PyPI part: the whole lock again, quietly
+        return lock(changed, kb, mode, channel_urls, cache, lambda _: None, environ, keep, ways=False)
 
-def with_pip(
-    result: LockResult, kb: KnowledgeBase, mode: Mode, environ: Mapping[str, str], progress: Progress
-) -> LockResult:
-    """RESULT with its plan's PyPI part locked (nothing to do when the plan takes nothing from PyPI)."""
-    plan = result.plan
-    if not plan.pip:
-        return result
-    from envsolver.lock.pypi import pins
-
-    part = pins.pin(plan, result.records[plan.platform], kb, mode, environ, progress)
-    return dataclasses.replace(
-        result,
-        pip={plan.platform: part.records},
-        pip_index=part.index,
-        warnings=result.warnings + part.warnings,
-    )
+    return pippart.lock_pip(
+        conda, target, kb, mode, os.environ if environ is None else environ, cache, progress, keep,
+        relock if ways else None,
+    )  # fmt: skip
 
 
 def _lock_conda(
