@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from envsolver.cli.main import main
+from envsolver.lock.pypi import pins
 from envsolver.verify import run as verify_run
 from tests.conda_packages import build_channel
 from tests.test_install import write_lock
@@ -61,8 +62,9 @@ def test_make_offline_lock_summary_is_whole(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[-5].startswith("locked ") and lines[-5].endswith(" against the bundled snapshot of 2026-08-18")
     # The plan (torch 2.12.0 cu129, for which conda-forge builds no DeepSpeed) takes DeepSpeed from PyPI.
+    fetched = json.loads((pins.snapshot_dir() / "deepspeed.json").read_text())["fetched"]
     assert lines[-4] == (
-        "and from PyPI (the bundled PyPI snapshot of 2026-12-01): deepspeed 0.19.8 (deepspeed-0.19.8.tar.gz, "
+        f"and from PyPI (the bundled PyPI snapshot of {fetched}): deepspeed 0.19.8 (deepspeed-0.19.8.tar.gz, "
         "sha256 9e491abd0827…)"
     )
     assert lines[-3:] == [
