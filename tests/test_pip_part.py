@@ -14,11 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
-import sysconfig
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +34,7 @@ from envsolver.lock.solve import ChannelSource, index_channel, solve
 from envsolver.lock.writers import condalock, explicit, pipreqs
 from envsolver.net import pypi_index as index
 from tests import httplab
-from tests.conda_packages import build_package
+from tests.envpython import python_package
 
 VERSION = "0.19.8"
 PYPI = "https://files.pythonhosted.org"
@@ -86,37 +84,6 @@ def mirror(sdist: Path, release: PipRecord, tmp_path_factory: pytest.TempPathFac
     shutil.copyfile(sdist, target)
     with httplab.serve(root) as lab:
         yield lab
-
-
-def host_view(root: Path) -> Path:
-    """This run's site-packages as one directory of links, less DeepSpeed (the test extra installs it for the
-    launch tests): the environment must get the lock's DeepSpeed from the PyPI part, and pip would take a
-    deepspeed it can import from here as already installed."""
-    view = root / "host-site-packages"
-    view.mkdir(parents=True, exist_ok=True)
-    for site in dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]):
-        for entry in sorted(Path(site).iterdir()):
-            link = view / entry.name
-            if entry.name.lower().startswith("deepspeed") or link.exists() or link.is_symlink():
-                continue
-            link.symlink_to(entry)
-    return view
-
-
-def python_package(channel: Path) -> Path:
-    """A `python` conda package made from this interpreter, venv style, seeing this run's site-packages (less
-    DeepSpeed: host_view)."""
-    real = Path(os.path.realpath(sys.executable))
-    site = [str(host_view(channel.parent))]
-    files: dict[str, str | bytes] = {
-        f"bin/python{PY}": real.read_bytes(),
-        "pyvenv.cfg": (
-            f"home = {real.parent}\ninclude-system-site-packages = false\nversion = {platform.python_version()}\n"
-        ),
-        f"lib/python{PY}/site-packages/envsolver-test-host.pth": "".join(f"{p}\n" for p in dict.fromkeys(site)),
-    }
-    links = {"bin/python": f"python{PY}", "bin/python3": f"python{PY}"}
-    return build_package(channel, "python", platform.python_version(), files, symlinks=links)
 
 
 @pytest.fixture(scope="session")

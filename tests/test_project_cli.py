@@ -121,3 +121,20 @@ def test_bad_project_input_is_exit_2_with_json_too(runner: CliRunner, args: list
     assert result.exit_code == 2 and message in result.output, result.output
     doc = json.loads(_run(runner, ["explain", "--gpu", "a100", *args, "--json"]).stdout)
     assert doc["ok"] is False and message in json.dumps(doc["error"]), doc
+
+
+def test_a_project_file_asking_for_a_torch_the_gpu_cannot_run_names_both_and_ways_out_that_plan(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The issue's example through a file: `pytorch<2.4` for a B200 (sm_100 needs torch 2.7+)."""
+    project = tmp_path / "env.yml"
+    project.write_text("dependencies:\n  - pytorch<2.4\n  - jupyterlab\n")
+    result = _run(runner, ["explain", "--gpu", "b200", "-f", str(project)])
+    assert result.exit_code == 1, result.output
+    assert f"pytorch <2.4 from {project}: no conda-forge torch build fits NVIDIA B200" in result.output, result.output
+    ways = [w.split() for w in result.output.split("Ways out:")[1].split("`")[1::2]]
+    assert ways, result.output
+    for way in ways:
+        again = _run(runner, ["explain", "--gpu", "b200", "-f", str(project), *way])
+        assert again.exit_code == 0, f"the way out {way} does not plan: {again.output}"
+        assert f"replaces pytorch <2.4 from {project}" in again.output, "the command line replaces the file's spec"
