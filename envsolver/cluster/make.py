@@ -99,6 +99,8 @@ def make(
                 return command(selected, g, out)
 
             raise planning.refusal(kb, group, exc, planner, request.options, split) from None
+    for group in groups:  # make never writes what it reads: refused before anything is solved
+        outputs.refuse_inputs(out_dir / group.platform, request.options.files, command(request, group, out_dir))
     results: list[tuple[planning.Group, Plan, LockResult | None]] = []
     for group in groups:
         progress(f"{group.platform}: {', '.join(p.name for p in group.partitions)}")
