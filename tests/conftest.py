@@ -36,6 +36,7 @@ HEAVY_MODULES = frozenset(
         "test_suggestions.py",
         "test_pypi_over_conda_install.py",
         "test_project_lock.py",
+        "test_readme_project.py",
         "test_clash.py",
         "test_pypi_project.py",
         "test_lock.py",
