@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # `cuda` metapackage, md5 only) is of no plan's, so no plan names a label channel.
 CHANNELS = ("conda-forge", "pytorch", "nvidia")
 SUBDIRS = ("linux-64", "linux-aarch64", "noarch")
-# What envsolver plans ask for, and what a project adds; the snapshot keeps these and everything they depend on.
-ROOTS = (
+# What envsolver plans ask for; the snapshot keeps these (and PROJECT_ROOTS) and everything they depend on.
+STACK_ROOTS = (
     "python",
     "pip",
     "pytorch",
@@ -59,8 +59,10 @@ ROOTS = (
     "pydantic",
     "tqdm",
     "nvidia-ml-py",
-    # What ML projects add beside the stack (issue 31, item 6), so the tests lock such a project offline. peft has
-    # no conda record in shared/realdata; huggingface_hub is conda-forge's name (PyPI's huggingface-hub).
+)
+# What ML projects add beside the stack (issue 31, item 6), so the tests lock such a project offline. peft has no
+# conda record in shared/realdata; huggingface_hub is conda-forge's name (PyPI's huggingface-hub).
+PROJECT_ROOTS = (
     "transformers",
     "datasets",
     "accelerate",
@@ -75,6 +77,7 @@ ROOTS = (
     "matplotlib-base",
     "jupyterlab",
 )
+ROOTS = STACK_ROOTS + PROJECT_ROOTS
 FORMAT_RANK = {"repodata": 0, "pixi": 1, "conda-lock": 2}
 FIELDS = (
     "name",
