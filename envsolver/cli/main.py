@@ -105,6 +105,8 @@ Examples:
   envsolver make --gpu a100 --no-lock  # environment.yml only
   envsolver make --cluster cluster.yaml --out envs   # one environment per platform of the cluster
   envsolver make --gpu a100 -o envs/a100 --dry-run    # what would be written, nothing written
+  envsolver make --gpu a100 -f project.yml -o envs/a100    # your conda and PyPI packages in the same lock
+  envsolver make --gpu a100 --add jupyterlab --add-pypi accelerate -o envs/a100   # the same without a file
   envsolver make --gpu a100 -o envs/a100 --update deepspeed    # move deepspeed (and what it needs) only
   envsolver make --gpu a100 -o envs/a100 --update deepspeed --dry-run    # the package changes, nothing written
 
@@ -118,6 +120,7 @@ Examples:
   envsolver explain --gpu v100 --driver 580.65.06
   envsolver explain --gpu rtx5090 --driver 550.54.14     # exits 1: names the driver upgrade
   envsolver explain --gpu a100 --torch 2.3.1 --json
+  envsolver explain --gpu a100 -f project.yml --offline     # with your packages (and the PyPI part --offline locks)
 
 Exit codes: 0 ok; 1 no consistent stack for the target; 2 bad input; 130 interrupted (Ctrl-C).
 """
