@@ -244,7 +244,10 @@ def test_virtualpkgs_renders_every_platform_sorted() -> None:
         ((("conda-forge",), ("python =3.12",), ()), "python =3.12"),
         ((("conda-forge",), ("pytorch ==2.10.* cuda129*",), ()), "pytorch ==2.10.* cuda129*"),
         ((("https://mirror.example.org/conda-forge",), ("python",), ()), "https://mirror.example.org/conda-forge"),
-        ((("conda-forge",), ("python",), ("deepspeed>=0.19",)), "deepspeed>=0.19"),
+        (
+            (("conda-forge",), ("python",), ("deepspeed @ https://example.org/d.tar.gz",)),
+            "deepspeed @ https://example.org/d.tar.gz",
+        ),
     ],
 )
 def test_a_form_conda_lock_would_rewrite_is_refused_not_guessed(

@@ -38,7 +38,8 @@ ADD_PYPI = "--add-pypi"
 # conda's MatchSpec, the forms an environment file writes (conda's package-spec docs: "Package match
 # specifications"; https://docs.conda.io/projects/conda-build/en/stable/resources/package-spec.html):
 #   name             numpy
-#   name OPVERSION   numpy>=1.26,<2   numpy==1.26.4   (the operator attached to the name)
+#   name OPVERSION   numpy>=1.26,<2   numpy==1.26.4   (the operator attached to the name; `==1.26.*` is read
+#                    as 1.26.*, any 1.26.x, as pip means it: conda itself would read it as exactly 1.26)
 #   name=VERSION     python=3.12      (conda's fuzzy `=`: any 3.12.x, i.e. 3.12.*)
 #   name=VER=BUILD   numpy=1.26.4=py312h*
 #   name VER [BUILD] numpy 1.26.* py312*   numpy >=1.26,<2
@@ -48,7 +49,7 @@ ADD_PYPI = "--add-pypi"
 # parser, which the solve uses, reads no other).
 _CONDA_NAME = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,127}")
 _RELEASE = r"[0-9A-Za-z]+(?:\.[0-9A-Za-z]+){0,7}"
-_CLAUSE = rf"(?:==|!=|>=|<=|>|<)?{_RELEASE}(?:\.\*)?"
+_CLAUSE = rf"(?:(?:==|!=|>=|<=|>|<){_RELEASE}|{_RELEASE}(?:\.\*)?)"  # `.*` without an operator only
 _VERSION = re.compile(rf"\*|{_CLAUSE}(?:,{_CLAUSE}){{0,7}}")
 _BUILD = re.compile(r"[A-Za-z0-9_*]{1,128}")
 _ATTACHED = re.compile(r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})(?P<rest>(?:==|!=|>=|<=|>|<|=).*)?")
@@ -185,6 +186,8 @@ def conda_want(text: str, origin: str) -> CondaWant:
     if version == "*" and build is None:
         version = None
     version = version.lower() if version is not None else None  # conda compares versions without case
+    if version is not None:  # `==1.26.*` means any 1.26.x, which conda writes `1.26.*` (it reads `==1.26.*` as 1.26)
+        version = ",".join(c[2:] if c.startswith("==") and c.endswith(".*") else c for c in version.split(","))
     if not _CONDA_NAME.fullmatch(name):
         raise _bad_conda(where)
     if version is not None and not _VERSION.fullmatch(version):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from packaging.specifiers import SpecifierSet
 
-from envsolver.core.errors import ConflictError
+from envsolver.core.errors import ConflictError, Kind
 from envsolver.kb import condamap as kb_condamap
 from envsolver.lock.pypi.requirements import UserRequirement
 
@@ -22,6 +22,8 @@ from envsolver.lock.pypi.requirements import UserRequirement
 class PypiRefused(ConflictError):
     """The PyPI part would install what must come from conda, or cannot be resolved beside it (exit 1). Carries
     the user's requirement, the package at stake and the ways out (each one run)."""
+
+    kind: Kind = "conflict"
 
     def __init__(self, message: str, requirement: str, package: str, ways_out: tuple[str, ...] = ()) -> None:
         super().__init__(message)

@@ -33,7 +33,7 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from envsolver.core.errors import ConflictError, EnvsolverError
+from envsolver.core.errors import ConflictError, EnvsolverError, Kind
 from envsolver.core.printable import one_line
 from envsolver.core.redact import redact
 from envsolver.core.versions import MajorMinor
@@ -68,6 +68,8 @@ class ProjectPart:
 
 class UvFailed(EnvsolverError):
     """uv could not resolve for a reason other than a conflict (exit 2); its own text follows."""
+
+    kind: Kind = "failed"
 
 
 @dataclass(frozen=True)

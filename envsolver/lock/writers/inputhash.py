@@ -32,7 +32,8 @@ _TIMESTAMP = 1577854800000
 
 _NAME = r"[a-z0-9_][a-z0-9_.-]*"
 _RELEASE = r"[0-9a-z]+(?:\.[0-9a-z]+)*"
-_CLAUSE = rf"(?:==|>=|<=|<|>|!=)?{_RELEASE}(?:\.\*)?"
+# `.*` only without an operator: conda reads `==2.10.*` (and `>=2.10.*`) as `==2.10`, warning that it drops the `.*`.
+_CLAUSE = rf"(?:(?:==|>=|<=|<|>|!=){_RELEASE}|{_RELEASE}(?:\.\*)?)"
 # The version forms MatchSpec leaves as they are (a project's specs, resolve/project.py, are written in these
 # forms too), but for a leading `==` it drops when no build follows.
 _VERSION = rf"\*|{_CLAUSE}(?:,{_CLAUSE})*"
