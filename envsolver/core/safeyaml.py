@@ -9,6 +9,8 @@ only a document within the limits is built.
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,8 @@ def read_text(path: Path, limit: int) -> str:
     try:
         data = boundedread.read_regular(path, limit)
     except boundedread.Refused as exc:
+        if path.is_dir():  # an OSError, as open() gives it: the callers' "cannot read ... Pass an existing file"
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path)) from None
         raise SafeYamlError(str(exc)) from None
     try:
         return data.decode("utf-8")
