@@ -166,6 +166,9 @@ def test_the_jobs_verify_step_on_the_aarch64_node_never_runs_the_login_interpret
     script, ran = arm.root / "gh200.sh", arm.root / "gh200-ran"
     argv = [str(wrapper), "-m", "envsolver", "cluster", "sbatch", "--cluster", str(arm.file), "--partition", "gh200"]
     argv += ["-p", str(arm.prefix), "--nodes", "1", "--time", "5", "--check", "driver", "--check", "host_vs_lock"]
+    # The command runs as one task per GPU, not under torchrun: the stand-in environment's python is this venv's
+    # base interpreter, which has no torch unless someone installed it there (it failed so on a fresh machine).
+    argv += ["--launch", "per-gpu"]
     env = {**os.environ, "SLURM_CONF": str(arm.lab.conf)}
     written = subprocess.run(
         [*argv, "--out", str(script), "--", "touch", str(ran)], capture_output=True, text=True, env=env, timeout=300
