@@ -260,9 +260,9 @@ def _options(kwargs: dict[str, Any]) -> Options:
     )
 
 
-def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan, dict[str, Any]]:
+def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan, LockResult | None]:
     """The inputs, the plan (within the bundled snapshot with --offline) and, where --offline locks a project's
-    PyPI part with it, that part as explain shows it (`pypi`: its files and sdists; {} otherwise)."""
+    PyPI part with it (explain names what that part takes), the whole lock."""
     from envsolver.resolve import detect
     from envsolver.resolve.inputs import build_target
 
@@ -272,16 +272,11 @@ def _plan(kwargs: dict[str, Any], offline: bool = False) -> tuple[Inputs, Plan, 
         from envsolver.lock import run as lock
         from envsolver.lock.solve import cache_dir
 
-        if inputs.target.project.pip:  # the PyPI part is locked too: explain names what it takes (an sdist)
+        if inputs.target.project.pip:
             result = lock.lock(inputs.target, kb, "offline", (), cache_dir(), lambda _: None)
-            files = [
-                {"name": r.name, "version": r.version, "file": r.filename}
-                for r in result.pip.get(result.plan.platform, ())
-            ]
-            pypi = {"pypi": {"files": files, "sdists": list(result.pip_sdists), "index": result.pip_index}}
-            return inputs, _warned(result.plan, inputs), pypi
-        return inputs, _warned(lock.plan_offline(inputs.target, kb, cache_dir())[0], inputs), {}
-    return inputs, _warned(resolve(inputs.target, kb), inputs), {}
+            return inputs, _warned(result.plan, inputs), result
+        return inputs, _warned(lock.plan_offline(inputs.target, kb, cache_dir())[0], inputs), None
+    return inputs, _warned(resolve(inputs.target, kb), inputs), None
 
 
 def _warned(plan: Plan, inputs: Inputs) -> Plan:
@@ -323,12 +318,13 @@ def explain(as_json: bool, offline: bool, **kwargs: Any) -> None:
         worker_call.prestart()  # the offline plan is solved: its worker starts while this process plans
     from envsolver.cli import render
 
-    inputs, plan, pypi = _plan(kwargs, offline)
+    inputs, plan, locked = _plan(kwargs, offline)
     if as_json:
-        click.echo(json.dumps({"ok": True, **plan.to_json(), "detected": inputs.detected, **pypi}, indent=2))
+        doc = {"ok": True, **plan.to_json(), "detected": inputs.detected, **render.pypi_json(locked)}
+        click.echo(json.dumps(doc, indent=2))
         return
     render.plan(render.out(), plan, inputs.detected)
-    render.pypi_part(render.out(), pypi)
+    render.pypi_part(render.out(), locked)
     render.warnings(render.out(stderr=True), plan.warnings)
 
 

@@ -312,9 +312,19 @@ def project(out: Console | Plain, p: Plan) -> None:
         _line(out, [("Project channels", "bold"), (f": {', '.join(p.project.channels)}", "")])
 
 
-def pypi_part(out: Console | Plain, pypi: Mapping[str, Any]) -> None:
+def pypi_json(locked: LockResult | None) -> dict[str, Any]:
+    """explain --offline's PyPI part of a project, for --json: {"pypi": {files, sdists, index}}; {} without one."""
+    if locked is None:
+        return {}
+    files = [
+        {"name": r.name, "version": r.version, "file": r.filename} for r in locked.pip.get(locked.plan.platform, ())
+    ]
+    return {"pypi": {"files": files, "sdists": list(locked.pip_sdists), "index": locked.pip_index}}
+
+
+def pypi_part(out: Console | Plain, locked: LockResult | None) -> None:
     """explain --offline's PyPI part of a project: the files it takes, and which are sdists (no wheel fits)."""
-    part = pypi.get("pypi")
+    part = pypi_json(locked).get("pypi")
     if not part:
         return
     files = "  ".join(f"{f['name']} {f['version']}" for f in part["files"])
