@@ -255,7 +255,6 @@ def _lock_conda(
     except Incoherent as exc:
         raise _incoherent(target, kb, plan, str(exc), sources_for, cache) from None
     except SolveFailed as exc:
-        progress(f"the solver's answer: {exc}")
         found = _project_clash(target, kb, sources_for, cache, "the --channel URLs" if mode == "custom" else None)
         if found is not None:
             raise found from None
