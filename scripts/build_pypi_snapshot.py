@@ -71,6 +71,7 @@ PROJECT_SCENARIOS = (
         ("jupyterlab", "scipy", "pandas", "huggingface_hub", "safetensors", "tokenizers"),
         ("accelerate", "transformers", "datasets", "peft"),
     ),
+    ((), ("accelerate", "peft")),  # the stack alone and the PyPI part (`make --offline --add-pypi accelerate`)
 )
 GLIBC = MajorMinor(2, 28)  # the target the scenarios resolve for; files are kept up to KEEP_GLIBC
 KEEP_GLIBC = MajorMinor(2, 40)

@@ -198,3 +198,17 @@ def test_update_moves_only_the_named_packages_and_diff_shows_exactly_that(projec
     assert {changes[n]["kind"] for n in others} <= {"added", "removed"}, changes
     text = _invoke(["diff", str(old), str(out / "conda-lock.yml")]).stdout
     assert "jupyterlab" in text and "accelerate" in text, text
+
+
+def test_a_pypi_requirement_the_conda_part_must_meet_gets_a_conda_way_out_that_locks(tmp_path: Path) -> None:
+    """`numpy<2` under pip: the lock's conda numpy is 2.x, so uv cannot meet it; make names the conda-side way out
+    (`--add 'numpy <2'` in its place), locked whole before it is named, and it works when run."""
+    out = tmp_path / "out"
+    refused = _invoke(["make", "--gpu", "a100", "--offline", "--add-pypi", "numpy<2", "-o", str(out)])
+    assert refused.exit_code == 1, refused.output
+    assert "names numpy, which the lock already holds" in refused.output, refused.output
+    assert "`--add 'numpy <2'` (in place of the PyPI requirement 'numpy<2') locks torch" in refused.output
+    fixed = _invoke(["make", "--gpu", "a100", "--offline", "--add", "numpy <2", "-o", str(out)])
+    assert fixed.exit_code == 0, fixed.output
+    numpy = [e for e in lockfile.read(out / "conda-lock.yml", None).entries if e.name == "numpy"]
+    assert numpy and numpy[0].version.startswith("1."), numpy

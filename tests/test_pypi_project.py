@@ -144,23 +144,35 @@ def test_a_held_version_pypi_lacks_is_left_out_of_uvs_resolution_and_checked_aft
 
 
 @pytest.mark.parametrize(
-    ("requirement", "words"),
+    ("requirement", "words", "needs"),
     [
-        ("torch", ["names torch", "holds at 2.9.1", "from conda's pytorch", "satisfies it", "--add 'pytorch'"]),
-        ("torch<2.4", ["names torch", "does not satisfy it", "--add 'pytorch<2.4'"]),
-        ("numpy<2", ["names numpy", "--add 'numpy<2'"]),
-        ("nvidia-cublas-cu12", ["a CUDA library wheel", "come from conda"]),
-        ("triton", ["a CUDA library wheel"]),
+        ("torch<2.4", ["names torch", "holds at 2.9.1", "from conda's pytorch", "does not satisfy it"], "torch<2.4"),
+        ("numpy<2", ["names numpy", "does not satisfy it", "Drop 'numpy<2' from the PyPI list"], "numpy<2"),
+        ("nvidia-cublas-cu12", ["a CUDA library wheel", "come from conda", "Drop it from the PyPI list:"], None),
+        ("triton", ["a CUDA library wheel"], None),
     ],
 )
-def test_a_requirement_naming_what_conda_provides_is_refused_with_the_fix(requirement: str, words: list[str]) -> None:
+def test_a_requirement_naming_what_conda_provides_is_refused_with_the_fix(
+    requirement: str, words: list[str], needs: str | None
+) -> None:
+    """Refused (exit 1) with a fix that always works (drop it); what a conda solve could be asked for instead is
+    carried for make, which locks it before naming it (lock/pippart.py), never named here unproven."""
     conda = condamap.CondaProvides(dict(HELD), {}, {"torch": "pytorch", "numpy": "numpy"})
     with pytest.raises(guards.PypiRefused) as caught:
         _resolve(["accelerate", requirement], conda=conda)
     message = str(caught.value)
     for word in words:
         assert word in message, (word, message)
+    assert "--add" not in message, f"an unproven conda way out: {message}"
     assert caught.value.exit_code == 1 and caught.value.requirement == requirement, caught.value
+    assert caught.value.conda_needs == ((needs,) if needs else ()), caught.value.conda_needs
+
+
+def test_a_requirement_the_conda_part_meets_is_a_constraint_and_nothing_comes_from_pypi() -> None:
+    conda = condamap.CondaProvides(dict(HELD), {}, {"torch": "pytorch", "numpy": "numpy"})
+    part = _resolve(["accelerate", "torch>=2.0", "numpy"], conda=conda)
+    names = {r.name for r in part.records}
+    assert "accelerate" in names and not names & {"torch", "numpy"}, names
 
 
 def test_a_second_copy_of_a_conda_package_the_mapping_cannot_version_is_refused(kb: KnowledgeBase) -> None:
@@ -182,7 +194,8 @@ def test_the_requirement_chain_that_pulls_a_cuda_wheel_is_named() -> None:
         guards.check_resolved(["peft", "accelerate", "nvidia-cudnn-cu12"], graph, roots, {}, {}, {})
     message = str(caught.value)
     assert "(peft -> torch -> nvidia-cudnn-cu12)" in message and "CUDA library wheel" in message, message
-    assert "Take peft from conda instead (--add 'peft')" in message, message
+    assert "Drop 'peft' from the PyPI list" in message and "--add" not in message, message
+    assert caught.value.conda_needs == ("peft",), "make tries peft from conda before naming it"
 
 
 def test_no_solution_names_the_requirement_and_the_held_package_and_ways_out_that_resolve() -> None:
@@ -237,10 +250,10 @@ def test_an_unreadable_index_falls_back_to_the_snapshot_with_one_warning() -> No
 
 
 def test_offline_a_package_the_snapshot_holds_no_metadata_of_is_named() -> None:
-    held = {k: v for k, v in HELD.items() if k != "pyyaml"}  # pyyaml's page is a held one: no metadata
+    held = {k: v for k, v in HELD.items() if k != "psutil"}  # psutil's page is a held one (conda's): no metadata
     with pytest.raises(UvFailed) as caught:
         _resolve(["accelerate"], held)
-    assert "does not hold the metadata of pyyaml" in str(caught.value), str(caught.value)
+    assert "does not hold the metadata of psutil" in str(caught.value), str(caught.value)
 
 
 def test_a_project_the_index_does_not_have_is_named() -> None:

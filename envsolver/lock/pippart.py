@@ -102,7 +102,7 @@ def _with_conda_ways(exc: ConflictError, needs: tuple[str, ...], target: Target,
             continue
         specifier = str(requirement.specifier)
         names = conda_names(str(requirement.name).lower())
-        if not specifier or not names:
+        if not names or (names[0] == "pytorch" and not specifier):
             continue
         if names[0] == "pytorch":
             option = ("--torch", specifier)
@@ -110,22 +110,27 @@ def _with_conda_ways(exc: ConflictError, needs: tuple[str, ...], target: Target,
                 changed = ways_out.apply(target, (option,))
             except EnvsolverError:
                 continue
-            text = f"--torch {shlex.quote(specifier)}"
+            text = f"`--torch {shlex.quote(specifier)}`"
         else:
             try:
-                want = conda_want(f"{names[0]} {specifier}", "--add")
+                want = conda_want(f"{names[0]} {specifier}".strip(), "--add")
             except EnvsolverError:
                 continue
+            pip = tuple(w for w in target.project.pip if w.text != str(requirement))  # from conda instead
             project = dataclasses.replace(
-                target.project, conda=(*target.project.conda, want), added=(*target.project.added, want.spec)
+                target.project,
+                conda=(*target.project.conda, want),
+                added=(*target.project.added, want.spec),
+                pip=pip,
             )
             changed = dataclasses.replace(target, project=project)
-            text = f"--add {shlex.quote(want.spec)}"
+            instead = f" (in place of the PyPI requirement {str(requirement)!r})" if pip != target.project.pip else ""
+            text = f"`--add {shlex.quote(want.spec)}`{instead}"
         try:
             locked = relock(changed)
         except EnvsolverError:
             continue
-        ways.append(f"`{text}` locks {ways_out.describe(locked.plan)} and the PyPI part")
+        ways.append(f"{text} locks {ways_out.describe(locked.plan)} and the PyPI part")
     if not ways:
         return exc
     return ConflictError(f"{exc} Ways out that change the conda part, each locked: {'; '.join(ways)}.")

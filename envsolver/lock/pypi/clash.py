@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from packaging.utils import canonicalize_name
 
 from envsolver.lock.pypi import deps, pylock, uvrun
-from envsolver.lock.pypi.guards import PypiRefused, conda_spec, forbidden
+from envsolver.lock.pypi.guards import PypiRefused, forbidden
 from envsolver.lock.pypi.project import Problem, Progress, choose, mentions, solve
 from envsolver.lock.pypi.requirements import UserRequirement
 from envsolver.lock.pypi.sources import Source
@@ -66,7 +66,7 @@ def explain(
     fix = (
         f"Ways out, each resolved: {'; '.join(dict.fromkeys(ways))}."
         if ways
-        else f"Drop {first.text!r} from the PyPI list, or take {first.name} from conda (--add '{conda_spec(first)}')."
+        else f"Drop {first.text!r} from the PyPI list, or loosen it."
     )
     out = (
         f"the PyPI requirement(s) {shown} cannot be resolved beside what the lock holds ({held}){reason}. {fix} "

@@ -64,25 +64,23 @@ def check_direct(
     for req in requirements:
         if req.name in held:
             version = held[req.name]
-            meets = SpecifierSet(str(req.requirement.specifier)).contains(version, prereleases=True)
-            where = _holder(req.name, by)
-            already = (
-                f"the lock's {version} satisfies it, so drop it from the PyPI list"
-                if meets
-                else f"the lock holds {version}, which does not satisfy it: ask the conda part for it instead"
-            )
-            raise PypiRefused(
+            if SpecifierSet(str(req.requirement.specifier)).contains(version, prereleases=True):
+                continue  # the conda part's release meets it: a constraint, nothing comes from PyPI
+            refused = PypiRefused(
                 f"the PyPI requirement {req.text!r} names {req.name}, which the lock already holds at {version} "
-                f"({where}); installing it from PyPI would replace that one (a PyPI torch replaces conda's CUDA "
-                f"build). {already[0].upper()}{already[1:]}: take it from conda with --add '{conda_spec(req)}'.",
+                f"({_holder(req.name, by)}), and {version} does not satisfy it; installing it from PyPI would "
+                "replace that one (a PyPI torch replaces conda's CUDA build). The conda part must hold the release "
+                f"it asks for. Drop {req.text!r} from the PyPI list to keep {req.name} {version}.",
                 req.text,
                 req.name,
             )
+            refused.conda_needs = (req.text,)  # what a conda solve is asked for (lock/pippart.py tries it)
+            raise refused
         if req.name in occupied:
             raise PypiRefused(
                 f"the PyPI requirement {req.text!r} names {req.name}, and the conda part holds the conda package "
                 f"{occupied[req.name]}, which installs it (at a version the conda -> PyPI mapping does not give): a "
-                f"PyPI copy would be a second one. Take it from conda with --add '{conda_spec(req)}'.",
+                f"PyPI copy would be a second one. Drop {req.text!r} from the PyPI list: the conda part provides it.",
                 req.text,
                 req.name,
             )
@@ -90,7 +88,7 @@ def check_direct(
             raise PypiRefused(
                 f"the PyPI requirement {req.text!r} names {req.name}, a CUDA library wheel: the lock's CUDA "
                 "libraries come from conda (the plan pins them to its CUDA), and a PyPI copy would load beside "
-                f"them. Drop it from the PyPI list; add the conda package that holds it with --add NAME.",
+                "them. Drop it from the PyPI list: the conda part holds the CUDA libraries.",
                 req.text,
                 req.name,
             )
@@ -127,13 +125,14 @@ def check_resolved(
         return
     # the one nearest the user's requirement (torch before the CUDA wheels it pulls in, whose path goes through it)
     _, _, name, what, root, path = min(refused, key=lambda r: r[:3])
-    raise PypiRefused(
-        f"the PyPI part would install {name} from PyPI ({' -> '.join(path)}): {what}. Take {root.name} from conda "
-        f"instead (--add '{conda_spec(root)}'), so that the conda solver weighs it with the GPU stack, or drop "
-        f"{root.text!r} from the PyPI list.",
+    error = PypiRefused(
+        f"the PyPI part would install {name} from PyPI ({' -> '.join(path)}): {what}. Drop {root.text!r} from the "
+        "PyPI list (or take it from conda, where the conda solver weighs it with the GPU stack).",
         root.text,
         name,
     )
+    error.conda_needs = (root.text,)  # taking it from conda: lock/pippart.py tries `--add` before naming it
+    raise error
 
 
 def chain(

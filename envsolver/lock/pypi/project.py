@@ -287,10 +287,11 @@ def lock(
     versions = {p.name: p.version for p in wanted}
     problems = deps.unmet(applicable, versions, problem.held)
     roots = {r.name: r for r in problem.requirements}
+    have = {**problem.held, **versions}  # a requirement on a held package is met by the conda part's release
     problems += [
-        deps.Unmet("your requirements", "", r.text, r.name, versions.get(r.name))
+        deps.Unmet("your requirements", "", r.text, r.name, have.get(r.name))
         for r in roots.values()
-        if versions.get(r.name) is None or not r.requirement.specifier.contains(versions[r.name], prereleases=True)
+        if have.get(r.name) is None or not r.requirement.specifier.contains(have[r.name], prereleases=True)
     ]
     if problems:
         from envsolver.lock.pypi import clash
