@@ -76,10 +76,10 @@ def explain(target: Target, kb: KnowledgeBase, planner: Planner, solver: Solver,
     named = "; ".join(_sentence(c, base) for c in clashes)
     head = (
         f"the project's packages {', '.join(c.want.spec for c in clashes)} do not install together with the stack "
-        f"({ways_out.describe(base)}) from {where}, though each does alone"
+        f"({ways_out.describe(base)} on {base.platform}) from {where}, though each does alone"
         if together
-        else f"{named}; without {'it' if len(clashes) == 1 else 'them'}, the stack ({ways_out.describe(base)}) "
-        f"locks from {where}"
+        else f"{named}; without {'it' if len(clashes) == 1 else 'them'}, the stack ({ways_out.describe(base)} on "
+        f"{base.platform}) locks from {where}"
     )
     return ConflictError(f"{head}. {ways}")
 
