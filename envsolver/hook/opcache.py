@@ -10,9 +10,9 @@ the first rename wins and the other's copy is dropped.
 Who may have written an entry decides whether it is used (optrust.py, SECURITY.md): the cache directory and every
 directory on the way to it must belong to a uid the reader trusts (root, itself, --op-cache-trust), and so must the
 entry's directory, manifest and library, which nobody else may write, so the SHA-256 in the manifest is one that
-only a trusted writer could have written; the library is proven against it as it is read, and
-its copy in a prefix as it is copied. Anything else is refused with one line that names the entry and who could
-have changed it, and the op is built instead. A reader changes nothing in the cache: an entry it does not trust may
+only a trusted writer could have written; the library is proven against it as it is read, and its copy in a prefix
+as it is copied. Anything else is refused with one line that names the entry (or the cache) and who could have
+changed it, and the op is built instead. A reader changes nothing in the cache: an entry it does not trust may
 be one another user trusts. A cache refused as a whole is neither read nor written. A writer moves aside an entry
 of a trusted uid that is refused (damaged, or made by an older envsolver with group-writable modes) and puts its
 own in place.

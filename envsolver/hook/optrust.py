@@ -122,15 +122,13 @@ def _looked_in(path: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Trust:
-    """The uids whose op cache and entries a reader uses: root, itself and `named` (--op-cache-trust)."""
+    """The uids whose op cache and entries a reader uses: root, itself and those named with --op-cache-trust."""
 
     uids: frozenset[int]
-    named: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, named: Iterable[int] = ()) -> Trust:
-        extra = frozenset(named)
-        return cls(frozenset({0, os.geteuid()}) | extra, extra)
+        return cls(frozenset({0, os.geteuid(), *named}))
 
     def writer(self, uid: int) -> str:
         """The uid, its name and why this reader trusts it, for a note on what was taken."""
