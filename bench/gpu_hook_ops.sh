@@ -50,10 +50,11 @@ wait
 echo "baseline_jit_three_ops wall=$(since "$start")" >> "$TIMES"
 fi
 
+OPCACHE=/tmp/$(id -un)/opcache  # never directly in /tmp (issue 32): the hook makes it 0700, in a directory of yours
 hook() {  # NAME PREFIX [extra options]
   local name=$1 prefix=$2; shift 2
   start=$(now)
-  "$PY" -m envsolver hook -p "$prefix" --arch-list 9.0 --jobs 16 --op-cache /tmp/opcache --json "$@" \
+  "$PY" -m envsolver hook -p "$prefix" --arch-list 9.0 --jobs 16 --op-cache "$OPCACHE" --json "$@" \
     > "$OUT/hook-$name.json" 2> "$OUT/hook-$name.log"
   echo "hook_$name rc=$? wall=$(since "$start")" >> "$TIMES"
 }

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sysconfig
 import tempfile
@@ -150,3 +151,24 @@ def group_cache(base: Path) -> Path:
     os.chown(cache, 0, GROUP)
     os.chmod(cache, 0o2775)
     return cache
+
+
+@contextmanager
+def sticky_parent(where: str) -> Iterator[Path]:
+    """A sticky directory anyone may write, as the audit's: "tmp", /tmp itself (skipped unless it is root's 1777);
+    "sticky-scratch", a directory of root's laid out the same way (a /scratch)."""
+    if where == "tmp":
+        need_root()
+        st = os.stat("/tmp")
+        if st.st_uid != 0 or stat.S_IMODE(st.st_mode) != 0o1777:
+            pytest.skip(f"/tmp is not root's and 1777 here ({oct(st.st_mode)})")
+        yield Path("/tmp")
+        return
+    with shared_dir() as base:
+        os.chmod(base, 0o1777)
+        yield base
+
+
+def remove(path: Path) -> None:
+    """Remove a directory tree whatever its owners and modes (root may)."""
+    shutil.rmtree(path, ignore_errors=True)

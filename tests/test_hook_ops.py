@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from envsolver.hook import ops, register
+from envsolver.hook import opcache, opkey, ops, register
 from tests import oplibs
 
 MODULES = {
@@ -149,19 +150,25 @@ def test_a_cold_run_builds_registers_proves_and_fills_the_cache(tmp_path: Path, 
 def test_a_second_env_with_the_same_key_takes_the_cache_and_builds_nothing(
     tmp_path: Path, env_a: tuple[Path, FakePython]
 ) -> None:
-    provide(*env_a, tmp_path / "cache")
+    cache = tmp_path / "cache"
+    provide(*env_a, cache)
     prefix_b = tmp_path / "env-b"
     python_b = FakePython(prefix_b, tmp_path / "ext-b")
-    got = provide(prefix_b, python_b, tmp_path / "cache")
+    got = provide(prefix_b, python_b, cache)
     assert [(r.op, r.ok, r.source) for r in got.results] == [(op, True, "cache") for op in OPS]
     assert not any(m.startswith("install") for m in python_b.modes())
     assert all(Path(str(r.file)).is_relative_to(prefix_b) for r in got.results)
     # every entry trusted (written by this user, immutable): copied with its SHA-256, no process loads it again
     assert python_b.modes() == ["key"], python_b.calls
+    me = f"uid {os.geteuid()} ({pwd.getpwuid(os.geteuid()).pw_name}), you"
     assert got.notes == [
-        "the ops came from op cache entries written by trusted users (each proven through DeepSpeed's load() when "
-        "it was stored) and were copied with their SHA-256; they were not loaded again"
-    ]
+        *(
+            f"{r.op}: taken from op cache entry {cache / Path(str(r.file)).parent.name}, written by {me}"
+            for r in got.results
+        ),
+        "the ops came from the op cache entries named above (each proven through DeepSpeed's load() when it was "
+        "stored) and were copied with their SHA-256; they were not loaded again",
+    ], got.notes
     doc = register.read(python_b.site)
     assert doc is not None and {op: e["file"] for op, e in doc["ops"].items()} == {r.op: r.file for r in got.results}
 
@@ -180,7 +187,9 @@ def test_a_partly_cached_run_proves_every_op_through_deepspeed(tmp_path: Path, e
         ("cpu_adam", "cache"),
         ("fused_lamb", "built"),
     ]
-    assert python_b.modes()[-1] == "registered fused_adam cpu_adam fused_lamb" and got.notes == []
+    assert python_b.modes()[-1] == "registered fused_adam cpu_adam fused_lamb"
+    taken = [n.split(":")[0] for n in got.notes if n.split(":")[0] in OPS and ": taken from op cache entry " in n]
+    assert taken == ["fused_adam", "cpu_adam"] and len(got.notes) == 2, got.notes  # each taken entry, its writer
 
 
 LOAD_ALL = """
@@ -233,6 +242,88 @@ def test_a_group_members_rewritten_entry_is_built_instead_and_its_code_never_run
         assert len(refusals) == 1 and "uid 65534 (nobody)" in refusals[0], got.notes
         assert refusals[0].endswith("fused_adam is built instead"), refusals
         assert "install fused_adam" in python_b.modes() and "install cpu_adam" not in python_b.modes()
+
+
+def _squat(cache: Path, canary: Path, work: Path, shared: Path, facts: object) -> None:
+    """The audit's squatter, uid 65534: makes `cache` first, then stores for every op, under the key the victim's
+    hook will look up, a real library whose ELF constructor appends to `canary`, each with a manifest that matches
+    its bytes (opcache.store writes it). The libraries are compiled in `work` and handed over in `shared`."""
+    libraries = {}
+    for op in OPS:
+        name = MODULES[op].rsplit(".", 1)[1]
+        libraries[op] = shared / f"{name}.so"
+        libraries[op].write_bytes(oplibs.compile_op(work, name, canary=canary).read_bytes())
+        os.chmod(libraries[op], 0o644)
+
+    def squat() -> str:
+        cache.mkdir()
+        for op, library in libraries.items():
+            key = opkey.op_key(facts, op, "9.0", "linux-64")  # type: ignore[arg-type]
+            assert key is not None
+            meta = {**META, "arch_list": "9.0", "sass": [90]}
+            opcache.store(cache, key, op, MODULES[op], library, meta)
+        return "stored"
+
+    code, said = oplibs.as_user(oplibs.ATTACKER, squat)
+    assert code == 0 and said == "stored", f"the squat did not take place: {said}"
+
+
+def _load_all(site: Path) -> None:
+    doc = register.read(site)
+    assert doc is not None, f"nothing registered in {site}"
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", LOAD_ALL, *(e["file"] for e in doc["ops"].values())],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("where", ["tmp", "sticky-scratch"])
+def test_a_cache_another_user_made_first_under_a_sticky_tmp_is_refused_until_trusted(
+    tmp_path: Path, where: str
+) -> None:
+    """Issue 32, finding 2, end to end: uid 65534 makes /tmp/NAME first (or NAME in a /scratch laid out as /tmp),
+    fills it with an entry for every op whose manifest matches a library with an ELF constructor. The victim's hook
+    refuses the cache in one note naming uid 65534 and --op-cache-trust nobody, builds every op and stores none
+    there; loading every library it registered runs no foreign code. With --op-cache-trust nobody the ops are
+    taken from it, and a note per op names uid 65534 as the writer."""
+    with oplibs.shared_dir() as shared, oplibs.sticky_parent(where) as parent:
+        cache = parent / f"envsolver-ops-{os.urandom(4).hex()}"
+        canary = shared / "canary"
+        os.chmod(shared, 0o777)  # the constructor, run by whoever loads the library, may write the canary there
+        python_a = FakePython(tmp_path / "env-a", tmp_path / "ext-a")
+        facts = ops.read_key_facts(tmp_path / "env-a" / "bin" / "python", {}, python_a)
+        try:
+            _squat(cache, canary, tmp_path / "evil", shared, facts)
+            squatted = sorted(p.name for p in cache.iterdir())
+            got = provide(tmp_path / "env-a", python_a, cache)
+            _load_all(python_a.site)
+            assert not canary.exists(), f"foreign code ran: {canary.read_text()} (hook notes: {got.notes})"
+            assert [(r.op, r.ok, r.source) for r in got.results] == [(op, True, "built") for op in OPS], got.notes
+            assert len(got.notes) == 1, got.notes
+            note = got.notes[0]
+            assert note.startswith(f"op cache {cache}: refused: the cache directory belongs to uid 65534 (nobody)"), (
+                note
+            )
+            assert "pass --op-cache-trust nobody to use it" in note and note.endswith("none is stored there"), note
+            assert sorted(p.name for p in cache.iterdir()) == squatted, "the hook stored into the refused cache"
+            python_b = FakePython(tmp_path / "env-b", tmp_path / "ext-b")
+            trusted = ops.provide(
+                tmp_path / "env-b", tmp_path / "env-b" / "bin" / "python", OPS, "9.0", "9.0", "linux-64",
+                ops.read_key_facts(tmp_path / "env-b" / "bin" / "python", {}, python_b), {}, 16, cache,
+                tmp_path / "cuda", (90,), lambda _: None, python_b, trusted=frozenset({oplibs.ATTACKER}),
+            )  # fmt: skip
+            assert [(r.op, r.source) for r in trusted.results] == [(op, "cache") for op in OPS], trusted.notes
+            writer = "written by uid 65534 (nobody), trusted with --op-cache-trust nobody"
+            named = [n for n in trusted.notes if n.endswith(writer)]
+            assert [n.split(":")[0] for n in named] == list(OPS), trusted.notes
+            assert not canary.exists(), "the hook loaded a cached entry (it copies and registers them only)"
+            _load_all(python_b.site)  # what DeepSpeed does next: the squatter's code is live, as the audit found
+            assert canary.exists(), "the squatter's constructor did not run when its library was loaded"
+        finally:
+            oplibs.remove(cache)
 
 
 def test_another_nvcc_is_another_key_and_is_built(tmp_path: Path, env_a: tuple[Path, FakePython]) -> None:

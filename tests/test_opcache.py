@@ -51,6 +51,7 @@ def test_a_stored_op_is_found_proven_with_its_manifest(tmp_path: Path) -> None:
     found = opcache.lookup(cache, KEY)
     assert found == stored, found
     assert found is not None and found.meta == META and found.module == MODULE and found.op == "fused_adam"
+    assert found.writers == (os.geteuid(),), found.writers
     assert entries(cache) == [KEY]  # no temporary directory left behind
     manifest = json.loads((cache / KEY / opcache.MANIFEST).read_text())
     assert manifest["sha256"] == stored.sha256 and manifest["library"] == "fused_adam_op.so"
@@ -234,27 +235,99 @@ def test_an_entry_by_a_user_the_reader_trusts_is_used(tmp_path: Path) -> None:
         assert isinstance(found, opcache.Entry) and found.sha256 == said, found
 
 
-def test_the_cache_owner_is_trusted_unless_someone_else_could_replace_the_cache(tmp_path: Path) -> None:
-    """The owner of the cache directory is trusted, like the reader itself; but not when a directory above it is
-    writable by others without the sticky bit (anyone there could put their own cache in its place)."""
-    with oplibs.shared_dir() as base:
-        cache = base / "theirs"
-        cache.mkdir()
-        os.chown(cache, oplibs.ATTACKER, oplibs.GROUP)
-        built = base / "fused_adam_op.so"
-        built.write_bytes(library(tmp_path).read_bytes())
-        os.chmod(built, 0o644)
-        code, said = oplibs.as_user(
-            oplibs.ATTACKER, lambda: opcache.store(cache, KEY, "fused_adam", MODULE, built, META).sha256
-        )
+def stored_as(uid: int, cache: Path, content: bytes) -> str:
+    """opcache.store run as `uid` (a forked child) from a library file it can read; the entry's SHA-256."""
+    built = cache.parent / f".built-{os.urandom(4).hex()}.so"
+    built.write_bytes(content)
+    os.chmod(built, 0o644)
+    try:
+        code, said = oplibs.as_user(uid, lambda: opcache.store(cache, KEY, "fused_adam", MODULE, built, META).sha256)
+    finally:
+        built.unlink()
+    assert code == 0, f"the store as uid {uid} failed: {said}"
+    return said
+
+
+@pytest.mark.parametrize("where", ["tmp", "sticky-scratch"])
+def test_a_cache_directory_another_user_made_first_is_refused_naming_its_owner(tmp_path: Path, where: str) -> None:
+    """Issue 32, finding 2: under a sticky world-writable parent (/tmp itself, or a /scratch laid out the same way)
+    uid 65534 makes the cache directory first and fills it with an entry whose manifest matches its bytes. Its
+    owner is not trusted for owning it: the cache is refused as a whole, in one line naming uid 65534 and the
+    option that trusts it, and nothing is stored there; with --op-cache-trust nobody it is used, and the entry
+    names its writer."""
+    with oplibs.sticky_parent(where) as parent:
+        cache = parent / f"envsolver-ops-{os.urandom(4).hex()}"
+        code, said = oplibs.as_user(oplibs.ATTACKER, lambda: str(cache.mkdir()))
         assert code == 0, said
-        found = opcache.lookup(cache, KEY)
-        assert isinstance(found, opcache.Entry), f"the cache owner's entry was refused: {found}"
+        try:
+            digest = stored_as(oplibs.ATTACKER, cache, library(tmp_path).read_bytes())
+            line = refused(opcache.lookup(cache, KEY))
+            want = f"op cache {cache}: refused: the cache directory belongs to uid 65534 (nobody), whom this user"
+            assert line.startswith(want), line
+            assert "pass --op-cache-trust nobody to use it" in line and "\n" not in line, line
+            assert opcache.refusal(cache) == line
+            with pytest.raises(OSError, match=r"uid 65534 \(nobody\).*nothing is stored there"):
+                opcache.store(cache, "b" * 64, "fused_adam", MODULE, library(tmp_path / "mine"), META)
+            assert entries(cache) == [KEY], "the refused cache was written"
+            found = opcache.lookup(cache, KEY, trusted=frozenset({oplibs.ATTACKER}))
+            assert isinstance(found, opcache.Entry) and found.sha256 == digest, found
+            assert found.writers == (oplibs.ATTACKER,), found.writers
+            assert opcache.refusal(cache, {oplibs.ATTACKER}) is None
+            note = opcache.taken(found, {oplibs.ATTACKER})
+            assert note == (
+                f"fused_adam: taken from op cache entry {cache / KEY}, written by uid 65534 (nobody), trusted "
+                "with --op-cache-trust nobody"
+            ), note
+        finally:
+            oplibs.remove(cache)
+
+
+def test_a_directory_on_the_way_that_another_user_owns_is_refused(tmp_path: Path) -> None:
+    """ssh's StrictModes, for the owners: root's cache inside uid 65534's directory (or reached through a link into
+    it) is refused, naming that directory and its owner: 65534 could put a directory of their own in its place."""
+    with oplibs.shared_dir() as base:
+        theirs = base / "theirs"
+        cache = theirs / "cache"
+        opcache.store(cache, KEY, "fused_adam", MODULE, library(tmp_path), META)
+        os.chown(theirs, oplibs.ATTACKER, oplibs.GROUP)  # root's entry in root's cache, now in 65534's directory
+        link = base / "link"
+        link.symlink_to(cache)
+        for path in (cache, link):
+            line = refused(opcache.lookup(path, KEY))
+            assert f"{theirs}, on the way to the cache, belongs to uid 65534 (nobody)" in line, line
+            assert "pass --op-cache-trust nobody to use it" in line, line
+            assert isinstance(opcache.lookup(path, KEY, frozenset({oplibs.ATTACKER})), opcache.Entry)
+
+
+def test_what_another_user_can_put_in_place_of_a_cache_in_a_writable_directory_is_refused(tmp_path: Path) -> None:
+    """A directory on the way may be writable by others (a group's project directory, 2770; here 0777, not
+    sticky): root's cache there is used. Whatever uid 65534 can put in its place there is refused naming 65534:
+    a directory of their own with an entry whose manifest matches its bytes, or a link to one."""
+    with oplibs.shared_dir() as base:
+        cache = base / "cache"
+        opcache.store(cache, KEY, "fused_adam", MODULE, library(tmp_path), META)
         os.chmod(base, 0o777)
-        line = refused(opcache.lookup(cache, KEY))
-        assert f"{base} is writable by others" in line, line
-        os.chmod(base, 0o1777)  # sticky, as /tmp: only an entry's owner may rename it
-        assert isinstance(opcache.lookup(cache, KEY), opcache.Entry)
+        assert isinstance(opcache.lookup(cache, KEY), opcache.Entry), "a writable directory on the way refused"
+        evil = base / "evil"
+        code, said = oplibs.as_user(oplibs.ATTACKER, lambda: str(evil.mkdir()))
+        assert code == 0, said
+        stored_as(oplibs.ATTACKER, evil, b"\x7fELF another library" * 100)
+
+        def swap_in_a_directory() -> str:
+            os.rename(cache, base / "aside")
+            os.rename(evil, cache)
+            return "swapped"
+
+        def swap_in_a_link() -> str:
+            os.rename(cache, evil)
+            cache.symlink_to(evil)
+            return "linked"
+
+        for swap in (swap_in_a_directory, swap_in_a_link):
+            code, said = oplibs.as_user(oplibs.ATTACKER, swap)
+            assert code == 0, said
+            line = refused(opcache.lookup(cache, KEY))
+            assert "belongs to uid 65534 (nobody)" in line and "--op-cache-trust nobody" in line, (said, line)
 
 
 def group_writable(path: Path) -> None:

@@ -5,6 +5,7 @@ only what it needs (a no-op install imports no hook, verify or cluster code)."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -16,7 +17,9 @@ OP_CACHE = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     envvar="ENVSOLVER_OP_CACHE",
     help="A shared op cache (a directory on the cluster's shared filesystem; env ENVSOLVER_OP_CACHE): ops built "
-    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt.",
+    "once for the same DeepSpeed, torch, nvcc, compiler and arch list are copied from it instead of rebuilt. A "
+    "missing one is made 0700 (0750 with --op-cache-group), never directly in a directory anyone may write: use "
+    "/tmp/$USER/ops, not /tmp/ops.",
 )
 
 
@@ -39,10 +42,42 @@ OP_CACHE_TRUST = click.option(
     metavar="USER",
     envvar="ENVSOLVER_OP_CACHE_TRUST",
     callback=_op_cache_trust,
-    help="Also use op cache entries written by USER (a user name or uid; repeatable; env "
-    "ENVSOLVER_OP_CACHE_TRUST, space-separated). Entries by you, root and the cache directory's owner are used "
-    "without it; an entry anyone else could have written is refused and the op is built.",
+    help="Also use an op cache directory owned by USER, and entries written by USER (a user name or uid; "
+    "repeatable; env ENVSOLVER_OP_CACHE_TRUST, space-separated). Only yours and root's are used without it; "
+    "anything anyone else owns or could have written is refused (naming them) and the op is built.",
 )
+
+
+def _op_cache_group(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from envsolver.hook import opcachedir  # only when the option is given
+
+    try:
+        return opcachedir.parse_group(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+# hook's and install's --op-cache-group: the group of an op cache they make
+OP_CACHE_GROUP = click.option(
+    "--op-cache-group",
+    "op_cache_group",
+    metavar="GROUP",
+    envvar="ENVSOLVER_OP_CACHE_GROUP",
+    callback=_op_cache_group,
+    help="Make a missing --op-cache 0750 with GROUP (a group name or gid of yours; env ENVSOLVER_OP_CACHE_GROUP) "
+    "instead of 0700, so that its members can read it. An existing cache is left as it is.",
+)
+
+
+@dataclass(frozen=True)
+class OpCache:
+    """install's op cache options, as parsed: --op-cache, the uids of --op-cache-trust, the gid of --op-cache-group."""
+
+    path: Path | None
+    trust: frozenset[int]
+    group: int | None
 
 
 def install_prefix(prefix: Path | None, name: str | None) -> Path:

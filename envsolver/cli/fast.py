@@ -28,7 +28,7 @@ FLAGS = ("--no-hook", "--json", "-q", "--quiet")
 VALUED = ("-p", "--prefix", "--platform", "--mirror")
 PLATFORMS = ("linux-64", "linux-aarch64")  # --platform's click.Choice
 # With one of these set, click gives an option a value (envvar=) or completes the command line instead.
-ENVIRON = ("ENVSOLVER_OP_CACHE", "ENVSOLVER_OP_CACHE_TRUST", "_ENVSOLVER_COMPLETE")
+ENVIRON = ("ENVSOLVER_OP_CACHE", "ENVSOLVER_OP_CACHE_TRUST", "ENVSOLVER_OP_CACHE_GROUP", "_ENVSOLVER_COMPLETE")
 LOCK_DEFAULT = "conda-lock.yml"
 
 

@@ -12,7 +12,7 @@ import click
 
 from envsolver.cli import render
 from envsolver.cli.base import Command, diagnostics, progress, verbosity_of
-from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, hook_prefix
+from envsolver.cli.env import OP_CACHE, OP_CACHE_GROUP, OP_CACHE_TRUST, hook_prefix
 from envsolver.core.errors import BadInputError
 from envsolver.hook import activation as hook_activation
 from envsolver.hook import build as hook_build
@@ -60,6 +60,7 @@ from envsolver.kb import default_kb
 )
 @OP_CACHE
 @OP_CACHE_TRUST
+@OP_CACHE_GROUP
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @verbosity_of("each step as it starts (the pre-flight, each op built or taken from the op cache, the ops proven)")
 def hook_command(
@@ -74,6 +75,7 @@ def hook_command(
     python: Path | None,
     op_cache: Path | None,
     op_cache_trust: frozenset[int],
+    op_cache_group: int | None,
     as_json: bool,
 ) -> None:
     """Write activation scripts (TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR, TORCH_EXTENSIONS_DIR, and CUDA_HOME and
@@ -124,6 +126,7 @@ def hook_command(
             op_cache=op_cache,
             op_cache_trust=op_cache_trust,
             need_python=True,
+            op_cache_group=op_cache_group,
         )
     if as_json:
         click.echo(json.dumps(hook_render.as_json(report), indent=2))

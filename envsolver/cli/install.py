@@ -15,7 +15,7 @@ import click
 from envsolver import __version__
 from envsolver.cli import install_report, render
 from envsolver.cli.base import Command, diagnostics, progress, verbosity_of
-from envsolver.cli.env import OP_CACHE, OP_CACHE_TRUST, install_prefix
+from envsolver.cli.env import OP_CACHE, OP_CACHE_GROUP, OP_CACHE_TRUST, OpCache, install_prefix
 from envsolver.cli.install_report import Done
 from envsolver.core import interrupts
 from envsolver.install import installstate
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 )
 @OP_CACHE
 @OP_CACHE_TRUST
+@OP_CACHE_GROUP
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @verbosity_of(
     "each step as it starts (each archive fetched, the archives checked, the linking, the PyPI files installed, "
@@ -78,6 +79,7 @@ def install_command(
     dry_run: bool,
     op_cache: Path | None,
     op_cache_trust: frozenset[int],
+    op_cache_group: int | None,
     as_json: bool,
 ) -> None:
     """Install a conda-lock.yml or explicit lock into PREFIX, without conda.
@@ -101,7 +103,8 @@ def install_command(
     cleaned up as after Ctrl-C).
     """
     with interrupts.like_ctrl_c():
-        _install(lock_path, prefix, name, platform, mirrors, no_hook, dry_run, (op_cache, op_cache_trust), as_json)
+        cache = OpCache(op_cache, op_cache_trust, op_cache_group)
+        _install(lock_path, prefix, name, platform, mirrors, no_hook, dry_run, cache, as_json)
 
 
 def _install(
@@ -112,12 +115,13 @@ def _install(
     mirrors: tuple[str, ...],
     no_hook: bool,
     dry_run: bool,
-    cache: tuple[Path | None, frozenset[int]],
+    cache: OpCache,
     as_json: bool,
 ) -> None:
     """install's work (install_command runs it with SIGTERM and SIGHUP ending like Ctrl-C); CACHE: the op cache
-    and the uids whose entries it trusts. A prefix that the same request left as it is now is decided up to date
-    from what that install recorded (install/installstate.py), before the installer is imported."""
+    options (a missing op cache that the hook would not make is refused before anything is installed). A prefix
+    that the same request left as it is now is decided up to date from what that install recorded
+    (install/installstate.py), before the installer is imported."""
     prefix = install_prefix(prefix, name)
     asked = None if dry_run else installstate.request(lock_path, platform, mirrors, __version__)
     recorded = installstate.unchanged(prefix, asked)
@@ -135,6 +139,14 @@ def _install(
     if dry_run:
         _show_plan(installer.plan(lock_path, prefix, platform, mirror_map, cache_dir()), as_json)
         return
+    if cache.path is not None and not no_hook:
+        from envsolver.core.errors import BadInputError
+        from envsolver.hook import opcachedir
+
+        try:
+            opcachedir.plan(cache.path, cache.trust)  # the hook makes it: refused now, not after the install
+        except opcachedir.NotMade as exc:
+            raise BadInputError(str(exc)) from None
     err = diagnostics()
     warn = render.console(stderr=True)  # warnings print with -q too
     with err.status("reading the lock", spinner="dots") as status:
@@ -157,12 +169,11 @@ def _finish(
     report: Done,
     has_metadata: bool,
     no_hook: bool,
-    cache: tuple[Path | None, frozenset[int]],
+    cache: OpCache,
     as_json: bool,
 ) -> None:
     """The post-install hook (unless --no-hook, or the lock has no envsolver metadata: HAS_METADATA, its arch list),
     then the report (install_report, which the no-op before click prints too)."""
-    op_cache, op_cache_trust = cache
     hook_report = None
     skipped = install_report.hook_skipped(no_hook, has_metadata)
     if skipped is None:
@@ -183,8 +194,9 @@ def _finish(
                 None,
                 os.environ,
                 progress(status),
-                op_cache=op_cache,
-                op_cache_trust=op_cache_trust,
+                op_cache=cache.path,
+                op_cache_trust=cache.trust,
+                op_cache_group=cache.group,
             )
     ok = hook_report is None or hook_report.ok
     if as_json:

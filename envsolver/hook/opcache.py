@@ -7,18 +7,21 @@ entries, made immutable (files 0444, the directory 0555, whatever the umask) and
 on local filesystems and NFS alike, so concurrent hooks on several nodes need no lock; when two build the same key,
 the first rename wins and the other's copy is dropped.
 
-Who may have written an entry decides whether it is used (optrust.py, SECURITY.md): the entry's directory,
-manifest and library must belong to a uid the reader trusts and be writable by nobody else, so the SHA-256 in the
-manifest is one that only a trusted writer could have written; the library is proven against it as it is read, and
-its copy in a prefix as it is copied. Anything else is refused with one line that names the entry and who could
-have changed it, and the op is built instead. A reader changes nothing in the cache: an entry it does not trust may
-be one another user trusts. A writer moves aside an entry of a trusted uid that is refused (damaged, or made by an
-older envsolver with group-writable modes) and puts its own in place.
+Who may have written an entry decides whether it is used (optrust.py, SECURITY.md): the cache directory and every
+directory on the way to it must belong to a uid the reader trusts (root, itself, --op-cache-trust), and so must the
+entry's directory, manifest and library, which nobody else may write, so the SHA-256 in the manifest is one that
+only a trusted writer could have written; the library is proven against it as it is read, and its copy in a prefix
+as it is copied. Anything else is refused with one line that names the entry (or the cache) and who could have
+changed it, and the op is built instead. A reader changes nothing in the cache: an entry it does not trust may
+be one another user trusts. A cache refused as a whole is neither read nor written. A writer moves aside an entry
+of a trusted uid that is refused (damaged, or made by an older envsolver with group-writable modes) and puts its
+own in place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from envsolver.core import atomic
-from envsolver.hook import optrust
+from envsolver.hook import opcachedir, optrust
 from envsolver.hook.ds_ops_site import MODULE_NAME, OP
 
 MANIFEST = "manifest.json"
@@ -56,6 +59,7 @@ class Entry:
     library: Path  # DIR/<key>/fused_adam_op.so
     sha256: str
     meta: Mapping[str, object]  # deepspeed, torch, torch_info, as op_runner.py install reported them; arch_list, sass
+    writers: tuple[int, ...] = ()  # the uids owning its directory, manifest and library (none for a fresh build)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ def _check_key(key: str) -> None:
         raise ValueError(f"not an op key: {key!r}")
 
 
-def _entry(doc: object, entry_dir: Path, key: str) -> Entry:
+def _entry(doc: object, entry_dir: Path, key: str, writers: tuple[int, ...]) -> Entry:
     """The entry a manifest describes. Raises Untrusted when it is not one the hook writes for this key."""
     if not isinstance(doc, dict) or doc.get("key") != key:
         raise optrust.Untrusted(f"its {MANIFEST} is for another key")
@@ -83,7 +87,7 @@ def _entry(doc: object, entry_dir: Path, key: str) -> Entry:
         raise optrust.Untrusted(f"its {MANIFEST} names no library")
     if not _SHA256.fullmatch(digest) or not isinstance(meta, dict):
         raise optrust.Untrusted(f"its {MANIFEST} holds no SHA-256 or no facts")
-    return Entry(key, op, module, entry_dir / library, digest, meta)
+    return Entry(key, op, module, entry_dir / library, digest, meta, writers)
 
 
 def _read_entry(fd: int, entry_dir: Path, key: str, trust: optrust.Trust) -> Entry:
@@ -92,35 +96,68 @@ def _read_entry(fd: int, entry_dir: Path, key: str, trust: optrust.Trust) -> Ent
     handle, size = optrust.open_file(MANIFEST, fd, trust, MANIFEST_MAX, MANIFEST)
     try:
         text = optrust.read(handle, size, MANIFEST)
+        writers = {os.fstat(fd).st_uid, os.fstat(handle).st_uid}
     finally:
         os.close(handle)
     try:
         doc = json.loads(text)
     except ValueError:
         raise optrust.Untrusted(f"its {MANIFEST} is not JSON") from None
-    entry = _entry(doc, entry_dir, key)
+    entry = _entry(doc, entry_dir, key, ())
     name = entry.library.name
     handle, size = optrust.open_file(name, fd, trust, LIBRARY_MAX, name)
     try:
         digest = optrust.sha256(handle, size, name)
+        writers.add(os.fstat(handle).st_uid)
     finally:
         os.close(handle)
     if digest != entry.sha256:
         raise optrust.Untrusted(f"{name} does not match the SHA-256 in its {MANIFEST}")
-    return entry
+    return dataclasses.replace(entry, writers=tuple(sorted(writers)))
+
+
+def _open_cache(cache: Path) -> int | None:
+    try:
+        return os.open(cache, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None  # no cache yet (or none this user can read): nothing to use
+
+
+def _cache_refused(cache: Path, root: int, trust: optrust.Trust) -> Refused | None:
+    try:
+        optrust.check_cache(cache, os.fstat(root), trust)
+    except optrust.Untrusted as exc:
+        return Refused(f"op cache {optrust.shown(cache)}: refused: {exc}", False)
+    return None
+
+
+def refusal(cache: Path, trusted: Iterable[int] = ()) -> str | None:
+    """Why the cache as a whole is not used (the line says who owns what and the --op-cache-trust that trusts them),
+    or None when it is trusted or there is none to read. `trusted`: uids trusted besides root and this user."""
+    root = _open_cache(cache)
+    if root is None:
+        return None
+    try:
+        refused = _cache_refused(cache, root, optrust.Trust.of(trusted))
+    finally:
+        os.close(root)
+    return refused.line if refused is not None else None
 
 
 def lookup(cache: Path, key: str, trusted: Iterable[int] = ()) -> Entry | Refused | None:
-    """The entry for key when it is there and trusted (see the module's doc), a Refused when it is there and not,
-    None when there is none. `trusted`: uids trusted besides root, this user and the cache's owner. Reads only."""
+    """The entry for key when it is there and trusted (see the module's doc), a Refused when it is there and not or
+    the cache is refused as a whole, None when there is none. `trusted`: uids trusted besides root and this user.
+    Reads only."""
     _check_key(key)
     entry_dir = cache / key
+    root = _open_cache(cache)
+    if root is None:
+        return None
     try:
-        root = os.open(cache, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return None  # no cache yet (or none this user can read): nothing to use
-    try:
-        trust = optrust.Trust.of(cache, os.fstat(root), trusted)
+        trust = optrust.Trust.of(trusted)
+        refused = _cache_refused(cache, root, trust)
+        if refused is not None:
+            return refused
         try:
             fd = optrust.open_dir(key, root, trust, "the entry")
         except FileNotFoundError:
@@ -146,6 +183,13 @@ def _owner(name: str, dir_fd: int) -> int | None:
 
 def _refused(entry_dir: Path, why: optrust.Untrusted, writer_trusted: bool) -> Refused:
     return Refused(f"op cache entry {optrust.shown(entry_dir)}: refused: {why}", writer_trusted)
+
+
+def taken(entry: Entry, trusted: Iterable[int] = ()) -> str:
+    """The note on an entry taken: its op, where it is, and who wrote it (uid, name and why they are trusted)."""
+    trust = optrust.Trust.of(trusted)
+    writers = " and ".join(trust.writer(uid) for uid in entry.writers) or "nobody known"
+    return f"{entry.op}: taken from op cache entry {optrust.shown(entry.library.parent)}, written by {writers}"
 
 
 def _remove(path: Path) -> None:
@@ -204,13 +248,20 @@ def store(
     trusted: Iterable[int] = (),
 ) -> Entry:
     """Put a built library into the cache under key and return the entry that is there now (ours, or a
-    concurrent writer's identical one). Raises OSError when the cache cannot be written or holds an entry under
-    key that this user does not trust (left for its owner), ValueError on a value outside its grammar."""
+    concurrent writer's identical one); a missing cache is made as opcachedir.ensure makes it (0700). Raises
+    OSError when the cache cannot be made or written, is refused as a whole, or holds an entry under key that this
+    user does not trust (left for its owner), ValueError on a value outside its grammar."""
     _check_key(key)
     if not _OP.fullmatch(op) or not _MODULE.fullmatch(module):
         raise ValueError(f"unexpected op {op!r} or module {module!r}")
     name = module.rsplit(".", 1)[1] + ".so"
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        opcachedir.ensure(cache, trusted)
+    except opcachedir.NotMade as exc:
+        raise OSError(errno.EPERM, str(exc)) from None
+    why = refusal(cache, trusted)
+    if why is not None:
+        raise OSError(errno.EPERM, f"{why}; nothing is stored there")
     tmp = Path(tempfile.mkdtemp(dir=cache, prefix=f".tmp-{key[:16]}-"))  # 0700 while it is assembled
     try:
         with open(tmp / name, "xb") as out:
@@ -223,11 +274,12 @@ def store(
         for path in (tmp / name, tmp / MANIFEST):
             os.chmod(path, 0o444)
         os.chmod(tmp, 0o555)
+        writers = tuple(sorted({os.lstat(path).st_uid for path in (tmp, tmp / name, tmp / MANIFEST)}))
         for _ in range(2):
             try:
                 os.rename(tmp, cache / key)
                 atomic.fsync_dir(cache)
-                return Entry(key, op, module, cache / key / name, digest, dict(meta))
+                return Entry(key, op, module, cache / key / name, digest, dict(meta), writers)
             except OSError as exc:
                 if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
                     raise

@@ -71,7 +71,7 @@ def cached_arch_list(
     trusted: frozenset[int] = frozenset(),
 ) -> str | None:
     """When every op has a trusted entry in the cache for this request, the arch list they were built for (the
-    same for all); else None. `trusted`: uids trusted besides root, this user and the cache's owner."""
+    same for all); else None. `trusted`: uids trusted besides root and this user (--op-cache-trust)."""
     built: set[str] = set()
     for op in ops:
         key = opkey.op_key(facts, op, requested, platform)
@@ -237,19 +237,24 @@ def provide(
     trusted: frozenset[int] = frozenset(),
 ) -> Provided:
     """The ops for the prefix. `runner` runs probes and proofs; `build_runner` (default: runner) the builds;
-    `trusted`: the uids whose op cache entries are used besides root, this user and the cache's owner."""
+    `trusted`: the uids whose op cache and entries are used besides root and this user (--op-cache-trust)."""
     notes: list[str] = []
     keys = {op: (opkey.op_key(facts, op, requested, platform) if facts else None) for op in ops}
     if facts is None or facts.missing:
         notes.append("no op key (the key facts are incomplete): built without the shared op cache")
-    # 1. the cache: entries only a trusted user could have written
+    # 1. the cache: a directory and entries only trusted users could have written
     hits: dict[str, opcache.Entry] = {}
+    refused = opcache.refusal(cache, trusted) if cache is not None and ops else None
+    if refused is not None:
+        notes.append(f"{refused}; every op is built instead, and none is stored there")
+        cache = None
     if cache is not None:
         for op in ops:
             key = keys[op]
             found = opcache.lookup(cache, key, trusted) if key is not None else None
             if isinstance(found, opcache.Entry) and found.op == op:
                 hits[op] = found
+                notes.append(opcache.taken(found, trusted))
             elif isinstance(found, opcache.Refused):
                 notes.append(f"{found.line}; {op} is built instead")
         if hits:
@@ -311,13 +316,14 @@ def provide(
             progress("proving the ops (cuobjdump, DeepSpeed's load() in a new process)")
             results, check = _prove(results, libraries, python, cuda_home, archs, env, runner, gpu_check)
         else:
-            # Every op came from an entry that only a trusted user could have written, proven (SASS for every
-            # arch, DeepSpeed's load()) when it was stored under this same key, and copied here against its
-            # SHA-256: nothing is loaded again. What is left to prove is that the registry reads back as written.
+            # Every op came from an entry that only a trusted user could have written (each note above names
+            # its writer), proven (SASS for every arch, DeepSpeed's load()) when it was stored under this same
+            # key, and copied here against its SHA-256: nothing is loaded again. What is left to prove is that
+            # the registry reads back as written.
             results = _registry_read_back(site, results, libraries, meta)
             notes.append(
-                "the ops came from op cache entries written by trusted users (each proven through DeepSpeed's "
-                "load() when it was stored) and were copied with their SHA-256; they were not loaded again"
+                "the ops came from the op cache entries named above (each proven through DeepSpeed's load() when "
+                "it was stored) and were copied with their SHA-256; they were not loaded again"
             )
         bad = [op for op, r in results.items() if op in libraries and not r.ok]
         for op in bad:

@@ -1,14 +1,17 @@
-"""Who may have written a shared op cache entry, and reading its files so that nobody else could have: the op
-cache's trust model (SECURITY.md), as ssh's StrictModes and pip's and ccache's cache ownership checks treat shared
-state.
+"""Who may have written a shared op cache and its entries, and reading its files so that nobody else could have:
+the op cache's trust model (SECURITY.md), as ssh's StrictModes and pip's and ccache's cache ownership checks treat
+shared state.
 
-A reader trusts root, itself, the uids it is told to (`--op-cache-trust`), and the owner of the cache directory,
-unless a directory on the way to the cache (symbolic links followed, and the directories holding them) belongs to
-an untrusted uid or is writable by others without the sticky bit: whoever can write there could put a cache of
-their own in its place. It uses a part of an entry only when the part belongs to a trusted uid and nobody else can
-write it (no group or other write bit; with POSIX ACLs the group bits are the mask, so no named entry grants write
-either), and only a regular file, opened without following a link, read up to a bound. Each check is made on the
-opened descriptor (fstat), so a name swapped between the check and the read changes nothing.
+A reader trusts root, itself and the uids it is told to (`--op-cache-trust`): nobody else, whoever made the cache
+directory (in a sticky /tmp, whoever makes a name first owns it). It uses the cache only when the cache directory
+(checked on the opened descriptor) and every directory the kernel looks in on the way to it (its ancestors, and the
+directories holding each symbolic link met on the way) belong to a trusted uid; those directories may be writable
+by others, since whatever another user could put in their place is either a directory of their own (refused) or a
+link (followed, and its target's directories checked the same way). It uses a part of an entry only when the part
+belongs to a trusted uid and nobody else can write it (no group or other write bit; with POSIX ACLs the group bits
+are the mask, so no named entry grants write either), and only a regular file, opened without following a link,
+read up to a bound. Each check of an entry is made on the opened descriptor (fstat), so a name swapped between the
+check and the read changes nothing.
 """
 
 from __future__ import annotations
@@ -119,51 +122,66 @@ def _looked_in(path: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Trust:
-    """The uids whose entries a reader uses. `owner_refused`: why the cache's owner is not among them although
-    it owns the cache (a directory above could be changed by someone else), for the refusal's line."""
+    """The uids whose op cache and entries a reader uses: root, itself and those named with --op-cache-trust."""
 
     uids: frozenset[int]
-    owner: int
-    owner_refused: str | None = None
 
     @classmethod
-    def of(cls, path: Path, root: os.stat_result, extra: Iterable[int] = ()) -> Trust:
-        """The trust of a reader of the cache at `path`, whose opened directory has status `root`."""
-        base = frozenset({0, os.geteuid(), *extra})
-        owner = root.st_uid
-        if owner in base:
-            return cls(base, owner)
-        allowed = base | {owner}
-        try:
-            above = _looked_in(path)
-        except OSError as exc:
-            return cls(base, owner, f"its path cannot be walked ({shown(exc.strerror)})")
-        for directory in above:
-            try:
-                st = os.stat(directory)
-            except OSError as exc:
-                return cls(base, owner, f"{shown(directory)} cannot be read ({shown(exc.strerror)})")
-            who = None if st.st_mode & stat.S_ISVTX else writable_by(st)
-            if who is not None:
-                return cls(base, owner, f"{shown(directory)} is writable by {who}")
-            if st.st_uid not in allowed:
-                return cls(base, owner, f"{shown(directory)} belongs to {user(st.st_uid)}")
-        return cls(allowed, owner)
+    def of(cls, named: Iterable[int] = ()) -> Trust:
+        return cls(frozenset({0, os.geteuid(), *named}))
+
+    def writer(self, uid: int) -> str:
+        """The uid, its name and why this reader trusts it, for a note on what was taken."""
+        if uid == os.geteuid():
+            return f"{user(uid)}, you"
+        if uid == 0:
+            return user(uid)
+        return f"{user(uid)}, trusted with {_trust_option(uid)}"
 
     def check(self, st: os.stat_result, what: str) -> None:
         """Raises Untrusted unless `st` belongs to a trusted uid and nobody else may write it."""
         if st.st_uid not in self.uids:
-            why = f"{what} belongs to {user(st.st_uid)}, whom this user does not trust"
-            if st.st_uid == self.owner and self.owner_refused:
-                why = (
-                    f"{what} belongs to {user(st.st_uid)}, the cache's owner, who is not trusted because "
-                    f"{self.owner_refused} (anyone who can write there could have put another cache in its place)"
-                )
-            raise Untrusted(f"{why}; pass {_trust_option(st.st_uid)} to use it")
+            raise Untrusted(
+                f"{what} belongs to {user(st.st_uid)}, whom this user does not trust; "
+                f"pass {_trust_option(st.st_uid)} to use it"
+            )
         who = writable_by(st)
         if who is not None:
             anyone = "anyone" if who == "others" else "any of its members"
             raise Untrusted(f"{what} is writable by {who}: {anyone} could have changed it")
+
+
+def check_cache(path: Path, st: os.stat_result, trust: Trust) -> None:
+    """The cache directory at `path`, whose opened descriptor has status `st`: raises Untrusted unless it and every
+    directory on the way to it belong to a trusted uid (see the module's doc)."""
+    if st.st_uid not in trust.uids:
+        raise Untrusted(
+            f"the cache directory belongs to {user(st.st_uid)}, whom this user does not trust (whoever makes a "
+            f"directory owns it); pass {_trust_option(st.st_uid)} to use it, or point --op-cache at a directory "
+            "of your own"
+        )
+    check_on_the_way(path, trust)
+
+
+def check_on_the_way(path: Path, trust: Trust, itself: bool = False) -> None:
+    """Raises Untrusted unless every directory the kernel looks in on the way to `path` (and, with `itself`, the
+    directory `path` names) belongs to a trusted uid: any other owner could rename what `path` names and put a
+    directory of their own or a link in its place."""
+    try:
+        above = _looked_in(path) + ([str(path)] if itself else [])
+    except OSError as exc:
+        raise Untrusted(f"its path cannot be walked ({shown(exc.strerror)})") from None
+    for directory in above:
+        try:
+            owner = os.stat(directory).st_uid
+        except OSError as exc:
+            raise Untrusted(f"{shown(directory)} cannot be read ({shown(exc.strerror)})") from None
+        if owner not in trust.uids:
+            raise Untrusted(
+                f"{shown(directory)}, on the way to the cache, belongs to {user(owner)}, whom this user does not "
+                f"trust (its owner could put another directory in the cache's place); pass {_trust_option(owner)} "
+                "to use it, or point --op-cache at a directory whose parents belong to you or root"
+            )
 
 
 def _kind(mode: int) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from envsolver.core.archlist import canonical, parse_arch_list
 from envsolver.core.errors import BadInputError
 from envsolver.core.procrun import Runner, run, run_build
-from envsolver.hook import activation, build, buildenv, opkey
+from envsolver.hook import activation, build, buildenv, opcachedir, opkey
 from envsolver.hook import ops as ops_stage
 from envsolver.install import prefixmeta
 from envsolver.kb.model import KnowledgeBase
@@ -174,11 +174,13 @@ def hook(
     op_cache: Path | None = None,
     op_cache_trust: frozenset[int] = frozenset(),
     need_python: bool = False,
+    op_cache_group: int | None = None,
 ) -> HookReport:
     """Set up PREFIX's activation and ops. `runner` answers every subprocess (tests); by default probes and proofs
     run with procrun's probe time limit and builds with its build limit. `op_cache_trust`: the uids whose op cache
-    entries are used besides root, this user and the cache's owner. `need_python` (`envsolver hook`): a prefix
-    without the python is refused before anything is written (require_python)."""
+    and entries are used besides root and this user; a missing `op_cache` is made first (opcachedir.ensure: 0700,
+    or 0750 with `op_cache_group`). `need_python` (`envsolver hook`): a prefix without the python is refused
+    before anything is written (require_python). Raises BadInputError, an op cache that is not made included."""
     if jobs < 1:
         raise BadInputError(f"--jobs {jobs}: at least one compile job is needed. Pass --jobs 1 or more.")
     if not prefix.is_dir():
@@ -186,6 +188,11 @@ def hook(
             f"prefix {str(prefix)!r} does not exist. Create it first (envsolver install "
             "conda-lock.yml -p PREFIX), then run the hook."
         )
+    if op_cache is not None and not no_build:
+        try:
+            opcachedir.ensure(op_cache, op_cache_trust, op_cache_group)
+        except opcachedir.NotMade as exc:
+            raise BadInputError(str(exc)) from None
     where = arch_list_and_platform(prefix, lock, arch, kb)
     requested, target = where.arch_list, where.target
     if need_python:
