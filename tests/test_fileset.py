@@ -1,4 +1,5 @@
-"""The file set writer: one commit per set, the journal that repairs an interrupted commit, the directory lock."""
+"""The file set writer: one commit per set (swapped in through writers/swap.py), the journal of an earlier envsolver
+that repairs its interrupted commit, the directory lock."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from envsolver.core import atomic, dirlock
 from envsolver.core.errors import BadInputError
-from envsolver.lock.writers import fileset
+from envsolver.lock.writers import fileset, setmark, swap
 from envsolver.lock.writers.files import Outcome, stamp
 
 COMMAND = "envsolver make --gpu a100"
@@ -39,12 +40,18 @@ def contents(out: Path) -> dict[str, str]:
 
 
 def stamped(texts: dict[str, str]) -> dict[str, str]:
+    """The files a commit of TEXTS leaves: each with the set's line and its hash line."""
+    return dict(sorted(fileset.stamped_texts(texts).items()))
+
+
+def legacy(texts: dict[str, str]) -> dict[str, str]:
+    """The files an envsolver from before the swap wrote: the hash line alone."""
     return {name: stamp(text) for name, text in sorted(texts.items())}
 
 
 def interrupted(out: Path, renamed: int) -> None:
-    """The state a run killed between renames leaves: OLD committed, NEW in temps and the journal, the first
-    `renamed` members already renamed into place."""
+    """The state an envsolver from before the swap left when killed between renames: OLD committed, NEW in
+    temps and the journal, the first `renamed` members already renamed into place."""
     commit(out, OLD)
     for name, text in NEW.items():
         (out / fileset.temp_name(name)).write_text(stamp(text))
@@ -63,20 +70,22 @@ def test_commit_writes_the_set_then_leaves_it_unchanged(tmp_path: Path) -> None:
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == mtimes
 
 
-def test_only_changed_members_are_rewritten(tmp_path: Path) -> None:
+def test_a_change_to_one_member_rewrites_every_member_with_the_new_sets_line(tmp_path: Path) -> None:
+    """Each member names its set (setmark.py), so a set that changes anywhere is written anew as a whole."""
     commit(tmp_path, OLD)
     texts = {**OLD, "conda-lock.yml": NEW["conda-lock.yml"]}
     result = commit(tmp_path, texts)
-    assert result[tmp_path / "conda-lock.yml"] is Outcome.WRITTEN
-    assert result[tmp_path / "environment.yml"] is Outcome.UNCHANGED
+    assert set(result.values()) == {Outcome.WRITTEN}, result
     assert contents(tmp_path) == stamped(texts)
+    idents = {setmark.parse(text) for text in contents(tmp_path).values()}
+    assert idents == {(setmark.set_id(texts), tuple(texts))}, idents
 
 
 @pytest.mark.parametrize("renamed", [0, 1, 2, 3])
-def test_repair_rolls_an_interrupted_commit_forward(tmp_path: Path, renamed: int) -> None:
+def test_repair_rolls_an_interrupted_commit_of_an_earlier_envsolver_forward(tmp_path: Path, renamed: int) -> None:
     interrupted(tmp_path, renamed)
     fileset.repair(tmp_path)
-    assert contents(tmp_path) == stamped(NEW)
+    assert contents(tmp_path) == legacy(NEW)
 
 
 def test_temporaries_without_a_journal_are_discarded(tmp_path: Path) -> None:
@@ -92,7 +101,7 @@ def test_the_next_commit_completes_an_interrupted_one_first(tmp_path: Path) -> N
     interrupted(tmp_path, renamed=1)
     commit(tmp_path, {"environment.yml": "# third\nname: third\n"})
     # The interrupted set was completed first; the third set, environment.yml alone, then replaced all of it.
-    assert contents(tmp_path) == {"environment.yml": stamp("# third\nname: third\n")}
+    assert contents(tmp_path) == stamped({"environment.yml": "# third\nname: third\n"})
 
 
 def test_a_journal_envsolver_did_not_write_is_refused_with_the_fix(tmp_path: Path) -> None:
@@ -156,7 +165,7 @@ def test_every_commit_leaves_exactly_its_texts_and_no_litter(tmp_path: Path, set
     out = tmp_path / f"out-{time.monotonic_ns()}"
     for texts in sets:
         commit(out, texts, force=True)
-        expected = {name: stamp(text) for name, text in texts.items()}
+        expected = fileset.stamped_texts(texts)
         if out.exists():
             found = {p.name: p.read_bytes().decode() for p in out.iterdir()}
             assert found == dict(sorted(expected.items()))
@@ -344,57 +353,97 @@ def test_signals_are_blocked_in_a_thread_that_is_not_the_main_one() -> None:
     assert seen["after"] == seen["before"]
 
 
+def _entries(directory: Path) -> list[str]:
+    """DIR's entries, a symbolic link as NAME->TARGET, the lock file left out."""
+    return sorted(
+        f"{p.name}->{os.readlink(p)}" if p.is_symlink() else p.name
+        for p in directory.iterdir()
+        if p.name != fileset.LOCK
+    )
+
+
 def test_each_step_of_a_commit_is_made_durable_before_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The directory is synced after the temporaries and the new journal are written, again once the journal is
-    in place (the commit point), and after the renames: a crash between any two steps leaves a state the next
-    run repairs. What the directory held at each sync, in order:"""
-    commit(tmp_path, OLD)
-    seen: list[list[str]] = []
+    """What each directory held at each sync, in order (writers/swap.py's steps): a crash between any two syncs
+    leaves a state whose files read one whole set, which the next run makes plain files again."""
+    out = tmp_path / "out"
+    commit(out, OLD)
+    seen: list[tuple[str, list[str]]] = []
     real = atomic.fsync_dir
 
     def record(directory: Path) -> None:
-        seen.append(sorted(p.name for p in directory.iterdir() if p.name != fileset.LOCK))
+        seen.append((str(directory.relative_to(out)), _entries(directory)))
         real(directory)
 
     monkeypatch.setattr(atomic, "fsync_dir", record)
-    commit(tmp_path, {**OLD, "environment.yml": "# new\nname: new\n"})
-    temp = fileset.temp_name("environment.yml")
-    assert seen[:2] == [
-        sorted([*OLD, temp, fileset.JOURNAL_NEW]),  # temporaries and the new journal written
-        sorted([*OLD, temp, fileset.JOURNAL]),  # the journal renamed into place: committed
-    ]
-    assert seen[2:] == [sorted([*OLD, fileset.JOURNAL]), sorted(OLD)]  # renamed onto the members; journal gone
-    assert contents(tmp_path)["environment.yml"] == stamp("# new\nname: new\n")
+    commit(out, NEW)
+    names = sorted(OLD)
+    links = sorted(f"{n}->{swap.link_target(n)}" for n in names)
+    assert seen == [
+        (".envsolver-swap/old", names),  # 1. the old files (hard links to them) and the new ones, written
+        (".envsolver-swap/new", names),
+        (".envsolver-swap", ["current->old", "new", "old"]),
+        (".", sorted([".envsolver-swap", *links])),  # 2. every member a link that reads the old set
+        (".envsolver-swap", ["current->new", "new", "old"]),  # 3. the commit: every member reads the new set
+        (".", sorted([".envsolver-swap", *names])),  # 4. each renamed onto its link: plain files again
+    ], seen
+    assert contents(out) == stamped(NEW)
 
 
-def test_a_commit_that_cannot_write_its_journal_leaves_the_set_as_it_was(
+def _failing(monkeypatch: pytest.MonkeyPatch, name: str, code: int, function: str = "open") -> None:
+    """os.FUNCTION fails with CODE for a path named NAME (as root here, permissions cannot refuse it); os.open only
+    where it creates the file."""
+    real = getattr(os, function)
+
+    def fail(*args: object, **kwargs: object) -> object:
+        creates = function != "open" or int(args[1]) & os.O_CREAT  # type: ignore[call-overload]
+        if creates and any(Path(str(a)).name == name for a in args[:2]):
+            raise OSError(code, os.strerror(code), str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, function, fail)
+
+
+def test_a_commit_that_cannot_write_its_new_files_leaves_the_set_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commit(tmp_path, OLD)
     before = contents(tmp_path)
-    real = os.open
-
-    def full_disk(path: object, *rest: int) -> int:
-        """The journal cannot be created, after the temporaries were (write_new_all creates them first)."""
-        if Path(str(path)).name == fileset.JOURNAL_NEW:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        return real(path, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "open", full_disk)
+    _failing(monkeypatch, "conda-lock.yml", errno.ENOSPC)  # the new conda-lock.yml cannot be created
     with pytest.raises(BadInputError) as info:
         commit(tmp_path, NEW)
     assert str(info.value).startswith(f"cannot write to {str(tmp_path)!r}: no space is left on the device; ")
-    assert contents(tmp_path) == before  # no temporary, no journal left behind
+    assert "nothing was written" in str(info.value)
+    assert contents(tmp_path) == before  # no copy, link or swap directory left behind
 
 
-def test_a_commit_stopped_between_renames_says_the_next_run_completes_it(
+def test_a_commit_stopped_between_two_links_is_put_back_and_says_nothing_was_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The second member's link cannot replace it: the first one's link is renamed back (its old file)."""
     commit(tmp_path, OLD)
+    before = contents(tmp_path)
+    _failing(monkeypatch, sorted(OLD)[1], errno.EIO, "replace")
+    with pytest.raises(BadInputError) as info:
+        commit(tmp_path, NEW)
+    assert str(info.value).startswith(f"cannot write to {str(tmp_path)!r}: ")
+    assert "nothing was written" in str(info.value)
+    assert contents(tmp_path) == before
+    assert not any(p.is_symlink() for p in tmp_path.iterdir())
+
+
+def test_a_commit_that_cannot_put_back_says_each_file_reads_one_set_and_the_next_run_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second member's link fails, and so does every rename after it (the put-back's too): the files stay
+    links, each reading the old set, and the message says so; the next run's repair makes them plain again."""
+    commit(tmp_path, OLD)
+    before = contents(tmp_path)
     real = os.replace
+    calls: list[object] = []
 
     def failing(src: object, dst: object) -> None:
-        if Path(str(dst)).name == "conda-lock.yml":
+        calls.append(dst)
+        if len(calls) >= 2:
             raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
         real(src, dst)  # type: ignore[arg-type]
 
@@ -402,14 +451,15 @@ def test_a_commit_stopped_between_renames_says_the_next_run_completes_it(
     with pytest.raises(BadInputError) as info:
         commit(tmp_path, NEW)
     monkeypatch.undo()
-    assert str(info.value).startswith(f"writing the files in {str(tmp_path)!r} stopped halfway (")
-    assert str(info.value).endswith(
-        f"the journal {str(tmp_path / fileset.JOURNAL)!r} keeps the rest. Fix the cause, then run the same "
-        "envsolver make again: it completes the set first."
+    assert str(info.value) == (
+        f"writing the files in {str(tmp_path)!r} stopped halfway (Input/output error); each of them reads the old "
+        f"set through a link into {str(tmp_path / swap.SWAP)!r}. Fix the cause, then run the same envsolver make "
+        "again: it makes them plain files first."
     )
-    assert (tmp_path / fileset.JOURNAL).exists()
+    assert {name: (tmp_path / name).read_text() for name in OLD} == before  # through the link, as cat reads it
     fileset.repair(tmp_path, COMMAND)  # what the next run does first
-    assert contents(tmp_path) == stamped(NEW)
+    assert contents(tmp_path) == before
+    assert not any(p.is_symlink() for p in tmp_path.iterdir())
 
 
 def test_repair_names_a_directory_it_cannot_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -123,7 +123,7 @@ def _metadata(prefix: Path, lock: Path | None) -> tuple[str | None, str | None, 
     """(platform, where the metadata came from, the metadata). Raises BadInputError for a lock or a kept file
     that cannot be read."""
     if lock is not None:
-        read = lockfile.read(lock, None)
+        read = lockfile.read_whole(lock, None)
         return read.platform, str(lock), read.metadata
     kept = prefixmeta.load(prefix)
     if kept is None:
@@ -191,7 +191,7 @@ def verify(
         runner(("scontrol", "--oneliner", "show", "node"), slurm.QUERY_TIMEOUT_S, "the nodes", ping)
     )
     lock = _absolute(request.lock) if request.lock is not None else None
-    read_lock = lockfile.read(Path(lock), None) if lock is not None else None
+    read_lock = lockfile.read_whole(Path(lock), None) if lock is not None else None
     command = step.node_command(prefix, kb, read_lock, request.gpu_test, only=request.only)
 
     def judge(facts: Mapping[str, Any]) -> list[Check]:

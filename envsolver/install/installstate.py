@@ -1,7 +1,7 @@
 """Whether `envsolver install LOCK -p PREFIX` has nothing to do, decided from what the last install recorded, before
 anything a real install needs (conda-lock's models, rattler, the downloader) is imported, and before click (the no-op
-in cli/fast.py): the standard library only (core.atomic to record), and none of its slower modules (dataclasses,
-typing, platform).
+in cli/fast.py): the standard library only (core.atomic to record, lock/writers/setmark to see the lock's set is
+whole), and none of its slower modules (dataclasses, typing, platform).
 
 After an install that left PREFIX holding exactly the lock, install records (PREFIX/etc/envsolver/installed.json):
   - the request: the sha256 of the lock file's bytes, --platform, the --mirror values as given, this host's
@@ -28,7 +28,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from envsolver.lock.writers import setmark
+
 STATE = Path("etc") / "envsolver" / "installed.json"
+# The journal of a link in progress (install/linking.py); a prefix that holds one is never up to date.
+LINKING = Path("conda-meta") / ".envsolver-linking"
 # 2: `hook` recorded; 3: the full path removes PyPI's copies over the conda part (install/shadowing), which a
 # record written before may have called up to date
 FORMAT = 3
@@ -50,7 +54,10 @@ class Recorded:
 
 def request(lock_path: Path, platform: str | None, mirrors: Sequence[str], version: str) -> str | None:
     """The digest of what is asked: the lock's bytes, the options that change what install does, this host, this
-    envsolver. None when the lock cannot be read (or is too large): then the full path decides."""
+    envsolver. None when the lock cannot be read (or is too large), or when a file beside it names another set
+    (lock/writers/setmark.py): then the full path decides (and refuses that)."""
+    if not setmark.agrees(lock_path):
+        return None
     digest = hashlib.sha256(f"envsolver-install-request {FORMAT}\0{version}\0".encode())
     try:
         with lock_path.open("rb") as handle:
@@ -87,6 +94,7 @@ def prefix_digest(prefix: Path) -> str | None:
         digest.update(f"conda-meta/{name}\0{_stat(meta / name)}\0".encode())
     for name in ("pip-part.json", "lock-metadata.json"):
         digest.update(f"etc/envsolver/{name}\0{_stat(prefix / 'etc' / 'envsolver' / name)}\0".encode())
+    digest.update(f"{LINKING}\0{_stat(prefix / LINKING)}\0".encode())
     for site in sorted((prefix / "lib").glob("python3*/site-packages")):
         try:
             infos = sorted(e.name for e in os.scandir(site) if e.name.endswith(".dist-info"))

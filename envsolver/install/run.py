@@ -11,7 +11,9 @@ Order of work, so that a refusal leaves the prefix exactly as it was:
   3. read every staged archive (envsolver.install.archive): its index.json must name the lock's package, and nothing it
      links may leave the prefix or be written through a symbolic link;
   4. rattler extracts the staged archives into the staging directory (never a shared extraction cache) and
-     links them; conda-meta records get the lock's public URL, without credentials;
+     links them; conda-meta records get the lock's public URL, without credentials. A failure there (a full
+     disk) is undone so that no package is left half-linked, and the prefix is as it was where rattler had
+     unlinked nothing (envsolver.install.linking); an install killed there is undone by the next one;
   5. the staging directory is removed.
 Installs into one prefix take turns (a lock file in the cache). A prefix that already holds exactly the lock's
 packages is left alone without fetching anything.
@@ -35,7 +37,7 @@ from typing import Any, Literal
 from envsolver.core import dirlock
 from envsolver.core.errors import BadInputError, EnvsolverError
 from envsolver.core.redact import redact
-from envsolver.install import archive, envkind, pkgcache, shadowing
+from envsolver.install import archive, envkind, linking, pkgcache, shadowing
 from envsolver.install import pypi as pypi_install
 from envsolver.install.pkgcache import FetchError, IntegrityError
 from envsolver.kb.model import KnowledgeBase
@@ -354,7 +356,7 @@ def pip_urls(records: tuple[PipRecord, ...], mirrors: dict[str, str]) -> list[st
 
 
 def _read_lock(lock_path: Path, platform: str | None) -> lockfile.Lock:
-    lock = lockfile.read(lock_path, platform)
+    lock = lockfile.read_whole(lock_path, platform)
     here = detect.host_platform()
     if platform is None and here is not None and lock.platform != here:
         raise BadInputError(
@@ -387,6 +389,10 @@ def install(
     fetch_from = {e.name: e.url for e in lockfile.apply_mirrors(lock.entries, mirrors)}
     pip_from = dict(zip((r.name for r in lock.pip), pip_urls(lock.pip, mirrors), strict=True))
     with _turn(cache, prefix, progress):
+        undone = linking.recover(prefix)  # an install killed while linking: what it half-linked goes first
+        recovered = () if undone is None else (linking.recovered_note(prefix, undone),)
+        if warn is not None and recovered:
+            warn(recovered[0])
         envkind.installable(prefix, lock_path)  # with the prefix's turn held: another install may be filling it
         have = records(prefix) if prefix.exists() else {}
         found = shadowing.survey(prefix, lock.entries, have, kb)
@@ -396,9 +402,12 @@ def install(
         pip_done = all(pypi_install.in_place(prefix, r, kept) for r in lock.pip)
         if conda_done and pip_done and not found.shadows:
             names = tuple(f"{r.name} {r.version}" for r in lock.pip)
-            return InstallReport(prefix, lock.platform, len(lock.entries), 0, False, lock.metadata, pip_kept=names)
+            return InstallReport(
+                prefix, lock.platform, len(lock.entries), 0, False, lock.metadata, recovered, pip_kept=names
+            )
         urls = [fetch_from[e.name] for e in missing] + list(pip_from.values())
         warned = tls_warnings(env) if any(u.startswith("https:") for u in urls) else ()
+        warned = (*recovered, *warned)
         if warn is not None:
             for warning in warned:
                 warn(warning)
@@ -449,8 +458,16 @@ def _link(
     progress(f"linking {len(lock.entries)} packages into {prefix}")
     reinstall = {e.name for e in missing if e.name in have}
     links = [(e, staged[e.name][1].as_uri() if e.name in staged else redact(e.url)) for e in lock.entries]
-    solve.install_records(links, prefix, lock.platform, staging / "pkgs", reinstall)
-    _record_public_urls(prefix, missing)
+
+    def run() -> None:
+        solve.install_records(links, prefix, lock.platform, staging / "pkgs", reinstall)
+        try:
+            _record_public_urls(prefix, missing)
+        except OSError as exc:
+            cause = f"its records could not be rewritten ({exc.strerror or exc})"
+            raise solve.LinkFailed(f"installing into {str(prefix)!r} failed: {cause}", cause) from None
+
+    linking.link(prefix, run, (f"{e.name}-{e.version}-{e.build}.json" for e in lock.entries))
 
 
 def _pip_fetch(environ: Mapping[str, str], progress: Progress) -> pypi_install.Fetch:

@@ -30,7 +30,7 @@ ACTIONS = ("create", "overwrite", "unchanged", "remove", "refused")
 
 def preview(out_dir: Path, texts: Mapping[str, str], force: bool) -> dict[Path, str]:
     """Path -> action (one of ACTIONS) for writing `texts` (member name -> text, unstamped) into `out_dir`."""
-    stamped = {name: files.stamp(text) for name, text in texts.items()}
+    stamped = fileset.stamped_texts(texts)
     try:
         present = {name for name in os.listdir(out_dir) if MEMBER.fullmatch(name)}
     except OSError:
@@ -39,7 +39,7 @@ def preview(out_dir: Path, texts: Mapping[str, str], force: bool) -> dict[Path, 
     for name in [*stamped, *sorted(present - set(stamped))]:
         path = out_dir / name
         try:
-            current = path.read_text(encoding="utf-8", errors="replace")
+            current = fileset.read_member(path)
         except FileNotFoundError:
             actions[path] = "create"
             continue

@@ -114,6 +114,18 @@ def read(path: Path, platform: str | None) -> Lock:
     return _conda_lock(text, where, platform)
 
 
+def read_whole(path: Path, platform: str | None) -> Lock:
+    """read(), for a lock that is installed or verified: refused first when a file beside it names another set than
+    its own (writers/setmark.py: copied from another run, or left by a make that was stopped). Raises
+    BadInputError (exit 2) naming the files."""
+    from envsolver.lock.writers import setmark
+
+    refused = setmark.refusal(path)
+    if refused is not None:
+        raise BadInputError(refused)
+    return read(path, platform)
+
+
 def _fail(where: str, problem: str) -> BadInputError:
     return BadInputError(f"{where}: {problem}. Fix the entry, or regenerate the lock with envsolver make.")
 

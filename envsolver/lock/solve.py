@@ -233,6 +233,16 @@ def index_channel(path: Path) -> None:
         raise EnvsolverError(f"indexing the channel {str(path)!r} failed: {message}. Fix the cause and run it again.")
 
 
+class LinkFailed(EnvsolverError):
+    """rattler's install answered with an error; `cause` is its message (redacted)."""
+
+    kind: Kind = "failed"
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
 def install_records(
     entries: Sequence[tuple[LockEntry, str]],
     prefix: Path,
@@ -273,6 +283,7 @@ def install_records(
     )
     if not doc["ok"]:
         _, message = _failure(doc)
-        raise EnvsolverError(
-            f"installing into {str(prefix)!r} failed: {message}. Fix the cause and {again[0].lower()}{again[1:]}"
+        raise LinkFailed(
+            f"installing into {str(prefix)!r} failed: {message}. Fix the cause and {again[0].lower()}{again[1:]}",
+            message,
         )

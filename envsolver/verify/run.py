@@ -246,7 +246,7 @@ def verify(
     chosen = target(prefix, python, environ)
     if on_target is not None:
         on_target(chosen)
-    read = lockfile.read(lock, None) if lock is not None else None
+    read = lockfile.read_whole(lock, None) if lock is not None else None
     wanted = headers_of(kb)
     selected = tuple(i for i in IDS if not only or i in only)
     known: dict[str, Check] = {}

@@ -86,11 +86,12 @@ def write_new(path: Path, text: str) -> None:
     write_new_all({path: text})
 
 
-def write_new_all(texts: Mapping[Path, str]) -> None:
-    """write_new for each file of `texts`: all created and written, then fsynced side by side, each in a thread
-    of its own (a journaling file system commits concurrent fsyncs together: five files of a lock took 21 ms
-    one after another and 5 ms side by side, medians of 60 on the development machine's ext4). Returns when every
-    one is on disk. Raises OSError (the first); every file it created is removed then."""
+def write_new_all(texts: Mapping[Path, str | bytes]) -> None:
+    """write_new for each file of `texts` (a text as UTF-8, bytes as they are): all created and written, then
+    fsynced side by side, each in a thread of its own (a journaling file system commits concurrent fsyncs together:
+    five files of a lock took 21 ms one after another and 5 ms side by side, medians of 60 on the development
+    machine's ext4). Returns when every one is on disk. Raises OSError (the first); every file it created is removed
+    then."""
     made: list[Path] = []
     fds: list[int] = []
     try:
@@ -99,7 +100,7 @@ def write_new_all(texts: Mapping[Path, str]) -> None:
             fds.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
             made.append(path)
             with open(fds[-1], "wb", closefd=False) as handle:
-                handle.write(text.encode("utf-8"))
+                handle.write(text.encode("utf-8") if isinstance(text, str) else text)
         failed: list[OSError] = []
 
         def sync(fd: int) -> None:

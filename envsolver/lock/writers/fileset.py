@@ -1,15 +1,16 @@
-"""Write make's files into one directory as a set: a reader finds the old complete set or the new one.
+"""Write make's files into one directory as a set: a reader finds the old complete set or the new one, at any moment.
 
 A commit, under the directory's lock (envsolver/core/dirlock.py), with SIGHUP, SIGINT, SIGQUIT and SIGTERM held
 (signals_held):
-  1. finish what an interrupted commit left (its journal), or delete its temporaries;
-  2. compare every stamped text with its file: identical files are left alone, and a hand edit in any
-     member refuses the whole set (unless forced) before anything is written;
-  3. write each changed member to DIR/.NAME.envsolver-new, fsynced, then the journal DIR/.envsolver-commit
-     that names them (itself written aside, fsynced and renamed into place);
-  4. rename each temporary onto its member, fsync DIR, remove the journal.
-Held signals arrive once the commit is done. Only SIGKILL or a crash can stop it between two renames; the
-temporaries were complete before the journal existed, so the next run on DIR rolls the set forward.
+  1. finish what an interrupted commit left: links into .envsolver-swap made plain files again (swap.recover),
+     or the journal of an envsolver from before the swap rolled forward; stray temporaries deleted;
+  2. mark every text with the set's line (setmark.py) and its hash (files.stamp), and compare each with its
+     file: identical files are left alone, and a hand edit in any member refuses the whole set (unless forced)
+     before anything is written;
+  3. replace the changed members and remove the stale ones as one step (swap.replace_all: through one symbolic
+     link, so that a reader who knows nothing of envsolver, a SIGKILL at any moment, or a crash, leaves every
+     file of the old set or every file of the new one; its docstring says how and why so).
+Held signals arrive once the commit is done.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import shlex
 import signal
 import tempfile
@@ -25,21 +25,20 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from envsolver.core import atomic, dirlock
+from envsolver.core import atomic, boundedread, dirlock
 from envsolver.core.errors import BadInputError
-from envsolver.lock.writers import files
+from envsolver.lock.writers import files, setmark, swap
 from envsolver.lock.writers.files import Outcome
+from envsolver.lock.writers.setmark import MEMBER as MEMBER  # the names a set may hold; its home is setmark
 
-# The files a set may hold: environment.yml, conda-lock.yml, virtual-packages.yml, conda-<platform>.lock
-# (linux-64, osx-arm64, ...) and conda-<platform>.pip.txt (an explicit lock's PyPI part).
-MEMBER = re.compile(
-    r"environment\.yml|conda-lock\.yml|virtual-packages\.yml|conda-[a-z0-9]+-[a-z0-9]+\.(?:lock|pip\.txt)"
-)
 LOCK = ".envsolver.lock"
+# An envsolver from before the swap wrote each member aside, then this journal naming them, then renamed them
+# one by one: a run of it killed between two renames left a journal that the next run here still rolls forward.
 JOURNAL = ".envsolver-commit"
 JOURNAL_NEW = JOURNAL + ".new"
 TEMP_SUFFIX = ".envsolver-new"
 HEADER = "envsolver-commit 1"
+MAX_MEMBER = 64 << 20  # a larger file at a member's name is not one envsolver wrote (a lock is a few MiB)
 HELD = {signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM}
 WAIT_S = 120.0
 
@@ -101,7 +100,7 @@ def commit(
                 "virtual-packages.yml, conda-<platform>.lock, conda-<platform>.pip.txt). Pass --platform linux-64 or "
                 "linux-aarch64."
             )
-    stamped = {name: files.stamp(text) for name, text in texts.items()}
+    stamped = stamped_texts(texts)
     _make_dir(out_dir, command)
     notice = None if on_wait is None else lambda: on_wait(_waiting(out_dir, wait_s))
     try:
@@ -128,6 +127,11 @@ def commit(
             _write(out_dir, {name: stamped[name] for name in changed}, tuple(stale), command)
     result = {out_dir / name: Outcome.WRITTEN if name in changed else Outcome.UNCHANGED for name in stamped}
     return result | {out_dir / name: Outcome.REMOVED for name in stale}
+
+
+def stamped_texts(texts: Mapping[str, str]) -> dict[str, str]:
+    """Each member's text as a commit writes it: the set's line (setmark.mark), then its hash line (files.stamp)."""
+    return {name: files.stamp(text) for name, text in setmark.mark(texts).items()}
 
 
 def repair(out_dir: Path, command: str = "envsolver make", wait_s: float = WAIT_S) -> None:
@@ -192,9 +196,10 @@ def _make_dir(out_dir: Path, command: str) -> None:
 def _pending(out_dir: Path) -> bool:
     """True when an interrupted commit left something in `out_dir` that a writer must clear first."""
     try:
-        return any(_leftover(name) for name in os.listdir(out_dir))
+        names = os.listdir(out_dir)
     except OSError:
         return True
+    return any(_leftover(name) for name in names) or swap.pending(out_dir, names)
 
 
 def _leftover(name: str) -> bool:
@@ -217,7 +222,7 @@ def _changes(out_dir: Path, stamped: Mapping[str, str], force: bool, command: st
     for name in sorted(set(stamped) | set(present)):
         path = out_dir / name
         try:
-            current = path.read_text(encoding="utf-8", errors="replace")
+            current = read_member(path)
         except FileNotFoundError:
             changed.append(name)
             continue
@@ -231,6 +236,19 @@ def _changes(out_dir: Path, stamped: Mapping[str, str], force: bool, command: st
     if edited and not force:
         raise BadInputError(edited_refusal(edited, hand_additions(out_dir, stamped), command))
     return [n for n in stamped if n in changed], stale
+
+
+def read_member(path: Path) -> str:
+    """The text of the member at PATH, never waiting on it: a file larger than MAX_MEMBER is read as "" (so not
+    written by envsolver). Raises OSError: FileNotFoundError, IsADirectoryError, or EINVAL for a FIFO, a device or
+    a socket, naming it."""
+    try:
+        return boundedread.read_regular(path, MAX_MEMBER).decode("utf-8", "replace")
+    except boundedread.Refused as exc:
+        if str(exc).startswith("larger than"):
+            return ""
+        code = errno.EISDIR if str(exc) == "a directory" else errno.EINVAL
+        raise OSError(code, f"it is {exc}, not a file", str(path)) from None
 
 
 def hand_additions(out_dir: Path, stamped: Mapping[str, str]) -> tuple[str, ...]:
@@ -266,17 +284,17 @@ def edited_refusal(edited: Sequence[str], additions: Sequence[str] = (), command
 
 def _write(out_dir: Path, stamped: Mapping[str, str], stale: tuple[str, ...], command: str) -> None:
     try:
-        # the temporaries and the new journal, each on disk before the journal is renamed into place
-        texts = {out_dir / temp_name(name): text for name, text in stamped.items()}
-        files.write_new_all({**texts, out_dir / JOURNAL_NEW: journal_text(tuple(stamped), stale)})
-        atomic.fsync_dir(out_dir)
-        os.replace(out_dir / JOURNAL_NEW, out_dir / JOURNAL)
-        atomic.fsync_dir(out_dir)
-    except OSError as exc:
-        for name in [*(temp_name(n) for n in stamped), JOURNAL_NEW, JOURNAL]:
-            (out_dir / name).unlink(missing_ok=True)
-        raise _cannot_write(out_dir, exc, command) from None
-    _apply(out_dir, tuple(stamped), stale)
+        swap.replace_all(out_dir, {name: text.encode("utf-8") for name, text in stamped.items()}, stale)
+    except swap.Stopped as stopped:
+        if stopped.left:
+            which = "new" if stopped.committed else "old"
+            raise BadInputError(
+                f"writing the files in {str(out_dir)!r} stopped halfway ({files.reason(stopped.cause)}); each of "
+                f"them reads the {which} set through a link into {str(out_dir / swap.SWAP)!r}. Fix the cause, "
+                "then run the same envsolver make again: it makes them plain files first."
+            ) from None
+        if not stopped.committed:
+            raise _cannot_write(out_dir, stopped.cause, command) from None
 
 
 def _apply(out_dir: Path, members: tuple[str, ...], stale: tuple[str, ...]) -> None:
@@ -301,7 +319,12 @@ def _apply(out_dir: Path, members: tuple[str, ...], stale: tuple[str, ...]) -> N
 
 
 def _roll_forward(out_dir: Path, command: str) -> None:
-    """Complete the commit a journal names, then delete temporaries no journal names."""
+    """Make the links an interrupted commit left plain files again; complete the commit the journal of an earlier
+    envsolver names; then delete temporaries no journal names."""
+    try:
+        swap.recover(out_dir)
+    except OSError as exc:
+        raise _cannot_write(out_dir, exc, command) from None
     journal = out_dir / JOURNAL
     try:
         members, stale = parse_journal(journal.read_text(encoding="utf-8"))
