@@ -60,6 +60,8 @@ HEAVY_MODULES = frozenset(
         "test_download_limits.py",
         "test_http.py",
         "test_pip_part.py",
+        "test_pip_records.py",
+        "test_isolation_canaries.py",
         "test_locks_dir.py",
         "test_install.py",
         "test_mutate.py",

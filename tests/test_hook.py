@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from envsolver.core import procrun
+from envsolver.core import procrun, pystart
 from envsolver.hook import activation, build, buildenv, register
 from envsolver.hook import run as hook_run
 from envsolver.install import prefixmeta
@@ -378,6 +378,9 @@ def _fake_ops_runner(
     site = prefix / "lib" / "python3.12" / "site-packages"
 
     def runner(argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+        if str(build.RUNNER) in argv:  # the env's python: isolated (core/pystart), the flag left out here
+            assert argv[1:2] == list(pystart.FLAGS), f"op_runner.py started without -I: {argv}"
+            argv = [argv[0], *argv[2:]]
         calls.append(argv)
         if len(argv) >= 3 and argv[1] == str(build.RUNNER):
             mode, op = argv[2], argv[3] if len(argv) > 3 else ""

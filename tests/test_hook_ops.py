@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from envsolver.core import pystart
 from envsolver.hook import opcache, opkey, ops, register
 from tests import oplibs
 
@@ -52,6 +53,9 @@ class FakePython:
         self.loaded_from: dict[str, str] = {}  # op -> a file DeepSpeed should claim to load instead
 
     def __call__(self, argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+        if not argv[0].endswith("cuobjdump"):  # the env's python: isolated (core/pystart), the flag left out here
+            assert argv[1:2] == list(pystart.FLAGS), f"op_runner.py started without -I: {argv}"
+            argv = [argv[0], *argv[2:]]
         self.calls.append(argv)
         if argv[0].endswith("cuobjdump"):
             return 0, f"ELF file    1: {Path(argv[-1]).stem}.1.sm_90.cubin\n"

@@ -44,6 +44,7 @@ def test_local_argv_is_torchrun_standalone_one_process_per_gpu() -> None:
     argv = nccl_run.local_argv(Path("/envs/train/bin/python"), 4, nccl_run.Options(), Path("/tmp/out"))
     assert argv == [
         "/envs/train/bin/python",
+        "-I",
         "-m",
         "torch.distributed.run",
         "--standalone",
@@ -106,10 +107,12 @@ def test_srun_argv_golden() -> None:
         "--account=proj-42",
         "--gpus-per-node=4",
         "/shared/envs/train/bin/python",
+        "-I",
         "/shared/envsolver/envsolver/cluster/slurm_launch.py",
         "--nproc-per-node=4",
         "--",
         "/shared/envs/train/bin/python",
+        "-I",
         "/shared/envsolver/envsolver/verify/nccl_worker.py",
         "--out-dir",
         "/shared/scratch/nccl-check",
@@ -138,7 +141,7 @@ def test_the_launch_rule_is_the_launchers() -> None:
     """One launch rule: the command srun runs per node is the launcher's own task_argv around the worker, and no
     other module of envsolver writes a torchrun rendezvous."""
     one = job(port=29533)
-    worker = [one.python, one.worker, *nccl_run.worker_args(one.options, one.out_dir)]
+    worker = [one.python, "-I", one.worker, *nccl_run.worker_args(one.options, one.out_dir)]
     assert nccl_nodes.node_command(one) == slurm_launch.task_argv(one.python, 4, worker, 29533, one.launcher)
     writers = sorted(
         str(path.relative_to(PACKAGE))
@@ -404,7 +407,7 @@ def test_cli_verify_nccl_gloo_json(gloo_cli: Result) -> None:
     assert doc["backend"] == "gloo" and doc["world_size"] == 2
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert {c["id"] for c in doc["checks"]} == set(nccl.CHECK_IDS)
-    assert doc["command"].startswith(shlex.quote(sys.executable) + " -m torch.distributed.run --standalone")
+    assert doc["command"].startswith(shlex.quote(sys.executable) + " -I -m torch.distributed.run --standalone")
 
 
 STEP = re.compile(r"^\[\s*(\d+\.\d\d)s\] (.*)$")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envsolver.cluster import step
+from envsolver.core import pystart
 from envsolver.install import prefixmeta
 from envsolver.kb.model import KnowledgeBase
 from envsolver.verify import demands, gate, run
@@ -44,7 +45,7 @@ def argv(prefix: str, nodes: int, checks: Sequence[str], wanted: Mapping[str, An
     python = step.python_of(prefix)
     head = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--label", f"--time={minutes}"]
     document = json.dumps(dict(wanted), sort_keys=True, separators=(",", ":"))
-    words = [python, "-I", str(GATE), "--python", python, "--probe", str(PROBE), "--demands", document]
+    words = [*pystart.command(python, str(GATE)), "--python", python, "--probe", str(PROBE), "--demands", document]
     words += [w for check_id in checks for w in ("--check", check_id)]
     judged = [c for c in checks if c in gate.IDS] if checks else list(gate.IDS)
     torch = run.children_for(judged, False).torch

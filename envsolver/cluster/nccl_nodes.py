@@ -26,7 +26,7 @@ from typing import Any
 
 from envsolver.cluster import grammar, running, slurm, slurm_launch
 from envsolver.cluster.model import SlurmOptions
-from envsolver.core import interrupts, pipes
+from envsolver.core import interrupts, pipes, pystart
 from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl
 from envsolver.verify.nccl_run import (
@@ -147,7 +147,7 @@ def node_command(job: SlurmJob) -> list[str]:
     """What srun starts on each node: the Slurm launcher, which finds the step's first host and runs torchrun,
     which runs the worker under the env's python. Raises BadInputError."""
     validate(job)
-    worker = [job.python, job.worker, *worker_args(job.options, job.out_dir)]
+    worker = pystart.command(job.python, job.worker, *worker_args(job.options, job.out_dir))
     return slurm_launch.task_argv(job.python, job.gpus_per_node, worker, job.port, job.launcher)
 
 

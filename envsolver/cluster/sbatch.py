@@ -14,7 +14,7 @@ meeting at the step's first host by construction (envsolver/cluster/slurm_launch
     verify step            srun, one task per node: the environment's python runs envsolver's gate (stdlib only;
                            cluster/gate_step.py) on every node against what the login node derived from the KB and
                            the lock; a failure ends the job before the command, naming the node and each fix
-    launch step            srun, one task per node: PREFIX/bin/python slurm_launch.py --nproc-per-node=G -- COMMAND
+    launch step            srun, one task per node: PREFIX/bin/python -I slurm_launch.py --nproc-per-node=G -- COMMAND
 
 The launch step by --launch (launch_argv; the verify step is verify_section, one call in render):
   torchrun   as above: torchrun starts G processes per node.

@@ -3,13 +3,13 @@
 srun runs this file once per node (one task per node), with the environment's python, whose torch provides torchrun:
 
     srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 \\
-        PREFIX/bin/python slurm_launch.py --nproc-per-node=G [--port=P] -- COMMAND [ARGS...]
+        PREFIX/bin/python -I slurm_launch.py --nproc-per-node=G [--port=P] -- COMMAND [ARGS...]
 
 On each node it asks Slurm for the step's first host (`scontrol show hostnames "$SLURM_STEP_NODELIST"`, the first
 name; its address is the NodeAddr of `scontrol --oneliner show node NAME`, the address Slurm itself reaches it by,
 else the name) and replaces itself with
 
-    python -m torch.distributed.run --nnodes=$SLURM_STEP_NUM_NODES --nproc-per-node=G --max-restarts=0
+    python -I -m torch.distributed.run --nnodes=$SLURM_STEP_NUM_NODES --nproc-per-node=G --max-restarts=0
         --rdzv-id=envsolver-JOB.STEP --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --no-python COMMAND [ARGS...]
 
 (no --node-rank: the c10d rendezvous ranks the nodes as they join, and torchrun warns that it ignores one), so
@@ -29,7 +29,7 @@ Two more launch styles (`--style`), with the same rendezvous rule:
              MASTER_ADDR (the step's first host, as above) and MASTER_PORT, then replaces itself with COMMAND.
   deepspeed  one task per node, as torchrun: it writes DeepSpeed's hostfile for the step (`NODE slots=G`, one
              line per node of `scontrol show hostnames`, in node-id order) in a private temporary directory and
-             runs `python -m deepspeed.launcher.runner --hostfile=H --no_ssh --node_rank=$SLURM_NODEID
+             runs `python -I -m deepspeed.launcher.runner --hostfile=H --no_ssh --node_rank=$SLURM_NODEID
              --master_addr=HOST --master_port=PORT COMMAND`: DeepSpeed's own launcher on every node, started by
              srun instead of pdsh/ssh (compute nodes often refuse ssh between them), which sets RANK, LOCAL_RANK,
              WORLD_SIZE, MASTER_ADDR/PORT and passes --local_rank as DeepSpeed always does. COMMAND is the
@@ -73,6 +73,18 @@ _NODE_ADDR = re.compile(r"(?:^|\s)NodeAddr=(\S{1,300})")
 _TASKS = re.compile(r"([0-9]{1,6})(?:\(x[0-9]{1,6}\))?")
 
 
+# How the launcher starts a python: envsolver/core/pystart.py's rule (FLAGS), copied here because the launcher runs
+# on a node where envsolver need not be importable; tests/test_isolation.py holds the copies equal. The launcher
+# itself, torchrun and DeepSpeed's runner run isolated; COMMAND is the user's job: it runs as given, in the job's
+# working directory, seeing the job's PYTHONPATH (its own script's directory first, as `python train.py` does).
+FLAGS = ("-I",)
+
+
+def _isolated(python: str, *args: str) -> list[str]:
+    """`PYTHON -I ARGS...`: neither the working directory nor the script's directory on sys.path, no PYTHON*."""
+    return [python, *FLAGS, *args]
+
+
 class LaunchError(Exception):
     """The step cannot be launched; the message says what to do."""
 
@@ -98,10 +110,10 @@ def task_argv(
     style: str = "torchrun",
 ) -> list[str]:
     """What srun starts once per node (per task for `per-task`):
-    `PYTHON slurm_launch.py --nproc-per-node=N [--style=S] [--port=P] -- COMMAND...`."""
+    `PYTHON -I slurm_launch.py --nproc-per-node=N [--style=S] [--port=P] -- COMMAND...`."""
     if style not in STYLES:
         raise ValueError(f"launch style {style!r} is not one of {', '.join(STYLES)}")
-    head = [python, launcher or os.path.abspath(__file__), f"--nproc-per-node={nproc_per_node}"]
+    head = _isolated(python, launcher or os.path.abspath(__file__), f"--nproc-per-node={nproc_per_node}")
     head += [f"--style={style}"] if style != "torchrun" else []
     head += [f"--port={port}"] if port is not None else []
     return [*head, "--", *command]
@@ -145,7 +157,7 @@ def read_step(
     if missing:
         raise LaunchError(
             f"{', '.join(missing)} unset: this runs inside a Slurm step, once per node. Start it with "
-            "`srun --ntasks-per-node=1 PYTHON slurm_launch.py --nproc-per-node=N -- COMMAND` in an allocation "
+            "`srun --ntasks-per-node=1 PYTHON -I slurm_launch.py --nproc-per-node=N -- COMMAND` in an allocation "
             "(a batch job, or salloc)."
         )
     assert nodelist is not None
@@ -226,9 +238,7 @@ def hostfile_text(step: Step, slots: int) -> str:
 def deepspeed_argv(python: str, step: Step, hostfile: str, host: str, port: int, command: Sequence[str]) -> list[str]:
     """DeepSpeed's launcher on this node alone (--no_ssh), its rank among the step's nodes given."""
     return [
-        python,
-        "-m",
-        "deepspeed.launcher.runner",
+        *_isolated(python, "-m", "deepspeed.launcher.runner"),
         f"--hostfile={hostfile}",
         "--no_ssh",
         f"--node_rank={step.node_rank}",
@@ -250,9 +260,7 @@ def torchrun_argv(
     python: str, step: Step, host: str, port: int, nproc_per_node: int, command: Sequence[str]
 ) -> list[str]:
     return [
-        python,
-        "-m",
-        "torch.distributed.run",
+        *_isolated(python, "-m", "torch.distributed.run"),
         f"--nnodes={step.nnodes}",
         f"--nproc-per-node={nproc_per_node}",
         "--max-restarts=0",

@@ -36,6 +36,7 @@ from typing import Any
 from envsolver.cluster.model import Partition
 from envsolver.cluster.parse import Probe, parse_probe
 from envsolver.cluster.slurm import PROBE_SCRIPT
+from envsolver.core import pystart
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import lockfile
 from envsolver.verify import render, run
@@ -101,7 +102,7 @@ def node_command(
         op_runner=OP_RUNNER,
         torch=asked.torch,
     )
-    return (python_of(prefix), "-I", "-c", PROBE_SOURCE, *options)
+    return tuple(pystart.command(python_of(prefix), "-c", PROBE_SOURCE, *options))
 
 
 def words(command: Sequence[str]) -> tuple[str, ...]:
@@ -206,10 +207,8 @@ def trouble(reply: Reply, prefix: str) -> str | None:
     node = reply.probe.node or "the node"
     python = python_of(prefix)
     machine = f" ({reply.probe.machine})" if reply.probe.machine else ""
-    by_hand = (
-        f"Run `{shlex.join([python, '-I', '-c', 'import json, platform, sys; print(sys.version, platform.machine())'])}"
-        f"` on {node} to see what it prints, then run the same command again."
-    )
+    asked = pystart.command(python, "-c", "import json, platform, sys; print(sys.version, platform.machine())")
+    by_hand = f"Run `{shlex.join(asked)}` on {node} to see what it prints, then run the same command again."
     said = " / ".join(line.strip() for line in reply.said.splitlines() if line.strip())[-600:]
     if not reply.started:
         return f"the step on {node} printed no verify section ({said or 'nothing'}). {by_hand}"

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsolver.core import pystart
 from envsolver.core.procrun import Runner, run
 from envsolver.hook.opkey import CPU_OPS
 from envsolver.resolve.toolchain import compiler_line
@@ -79,7 +80,7 @@ def build_ops(
 
     def one(op: str) -> OpResult:
         progress(f"building {op}")
-        code, out = runner([str(python), str(RUNNER), "build", op], build_env)
+        code, out = runner(pystart.command(python, str(RUNNER), "build", op), build_env)
         doc = _json_line(out)
         ok = code == 0 and bool(doc.get("ok"))
         error = None if ok else compiler_line(str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out)
@@ -125,7 +126,7 @@ def prove(
         return result
     sass = None if result.op in CPU_OPS else list_sass(Path(result.file), cuda_home, env, runner)
     missing = tuple(a for a in archs if sass is not None and a not in sass)
-    _, out = runner([str(python), str(RUNNER), "load", result.op], env)
+    _, out = runner(pystart.command(python, str(RUNNER), "load", result.op), env)
     doc = _json_line(out)
     load = doc.get("load_seconds")
     return dataclasses.replace(

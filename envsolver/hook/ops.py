@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envsolver.core import atomic
+from envsolver.core import atomic, pystart
 from envsolver.core.procrun import Runner
 from envsolver.hook import opcache, opkey, register
 from envsolver.hook.build import RUNNER, OpResult, _json_line, list_sass
@@ -51,7 +51,7 @@ class State:
 
 def read_key_facts(python: Path, env: Mapping[str, str], runner: Runner) -> opkey.KeyFacts | None:
     """op_runner.py key in the env's python (no torch import), or None when it cannot run."""
-    code, out = runner([str(python), str(RUNNER), "key"], env)
+    code, out = runner(pystart.command(python, str(RUNNER), "key"), env)
     doc = _json_line(out)
     return opkey.KeyFacts(doc) if code == 0 and doc.get("ok") is not False else None
 
@@ -198,7 +198,7 @@ def _build(
 
     def one(op: str) -> tuple[str, dict[str, object]]:
         progress(f"building {op}")
-        code, out = runner([str(python), str(RUNNER), "install", op], build_env)
+        code, out = runner(pystart.command(python, str(RUNNER), "install", op), build_env)
         doc = _json_line(out)
         if code != 0 or not doc.get("ok"):
             detail = str(doc.get("trace", "")) + "\n" + str(doc.get("error", "")) + "\n" + out
@@ -362,7 +362,7 @@ def _prove(
     """SASS for every target arch (cuobjdump, CUDA ops) and DeepSpeed's load() importing the prefix's library;
     with gpu_check, FusedAdam's steps against torch's AdamW in the same process (one torch start for both)."""
     flags = ["--adam-check"] if gpu_check and "fused_adam" in libraries else []
-    _, out = runner([str(python), str(RUNNER), "registered", *flags, *libraries], env)
+    _, out = runner(pystart.command(python, str(RUNNER), "registered", *flags, *libraries), env)
     doc = _json_line(out)
     check = doc.get("adam_check")
     rows = doc.get("ops")

@@ -183,6 +183,10 @@ def hook(
     before anything is written (require_python). Raises BadInputError, an op cache that is not made included."""
     if jobs < 1:
         raise BadInputError(f"--jobs {jobs}: at least one compile job is needed. Pass --jobs 1 or more.")
+    # Absolute: the env's python and its tools run in private directories (core/pystart), where a relative path
+    # (-p ./env) would name nothing.
+    prefix = Path(os.path.abspath(prefix))
+    python = Path(os.path.abspath(python)) if python is not None else None
     if not prefix.is_dir():
         raise BadInputError(
             f"prefix {str(prefix)!r} does not exist. Create it first (envsolver install "

@@ -7,8 +7,8 @@ After an install that left PREFIX holding exactly the lock, install records (PRE
   - the request: the sha256 of the lock file's bytes, --platform, the --mirror values as given, this host's
     platform and envsolver's version (so the same command, here, by the same envsolver);
   - the prefix as it was left: its path and a digest of every package record (conda-meta/*.json: name, size,
-    mtime), of the PyPI part's record, the prefix's lock metadata and every site-packages *.dist-info (name,
-    METADATA's size and mtime);
+    mtime), of the PyPI part's record, the prefix's lock metadata, every site-packages *.dist-info (name,
+    METADATA's and RECORD's size and mtime) and every file the PyPI part's RECORDs list (size and mtime);
   - what the report said (platform, package count, the PyPI files in place) and whether the lock carries the
     metadata the post-install hook needs (its arch list), so the no-op needs neither the lock nor the prefix's copy
     of its metadata.
@@ -34,10 +34,12 @@ STATE = Path("etc") / "envsolver" / "installed.json"
 # The journal of a link in progress (install/linking.py); a prefix that holds one is never up to date.
 LINKING = Path("conda-meta") / ".envsolver-linking"
 # 2: `hook` recorded; 3: the full path removes PyPI's copies over the conda part (install/shadowing), which a
-# record written before may have called up to date
-FORMAT = 3
+# record written before may have called up to date; 4: the PyPI part's files are proven (install/pipfiles) and
+# their RECORDs and files are in the prefix digest
+FORMAT = 4
 MAX_LOCK_BYTES = 32 << 20  # lock/lockfile.py MAX_BYTES: a larger lock is refused the full way, so never recorded
 MAX_STATE_BYTES = 1 << 20
+MAX_RECORD_BYTES = 16 << 20  # install/pipfiles.MAX_RECORD_BYTES
 
 
 class Recorded:
@@ -102,7 +104,41 @@ def prefix_digest(prefix: Path) -> str | None:
             continue
         for info in infos:
             digest.update(f"{site.relative_to(prefix)}/{info}\0{_stat(site / info / 'METADATA')}\0".encode())
+            digest.update(f"{_stat(site / info / 'RECORD')}\0".encode())
+    for line in _pypi_files(prefix):
+        digest.update(line.encode())
     return digest.hexdigest()
+
+
+def _pypi_files(prefix: Path) -> list[str]:
+    """`PATH\0SIZE:MTIME\0` of every file the RECORD of each PyPI-part dist-info lists (pip-part.json names the
+    dist-infos): a file changed by hand, or by a conda package linked over it, changes the digest, so install takes
+    the full path, which proves the files (install/pipfiles) and installs them again. Stat calls only (deepspeed:
+    1,500); nothing at all when the record cannot be read."""
+    try:
+        with (prefix / "etc" / "envsolver" / "pip-part.json").open("rb") as handle:
+            packages = json.loads(handle.read(MAX_STATE_BYTES)).get("packages")
+        infos = sorted(str(v.get("dist_info") or "") for v in packages.values() if isinstance(v, dict))
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return []
+    import csv  # only when there is a PyPI part
+    import io
+
+    from envsolver.core import boundedread  # a FIFO at RECORD is refused at once, never waited on
+
+    out = []
+    for info in infos:
+        if not info or info.startswith("/") or ".." in Path(info).parts:
+            continue
+        try:
+            text = boundedread.read_regular(prefix / info / "RECORD", MAX_RECORD_BYTES, follow=False).decode()
+            rows = list(csv.reader(io.StringIO(text, newline="")))
+        except (OSError, ValueError, csv.Error):  # Refused and UnicodeDecodeError are ValueErrors
+            out.append(f"{info}\0-\0")
+            continue
+        site = (prefix / info).parent
+        out += [f"{info}/{row[0]}\0{_stat(site / row[0])}\0" for row in rows if row and row[0]]
+    return out
 
 
 def unchanged(prefix: Path, asked: str | None) -> Recorded | None:

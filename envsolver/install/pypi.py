@@ -9,8 +9,14 @@ downloaded), `--isolated` (no pip configuration file or PIP_* variable of the us
 `--no-cache-dir` (nothing is written outside the prefix and the staging directory). DeepSpeed's sdist is built
 with DS_BUILD_OPS=0: the hook builds its ops for the target GPUs.
 
-What was installed is recorded in PREFIX/etc/envsolver/pip-part.json (name, version, sha256), so a second run
-with the same lock and the release still in site-packages changes nothing.
+pip runs with `-I` in the staging directory (core/pystart: nothing in the caller's directory is imported) and with
+`--force-reinstall`: it runs only for files envsolver found not in place, and would otherwise call the same
+version from another file "already satisfied" and install nothing. Before anything is recorded, the installed
+files are proven to be the staged file's (install/pipfiles.prove: a RECORD pip wrote in this run, every file as it
+says, and a wheel's own RECORD agreeing with it). What was installed is recorded in
+PREFIX/etc/envsolver/pip-part.json (name, version, sha256 and the sha256 of the RECORD proven), so a second run
+with the same lock and those files still in site-packages changes nothing; a lost or older record, another
+RECORD, or a changed file means the file is installed again (never a record guessed from a version).
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from envsolver.core import boundedread, procrun
+from envsolver.core import boundedread, procrun, pystart
 from envsolver.core.errors import EnvsolverError, Kind
 from envsolver.core.printable import printable
 from envsolver.core.redact import redact, redact_text
-from envsolver.install import pkgcache
+from envsolver.install import pipfiles, pkgcache
 from envsolver.lock import howto
 from envsolver.lock.pypi.record import PipRecord
 from envsolver.lock.writers import files, pipreqs
@@ -36,7 +43,6 @@ Fetch = Callable[[str, Path, str], None]  # fetch URL into the file at Path; the
 RECORD = Path("etc") / "envsolver" / "pip-part.json"
 CACHE = "pypi"  # the cache's directory of proven PyPI files
 MAX_RECORD_BYTES = 1 << 20
-MAX_METADATA_BYTES = 1 << 20
 BUILD_TIMEOUT_S = 1800.0  # DeepSpeed's sdist builds in under a minute without ops; a slow shared disk takes longer
 TAIL = 4000  # characters of pip's output a failure shows
 
@@ -58,72 +64,74 @@ def python_of(prefix: Path) -> Path:
     return prefix / "bin" / "python"
 
 
-def _site_packages(prefix: Path) -> list[Path]:
-    return sorted(p for p in (prefix / "lib").glob("python3*/site-packages") if p.is_dir())
-
-
 def installed_version(prefix: Path, name: str) -> str | None:
     """The version of NAME (normalized) installed in PREFIX's site-packages, from its .dist-info/METADATA; None
     when it is not installed or cannot be read."""
-    for site in _site_packages(prefix):
-        for info in sorted(site.glob("*.dist-info")):
-            dist, _, version = info.name[: -len(".dist-info")].partition("-")
-            if index.normalize(dist) != name:
-                continue
-            found = _metadata_version(info / "METADATA")
-            if found is not None:
-                return found
-            return version or None
-    return None
-
-
-def _metadata_version(path: Path) -> str | None:
-    try:  # a regular file only: a FIFO or device in site-packages is refused at once (core.boundedread)
-        head = boundedread.read_head(path, MAX_METADATA_BYTES).decode("utf-8", "replace")
-    except (OSError, boundedread.Refused):
-        return None
-    for line in head.splitlines():
-        if line.startswith("Version:"):
-            return line.split(":", 1)[1].strip() or None
-        if not line.strip():
-            break
-    return None
+    found = pipfiles.dist_infos(prefix, name)
+    return found[0][1] if found else None
 
 
 def recorded(prefix: Path) -> dict[str, dict[str, str]]:
-    """name -> {version, sha256} of what envsolver installed into PREFIX's PyPI part (empty when unreadable)."""
-    path = prefix / RECORD
+    """name -> {version, sha256, record, dist_info} of what envsolver installed into PREFIX's PyPI part (_entry;
+    '' for what a record an older envsolver wrote lacks); empty when unreadable (a
+    regular file only, bounded: a FIFO there is refused at once)."""
     try:
-        with path.open("rb") as handle:
-            doc = json.loads(handle.read(MAX_RECORD_BYTES))
-    except (OSError, ValueError, RecursionError):
+        doc = json.loads(boundedread.read_regular(prefix / RECORD, MAX_RECORD_BYTES))
+    except (OSError, ValueError, RecursionError):  # boundedread.Refused is a ValueError
         return {}
     packages = doc.get("packages") if isinstance(doc, dict) else None
     if not isinstance(packages, dict):
         return {}
     return {
-        str(name): {"version": str(v.get("version")), "sha256": str(v.get("sha256"))}
+        str(name): {k: str(v.get(k) or "") for k in ("version", "sha256", "record", "dist_info")}
         for name, v in packages.items()
         if isinstance(v, dict)
     }
 
 
+Standing = Literal["in place", "unrecorded", "other"]
+
+
+def standing(prefix: Path, record: PipRecord, kept: Mapping[str, Mapping[str, str]]) -> tuple[Standing, str]:
+    """Whether PREFIX holds this file's own files, and why not: "in place" (envsolver installed this sha256, the
+    dist-info holds the RECORD it proved then, every file as RECORD says: install/pipfiles), "unrecorded" (no
+    record of this file's: envsolver did not install it, or its record is lost or older than RECORD digests), or
+    "other" (the files are another file's, or changed), each with a sentence."""
+    mine = kept.get(record.name)
+    if not mine:
+        return "unrecorded", f"{record.name} {record.version} is not in {RECORD} (envsolver did not install it)"
+    if mine.get("sha256") != record.sha256:
+        return "other", (
+            f"{record.name} was installed from another file (sha256 {mine.get('sha256', '')[:12]}…, the lock's "
+            f"{record.sha256[:12]}…)"
+        )
+    if not mine.get("record"):
+        return "unrecorded", f"{record.name}'s record in {RECORD} has no RECORD digest (an older envsolver wrote it)"
+    try:
+        pipfiles.check(prefix, record.name, record.version, mine["record"])
+    except pipfiles.NotProven as exc:
+        return "other", str(exc)
+    return "in place", ""
+
+
 def in_place(prefix: Path, record: PipRecord, kept: Mapping[str, Mapping[str, str]]) -> bool:
-    """Whether PREFIX holds exactly this file's release: envsolver installed this sha256 and site-packages still
-    has the version."""
-    mine = kept.get(record.name, {})
-    return mine.get("sha256") == record.sha256 and installed_version(prefix, record.name) == record.version
+    """Whether PREFIX holds exactly this file's files (standing)."""
+    return standing(prefix, record, kept)[0] == "in place"
 
 
-def _save(prefix: Path, records: Sequence[PipRecord]) -> None:
-    doc = {
-        "packages": {
-            r.name: {"version": r.version, "sha256": r.sha256, "file": r.filename, "url": redact(r.url)}
-            for r in sorted(records, key=lambda r: r.name)
-        }
-    }
+def _save(prefix: Path, entries: Mapping[str, Mapping[str, str]]) -> None:
+    doc = {"packages": {name: dict(entries[name]) for name in sorted(entries)}}
     (prefix / RECORD).parent.mkdir(parents=True, exist_ok=True)
     files.replace_with(prefix / RECORD, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def _entry(record: PipRecord, record_sha256: str, dist_info: str) -> dict[str, str]:
+    """pip-part.json's entry of one file: `record` the sha256 of the RECORD proven, `dist_info` its directory
+    relative to the prefix (installstate's no-op reads it)."""
+    return {
+        "version": record.version, "sha256": record.sha256, "file": record.filename, "url": redact(record.url),
+        "record": record_sha256, "dist_info": dist_info,
+    }  # fmt: skip
 
 
 def stage(
@@ -160,13 +168,15 @@ def requirements_text(records: Sequence[PipRecord]) -> str:
 
 
 def pip_argv(python: Path, staging: Path, requirements: Path) -> list[str]:
-    """The one pip command: the staged files only, each by its hash, without dependencies or build isolation,
-    ignoring the user's pip configuration, writing no cache."""
-    return [
-        str(python), "-m", "pip", "--isolated", "--disable-pip-version-check", "--no-input", "install",
-        *howto.PIP_FLAGS, "--no-index", "--find-links", str(staging), "--no-cache-dir", "--no-warn-script-location",
-        "-r", str(requirements),
-    ]  # fmt: skip
+    """The one pip command (isolated: core/pystart): the staged files only, each by its hash, reinstalled even
+    when site-packages holds the same version (pip runs only for files envsolver found not in place, and would
+    otherwise call another file's release "already satisfied"), without dependencies or build isolation, ignoring
+    the user's pip configuration, writing no cache."""
+    return pystart.command(
+        python, "-m", "pip", "--isolated", "--disable-pip-version-check", "--no-input", "install",
+        "--force-reinstall", *howto.PIP_FLAGS, "--no-index", "--find-links", str(staging), "--no-cache-dir",
+        "--no-warn-script-location", "-r", str(requirements),
+    )  # fmt: skip
 
 
 def pip_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -200,7 +210,7 @@ def install(
     (the caller's private directory, which it removes). Raises IntegrityError, FetchError or PipInstallError
     (exit 2)."""
     kept = recorded(prefix)
-    missing = [r for r in records if not in_place(prefix, r, kept)]
+    missing = [r for r in records if not in_place(prefix, r, kept)]  # a lost record: not in place, reinstalled
     done = tuple(f"{r.name} {r.version}" for r in records if r not in missing)
     if not missing:
         return PipReport((), done, 0)
@@ -211,6 +221,7 @@ def install(
             "cannot be installed. The lock's conda part must hold python and pip: regenerate the lock with "
             "envsolver make."
         )
+    staging = Path(os.path.abspath(staging))  # pip runs in it: a relative path would name something under itself
     wheels = staging / "pypi"
     wheels.mkdir(mode=0o700, exist_ok=True)
     fetched = 0
@@ -220,11 +231,13 @@ def install(
         fetched += 1
         fetch(url, path, sha256)
 
-    stage(missing, urls, cache, wheels, counted, progress)
+    staged = stage(missing, urls, cache, wheels, counted, progress)
     requirements = staging / "pypi-requirements.txt"
     files.write_new(requirements, requirements_text(missing))
+    before = {r.name: pipfiles.identities(prefix, r.name) for r in missing}
     progress(f"pip: installing {', '.join(f'{r.name} {r.version}' for r in missing)} into {prefix} (by sha256)")
-    code, output = procrun.run(pip_argv(python, wheels, requirements), pip_env(environ), BUILD_TIMEOUT_S)
+    # In the staging directory, which only this install can enter: core/pystart's private working directory.
+    code, output = procrun.run(pip_argv(python, wheels, requirements), pip_env(environ), BUILD_TIMEOUT_S, staging)
     if code != 0:
         raise PipInstallError(
             f"pip could not install {', '.join(f'{r.name} {r.version}' for r in missing)} into {str(prefix)!r} "
@@ -232,11 +245,18 @@ def install(
             "build tool is a gap in the lock's conda part: regenerate it with envsolver make), then run the same "
             "command again."
         )
-    wrong = [r for r in missing if installed_version(prefix, r.name) != r.version]
-    if wrong:
-        raise PipInstallError(
-            f"pip ran, but {str(prefix)!r} does not hold {', '.join(f'{r.name} {r.version}' for r in wrong)} "
-            "afterwards. Run the same command again; if it persists, check PREFIX/lib/python3*/site-packages."
-        )
-    _save(prefix, records)
+    entries = {
+        r.name: _entry(r, kept[r.name]["record"], kept[r.name]["dist_info"]) for r in records if r not in missing
+    }
+    for r in missing:
+        try:
+            found = pipfiles.prove(prefix, r.name, r.version, staged[r.name], before[r.name])
+        except pipfiles.NotProven as exc:
+            raise PipInstallError(
+                f"pip ran, but {str(prefix)!r} does not hold {r.filename}'s files afterwards: {exc}. Nothing was "
+                "recorded for it. Run the same command again; if it persists, check "
+                "PREFIX/lib/python3*/site-packages."
+            ) from None
+        entries[r.name] = _entry(r, found.record_sha256, str(found.info.relative_to(prefix)))
+    _save(prefix, entries)
     return PipReport(tuple(f"{r.name} {r.version}" for r in missing), done, fetched)

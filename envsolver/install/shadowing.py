@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver.core import boundedread, procrun
+from envsolver.core import boundedread, procrun, pystart
 from envsolver.core.errors import EnvsolverError
 from envsolver.kb.model import KnowledgeBase
 from envsolver.kb.pypi_names import provided_by
@@ -187,7 +187,7 @@ def remove(
     names = sorted({s.dist.name for s in shadows})
     said = ", ".join(f"{s.dist.name} {s.dist.version}" for s in shadows)
     python = pypi_install.python_of(prefix)
-    argv = [str(python), "-I", "-m", "pip", "--isolated", "--disable-pip-version-check", "--no-input"]
+    argv = pystart.command(python, "-m", "pip", "--isolated", "--disable-pip-version-check", "--no-input")
     argv += ["uninstall", "-y"]
     progress(f"pip: removing {said} from {prefix} (PyPI's, over the lock's conda packages)")
     code, output = procrun.run([*argv, *names], pypi_install.pip_env(environ), UNINSTALL_TIMEOUT_S)

@@ -66,7 +66,16 @@ def _how(code: int) -> str:
 
 def worker_command() -> list[str]:
     """The command that starts a worker: this Python, running envsolver/lock/rattler_worker.py by path."""
-    return [sys.executable, "-c", _BOOT, WORKER]
+    return _started()[0]
+
+
+def _started() -> tuple[list[str], dict[str, str]]:
+    """The worker's command and environment (core/pystart): not -I, since this process's PYTHONPATH must reach it
+    (it imports envsolver and rattler as this process does); PYTHONSAFEPATH=1 and _BOOT keep the working directory
+    off its sys.path. It runs in the caller's working directory, which a request's relative path names."""
+    from envsolver.core import pystart
+
+    return pystart.keeping_environment(sys.executable, os.environ, "-c", _BOOT, WORKER)
 
 
 def _cause(errors: bytes) -> str:
@@ -171,7 +180,8 @@ def _start() -> _Worker:
     errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _Worker.end)
     started_with = _circumstances()
     try:
-        child = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+        argv, env = _started()
+        child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env)
     except BaseException:
         errors.close()
         raise

@@ -43,6 +43,9 @@ class Context:
     deepspeed_wanted: bool = False
     gpu_test: bool = False
     lock_pip: tuple[PipRecord, ...] = ()  # the lock's PyPI part
+    # name -> (standing, why) of each file of the lock's PyPI part in the prefix (install/pypi.standing: "in place",
+    # "unrecorded", "other"); empty when no prefix is known
+    pip_files: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def driver_version(ctx: Context) -> DriverVersion | None:

@@ -17,18 +17,33 @@ def check_lock_drift(ctx: Context) -> Check:
     extra = sorted(set(have) - set(want))
     changed = sorted(n for n in set(want) & set(have) if want[n] != have[n])
     dists = ctx.facts.get("distributions") or {}
+    others, unproven = [], []  # PyPI files of the lock's version that are not the lock's files / not known to be
     for record in ctx.lock_pip:
         held = dists.get(record.name)
+        standing, why = ctx.pip_files.get(record.name, ("in place", ""))
         if held is None:
             missing.append(f"{record.name} (PyPI)")
         elif held != record.version:
             have[record.name], want[record.name] = (str(held), "pypi"), (record.version, "pypi")
             changed.append(record.name)
+        elif standing == "other":
+            others.append(why)
+        elif standing == "unrecorded":
+            unproven.append(why)
     total = len(ctx.lock_entries) + len(ctx.lock_pip)
-    if not (missing or extra or changed):
+    if not (missing or extra or changed or others):
         pypi = f", {len(ctx.lock_pip)} of them from PyPI" if ctx.lock_pip else ""
+        if unproven:
+            return Check(
+                "lock_drift",
+                "warn",
+                f"the {total} packages match the lock by version{pypi}; not proven to be the lock's files: "
+                + "; ".join(unproven),
+                f"envsolver install conda-lock.yml -p {prefix_of(ctx)} (it installs the lock's PyPI files again "
+                "and records them)",
+            )
         return Check("lock_drift", "pass", f"the {total} packages match the lock{pypi}")
-    parts = []
+    parts = [f"PyPI files not the lock's: {'; '.join(others)}"] if others else []
     if missing:
         parts.append(f"missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
     if extra:

@@ -358,11 +358,33 @@ def judge(
     return [done[i] for i in IDS if not wanted or i in wanted]
 
 
+# How the gate starts a python: envsolver/core/pystart.py's rule (FLAGS), copied here because the gate runs where
+# envsolver cannot be imported; tests/test_isolation.py holds the copies equal.
+FLAGS = ("-I",)
+
+
+def _isolated(python: str, *args: str) -> list[str]:
+    """`PYTHON -I ARGS...`: neither the working directory nor the script's directory on sys.path, no PYTHON*."""
+    return [python, *FLAGS, *args]
+
+
 def probe(python: str, probe_file: str, options: list[str]) -> dict[str, Any]:
-    """The probe's facts (its last JSON object). Raises RuntimeError saying why there are none."""
-    argv = [python, "-I", probe_file, *options]
+    """The probe's facts (its last JSON object), the probe run isolated from a private directory. Raises
+    RuntimeError saying why there are none."""
+    import tempfile
+
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        with tempfile.TemporaryDirectory(prefix="envsolver-gate-") as where:
+            return _probe(python, _isolated(python, probe_file, *options), where)
+    except OSError as exc:
+        raise RuntimeError(f"cannot run {python}: {exc.strerror or exc}") from None
+
+
+def _probe(python: str, argv: list[str], where: str) -> dict[str, Any]:
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=where
+        )
     except OSError as exc:
         raise RuntimeError(f"cannot run {python}: {exc.strerror or exc}") from None
     tail: collections.deque[bytes] = collections.deque()  # the last chunks, MAX_OUTPUT bytes and one chunk at most
@@ -412,7 +434,7 @@ def main(argv: list[str]) -> int:
             raise ValueError("not this gate's demands")
         facts = probe(python, probe_file, options)
     except (ValueError, RuntimeError) as exc:
-        by_hand = shlex.join([python, "-I", probe_file])
+        by_hand = shlex.join(_isolated(python, probe_file))
         print(
             f"{PROG}: {node}: cannot check this node: {shown(exc)}. Run `{shown(by_hand)}` on {node} to see what "
             "it prints, then submit the job again.",

@@ -1,7 +1,8 @@
 """Launch the NCCL check on this node (`envsolver verify --nccl`): torchrun under the env's python, judged by
 nccl.judge; the worker is nccl_worker.py. Across the nodes of a Slurm allocation it is cluster/nccl_nodes.py.
 
-`PYTHON -m torch.distributed.run --standalone --nproc-per-node=N nccl_worker.py ...` under the env's python, with
+`PYTHON -I -m torch.distributed.run --standalone --nproc-per-node=N nccl_worker.py ...` under the env's python
+(isolated, in the run's private directory: core/pystart), with
 CONDA_PREFIX and PATH as activation sets them (every NCCL_* setting of the caller is kept: a site's
 NCCL_NVLS_ENABLE=0 must reach the ranks), a hard time limit (the process group is killed), progress on stderr.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from envsolver.core import pystart
 from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl
 from envsolver.verify import render as verify_render
@@ -68,7 +70,7 @@ def worker_args(options: Options, out_dir: str) -> list[str]:
 
 
 def local_argv(python: Path, processes: int, options: Options, out_dir: Path) -> list[str]:
-    head = [str(python), "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
+    head = pystart.command(python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1")
     head += [f"--nproc-per-node={processes}", "--max-restarts=0", str(WORKER)]
     return head + worker_args(options, str(out_dir))
 
@@ -83,6 +85,7 @@ def environ_for(prefix: Path | None, environ: Mapping[str, str]) -> dict[str, st
     env = dict(environ)
     env["PYTHONUNBUFFERED"] = "1"
     if prefix is not None:
+        prefix = Path(os.path.abspath(prefix))  # the ranks run in a private directory: a relative path names nothing
         env["CONDA_PREFIX"] = str(prefix)
         env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env['PATH']}" if env.get("PATH") else str(prefix / "bin")
     return env
@@ -99,9 +102,16 @@ def processes(python: Path, requested: int | None, options: Options, environ: Ma
     if options.backend == "gloo":
         return 2
     try:
-        done = subprocess.run(
-            [str(python), "-c", COUNT_GPUS], capture_output=True, text=True, timeout=180, env=dict(environ), check=False
-        )
+        with pystart.workdir() as where:
+            done = subprocess.run(
+                pystart.command(python, "-c", COUNT_GPUS),
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=dict(environ),
+                cwd=where,
+                check=False,
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise VerifyError(f"could not count the GPUs with {python}: {exc}. Pass --gpus N.") from None
     lines = done.stdout.strip().splitlines()
@@ -109,7 +119,7 @@ def processes(python: Path, requested: int | None, options: Options, environ: Ma
         tail = (done.stderr or done.stdout).strip()[-300:]
         raise VerifyError(
             f"could not count the GPUs with {python} (exit {done.returncode}): {tail}. Check that the env's torch "
-            f"imports (`{shlex.quote(str(python))} -c 'import torch'`), or pass --gpus N."
+            f"imports (`{shlex.join(pystart.command(python, '-c', 'import torch'))}`), or pass --gpus N."
         )
     count = int(lines[-1])
     if count == 0:
@@ -147,12 +157,19 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 
 def _execute(
-    argv: list[str], env: Mapping[str, str], limit: float, progress: Callable[[str], None] | None
+    argv: list[str], env: Mapping[str, str], limit: float, progress: Callable[[str], None] | None, cwd: Path
 ) -> tuple[int | None, _Streams]:
-    """Run to the end or to `limit` seconds (then the whole process group is killed; None is returned)."""
+    """Run in CWD (private: the run's own directory) to the end or to `limit` seconds (then the whole process group
+    is killed; None is returned)."""
     try:
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env), start_new_session=True
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(env),
+            start_new_session=True,
+            cwd=cwd,
         )
     except OSError as exc:
         raise VerifyError(f"could not start {argv[0]}: {exc}. Pass an existing interpreter (-p or --python).") from None
@@ -243,7 +260,7 @@ def run_local(
     with tempfile.TemporaryDirectory(prefix="envsolver-nccl-") as tmp:
         out_dir = Path(tmp)
         argv = local_argv(python, count, options, out_dir)
-        code, streams = _execute(argv, environ_for(prefix, environ), limit, progress)
+        code, streams = _execute(argv, environ_for(prefix, environ), limit, progress, out_dir)
         document, ranks = reports(out_dir, streams.stdout)
     failure = _failure(code, limit, streams)
     collected = nccl.Collected(count, document, ranks, failure, rerun_command(prefix, python, count, options))

@@ -9,7 +9,8 @@ Usage: python probe.py [--timeout SECONDS] [--headers a.h,b.h] [--no-torch] [--d
                        [--dists a,b] [--op-runner PATH]
 It needs no file of its own: `python -I -c "$(cat probe.py)" ARGS` runs it as well (how `verify --cluster` runs
 it on a node, with the environment's python: no envsolver, no other interpreter there). Under -I its children
-(torch's, DeepSpeed's, the GPU test) are isolated too.
+(torch's, DeepSpeed's, the GPU test) are isolated too; without it (`envsolver verify`, which must see the caller's
+PYTHONPATH) they see what it sees, with PYTHONSAFEPATH=1. Every child starts in a private directory of the probe's.
 With --stream, a first line {"partial": facts} carries the host facts (everything but torch and DeepSpeed) as
 soon as they are known; the last line is always the complete document.
 --prefix is the environment (default: sys.prefix) and --target its CUDA include target (x86_64-linux,
@@ -209,10 +210,39 @@ OP_RUNNER = (
 )
 
 
+# How the probe starts a python: envsolver/core/pystart.py's rule (FLAGS, SAFE_PATH), copied here because the probe
+# runs where envsolver cannot be imported; tests/test_isolation.py holds the copies equal.
+FLAGS = ("-I",)
+SAFE_PATH = ("PYTHONSAFEPATH", "1")
+_WORKDIR: list[str] = []  # the probe's private directory, made on first use (_workdir)
+
+
 def _python() -> list[str]:
     """This interpreter as its children run it: isolated (-I: PYTHONPATH, PYTHONHOME and the user's site-packages
-    ignored) when the probe itself is, so torch's facts are the environment's own, not the submit shell's."""
-    return [sys.executable, "-I"] if sys.flags.isolated else [sys.executable]
+    ignored) when the probe itself is, so torch's facts are the environment's own, not the submit shell's; else
+    seeing the caller's PYTHONPATH as the probe does, with PYTHONSAFEPATH=1 (_child_env): in neither case is the
+    working directory or a script's directory put first on sys.path (and it is the probe's private one)."""
+    return [sys.executable, *FLAGS] if sys.flags.isolated else [sys.executable]
+
+
+def _child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child python: the probe's (or ENV) with PYTHONSAFEPATH=1."""
+    return dict(os.environ if env is None else env, **{SAFE_PATH[0]: SAFE_PATH[1]})
+
+
+def _workdir() -> str:
+    """The directory every child of the probe starts in: made private (mkdtemp, 0700) on first use, removed when
+    the probe exits, so nothing in the caller's working directory is found by a child python."""
+    if not _WORKDIR:
+        import atexit
+        import tempfile
+
+        try:
+            _WORKDIR.append(tempfile.mkdtemp(prefix="envsolver-probe-"))
+            atexit.register(shutil.rmtree, _WORKDIR[0], True)
+        except OSError:  # no writable temporary directory: the root directory, where only root can put a file
+            _WORKDIR.append(os.sep)
+    return _WORKDIR[0]
 
 
 # What is read of a child's output (nvidia-smi, nvcc, the compiler, torch's and DeepSpeed's children) at most, in
@@ -263,7 +293,7 @@ def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = No
     why, when it could not be had."""
     try:
         child = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=_workdir()
         )
     except OSError as exc:
         return EXIT_NOT_STARTED, str(exc)
@@ -279,7 +309,12 @@ def _run(argv: list[str], timeout: float = 30.0, env: dict[str, str] | None = No
 def _start(code: str, *args: str) -> subprocess.Popen[bytes]:
     """Start a child python now (torch imports take seconds); collect it later with _finish."""
     return subprocess.Popen(
-        [*_python(), "-c", code, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [*_python(), "-c", code, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=_child_env(),
+        cwd=_workdir(),
     )
 
 
@@ -619,7 +654,7 @@ def shm() -> dict[str, Any]:
 def _gpu_test(timeout: float, runner: str | None) -> dict[str, Any]:
     if not runner:
         return {"error": "no op_runner.py to run (pass --op-runner PATH when the probe runs as source)"}
-    rc, out = _run([*_python(), runner, "adam-check"], timeout)
+    rc, out = _run([*_python(), runner, "adam-check"], timeout, _child_env())
     return _parse(out, rc)
 
 

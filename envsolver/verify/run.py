@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -11,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envsolver.core import pystart
 from envsolver.core.errors import EnvsolverError, Kind
 from envsolver.install import envkind, prefixmeta
+from envsolver.install import pypi as pypi_install
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import lockfile
 from envsolver.lock.pypi.record import PipRecord
@@ -40,7 +43,8 @@ class ToolkitQuery:
     only: bool = False  # the prefix's toolkit alone, no torch
 
     def argv(self) -> list[str]:
-        out = ["--prefix", str(self.prefix), "--target", self.target]
+        # absolute: the probe runs in a private directory (core/pystart)
+        out = ["--prefix", os.path.abspath(self.prefix), "--target", self.target]
         out += ["--activate"] if self.activate else []
         out += [] if self.devices else ["--no-devices"]
         return out + (["--toolkit-only"] if self.only else [])
@@ -148,9 +152,22 @@ def probe(
     question); without `torch` there is no torch child (no `torch` fact). Raises VerifyError when the probe
     cannot run or crashes."""
     options = probe_options(deepspeed, gpu_test, timeout, headers, toolkit, dists, torch=torch)
-    argv = [str(python), str(PROBE), *options]
+    # Not -I: the probe must see the PYTHONPATH the user's jobs see (a torch there shadows the env's: pip_conda_mix).
+    argv, env = pystart.keeping_environment(python, environ, str(PROBE), *options)
+    with pystart.workdir() as where:
+        return _probe(python, argv, env, where, timeout, on_partial)
+
+
+def _probe(
+    python: Path,
+    argv: list[str],
+    env: dict[str, str],
+    where: Path,
+    timeout: float,
+    on_partial: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any]:
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(environ))
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=where)
     except OSError as exc:
         raise VerifyError(f"the probe could not run in {python}: {exc}. Check the interpreter works.") from None
     assert proc.stdout is not None and proc.stderr is not None
@@ -210,7 +227,13 @@ def context(
     elif prefix is not None:
         kept = prefixmeta.load(prefix)
         meta = kept.custom if kept else {}
-    return Context(facts, kb, meta, entries, deepspeed_wanted=bool(meta), gpu_test=gpu_test, lock_pip=pip)
+    files: dict[str, tuple[str, str]] = {}
+    if prefix is not None and pip:
+        recorded = pypi_install.recorded(prefix)
+        files = {r.name: pypi_install.standing(prefix, r, recorded) for r in pip}
+    return Context(
+        facts, kb, meta, entries, deepspeed_wanted=bool(meta), gpu_test=gpu_test, lock_pip=pip, pip_files=files
+    )
 
 
 def checks_of(

@@ -111,7 +111,7 @@ fi
 
 # The command: torchrun (one process per GPU), rendezvous on the step's first host (the launcher finds it).
 echo 'envsolver: starting the command on 2 node(s) x 4 GPU(s)' >&2
-srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 /shared/envs/train/bin/python \
+srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 /shared/envs/train/bin/python -I \
 /shared/envsolver/envsolver/cluster/slurm_launch.py --nproc-per-node=4 -- python train.py --lr 3e-4
 """.replace("\\\n", "")
 
@@ -455,6 +455,7 @@ def test_the_launch_step_per_style(cluster: Any) -> None:
         "--kill-on-bad-exit=1",
         "--cpus-per-task=8",
         "/shared/envs/train/bin/python",
+        "-I",
         launcher,
         "--nproc-per-node=4",
         "--style=per-task",
@@ -472,6 +473,7 @@ def test_the_launch_step_per_style(cluster: Any) -> None:
         "--kill-on-bad-exit=1",
         "--cpus-per-task=32",
         "/shared/envs/train/bin/python",
+        "-I",
         launcher,
         "--nproc-per-node=4",
         "--style=deepspeed",

@@ -172,7 +172,7 @@ def test_the_launcher_meets_at_the_first_host_of_the_step_not_of_the_job(lab: Sl
     the torchrun command) puts each rendezvous on its step's first host; the job's first host (gpu02) does not
     run the second step, so meeting there would hang."""
     launch = slurm_launch.task_argv(sys.executable, 1, ["true"], launcher=str(nccl_nodes.LAUNCHER))
-    launch[2:2] = ["--dry-run"]
+    launch[3:3] = ["--dry-run"]  # after PYTHON -I LAUNCHER
     script = tmp_path / "steps.sh"
     both = shlex.join(launch)
     script.write_text(
@@ -187,4 +187,5 @@ def test_the_launcher_meets_at_the_first_host_of_the_step_not_of_the_job(lab: Sl
     assert sum("(gpu02, the step's first host)" in line for line in lines) == 2
     assert any("gpu03 (node 0 of 1)" in line and "(gpu03, the step's first host)" in line for line in lines)
     commands = [json.loads(line.split(": ", 1)[1]) for line in output.splitlines() if ': ["' in line]
-    assert sorted(c[3] for c in commands) == ["--nnodes=1", "--nnodes=2", "--nnodes=2"]
+    # each is PYTHON -I -m torch.distributed.run --nnodes=N ...
+    assert sorted(c[4] for c in commands) == ["--nnodes=1", "--nnodes=2", "--nnodes=2"]

@@ -69,6 +69,7 @@ def test_task_argv_is_the_launcher_with_its_options_then_the_command() -> None:
     argv = slurm_launch.task_argv("/shared/envs/train/bin/python", 4, ["python", "train.py", "--lr", "3e-4"])
     assert argv == [
         "/shared/envs/train/bin/python",
+        "-I",
         LAUNCHER,
         "--nproc-per-node=4",
         "--",
@@ -78,7 +79,7 @@ def test_task_argv_is_the_launcher_with_its_options_then_the_command() -> None:
         "3e-4",
     ]
     with_port = slurm_launch.task_argv("/p/bin/python", 1, ["x"], port=29533, launcher="/l.py")
-    assert with_port == ["/p/bin/python", "/l.py", "--nproc-per-node=1", "--port=29533", "--", "x"]
+    assert with_port == ["/p/bin/python", "-I", "/l.py", "--nproc-per-node=1", "--port=29533", "--", "x"]
 
 
 def test_torchrun_argv_meets_at_the_first_host_with_the_steps_nodes() -> None:
@@ -87,6 +88,7 @@ def test_torchrun_argv_meets_at_the_first_host_with_the_steps_nodes() -> None:
     argv = slurm_launch.torchrun_argv("/envs/t/bin/python", step, "10.0.0.7", 29501, 4, ["python", "train.py"])
     assert argv == [
         "/envs/t/bin/python",
+        "-I",
         "-m",
         "torch.distributed.run",
         "--nnodes=2",
@@ -244,7 +246,7 @@ def test_without_a_node_addr_the_first_hosts_name_is_the_endpoint(tmp_path: Path
     prints the torchrun command instead of running it)."""
     bin_dir, port = stand_in_scontrol(tmp_path, addr=None), free_port()
     argv = slurm_launch.task_argv(sys.executable, 1, [sys.executable, "-c", "pass"], port=port)
-    argv[2:2] = ["--dry-run"]
+    argv[3:3] = ["--dry-run"]  # after PYTHON -I LAUNCHER
     results = run_nodes(argv, [node_env(bin_dir, n) for n in (0, 1)])
     assert [code for code, _, _ in results] == [0, 0]
     for _, out, err in results:
@@ -304,7 +306,7 @@ def test_scontrol_that_fails_is_a_message(tmp_path: Path) -> None:
 
 def test_task_argv_names_the_style_unless_it_is_torchrun() -> None:
     argv = slurm_launch.task_argv("/p/bin/python", 2, ["python", "t.py"], launcher="/l.py", style="per-task")
-    assert argv == ["/p/bin/python", "/l.py", "--nproc-per-node=2", "--style=per-task", "--", "python", "t.py"]
+    assert argv == ["/p/bin/python", "-I", "/l.py", "--nproc-per-node=2", "--style=per-task", "--", "python", "t.py"]
     with pytest.raises(ValueError, match="launch style 'mpi'"):
         slurm_launch.task_argv("/p/bin/python", 2, ["x"], style="mpi")
 
@@ -362,6 +364,7 @@ def test_the_deepspeed_hostfile_and_command_line() -> None:
     argv = slurm_launch.deepspeed_argv("/e/bin/python", step, "/tmp/h", "10.0.0.7", 29501, ["train.py", "--x"])
     assert argv == [
         "/e/bin/python",
+        "-I",
         "-m",
         "deepspeed.launcher.runner",
         "--hostfile=/tmp/h",
@@ -377,7 +380,7 @@ def test_the_deepspeed_hostfile_and_command_line() -> None:
 def test_per_task_dry_run_prints_the_ranks_variables(tmp_path: Path) -> None:
     bin_dir, port = stand_in_scontrol(tmp_path), free_port()
     argv = slurm_launch.task_argv(sys.executable, 2, ["python", "t.py"], port=port, style="per-task")
-    argv[2:2] = ["--dry-run"]
+    argv[3:3] = ["--dry-run"]  # after PYTHON -I LAUNCHER
     envs = [
         node_env(
             bin_dir,

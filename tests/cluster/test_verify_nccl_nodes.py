@@ -40,9 +40,10 @@ def stand_in_env(root: Path, hang: str | None = None) -> Path:
     prefix = root / "envs" / "train env"
     (prefix / "bin").mkdir(parents=True)
     log = prefix / "starts.log"
-    hang_line = f'[ "$1" = "{hang}" ] && exec sleep 600\n' if hang else ""
-    (prefix / "bin" / "python").write_text(
-        f'#!/bin/sh\nprintf \'%s %s\\n\' "${{SLURMD_NODENAME:-login}}" "$1" >> "{log}"\n'
+    hang_line = f'[ "$file" = "{hang}" ] && exec sleep 600\n' if hang else ""
+    (prefix / "bin" / "python").write_text(  # the file it runs: its first word after -I (core/pystart)
+        f'#!/bin/sh\nfile="$1"; [ "$file" = "-I" ] && file="$2"\n'
+        f'printf \'%s %s\\n\' "${{SLURMD_NODENAME:-login}}" "$file" >> "{log}"\n'
         f'{hang_line}exec {sys.executable} "$@"\n'
     )
     (prefix / "bin" / "python").chmod(0o755)
