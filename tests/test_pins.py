@@ -79,11 +79,30 @@ def test_pypis_real_simple_page_parses_into_its_lockable_files() -> None:
             True,
         ),
         ('<a href="https://h/p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '" data-requires-python="3.x!">x</a>', False),
+        # a remote page never names a file of this machine, absolute or through percent-encoded dots
+        ('<a href="file:///etc/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),
+        ('<a href="file://localhost/tmp/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),
+        ('<a href="ftp://h/p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),
+        # a relative path above the index stays on the index's own origin (devpi's and Artifactory's `../../`)
+        ('<a href="../../../../p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', True),
     ],
 )
 def test_a_simple_pages_entries_are_held_to_their_grammar(anchor: str, kept: bool) -> None:
     files = index.parse_html(f"<html><body>{anchor}</body></html>", "deepspeed", "https://h/simple/deepspeed/")
     assert bool(files) == kept, files
+
+
+def test_a_local_pages_files_are_ignored_and_relative_paths_stay_on_the_origin() -> None:
+    """A page read from a file: URL would name files of this machine by relative paths (`../../../../etc/...`);
+    a page's files are taken from http(s) URLs only, and a relative one resolves on the page's own origin."""
+    sha = "c" * 64
+    page = f'<a href="../../../../etc/deepspeed-1.0.tar.gz#sha256={sha}">x</a>'
+    assert index.parse_html(page, "deepspeed", "file:///srv/index/simple/deepspeed/") == []
+    (kept,) = index.parse_html(page, "deepspeed", "https://h/simple/deepspeed/")
+    assert kept.url == "https://h/etc/deepspeed-1.0.tar.gz", kept.url
+    doc = {"files": [{"filename": "deepspeed-1.0.tar.gz", "url": "file:///etc/deepspeed-1.0.tar.gz",
+                      "hashes": {"sha256": sha}}]}  # fmt: skip
+    assert index.parse_json(doc, "deepspeed") == [], "a JSON page's file: URL is ignored too"
 
 
 def test_a_yanked_file_is_never_chosen_and_a_py3_none_any_wheel_is_preferred() -> None:
