@@ -109,7 +109,7 @@ def _piece(draw: st.DrawFn) -> str:
     if kind == "comment":
         return f'<!-- <a href="https://h/deepspeed-9.tar.gz#sha256={SHA}"></a> -->'
     if kind == "script":
-        return f'<script>var s = "<a href=x></a>";</script>'
+        return '<script>var s = "<a href=x></a>";</script>'
     if kind == "doctype":
         return "<!DOCTYPE html>"
     return html.escape(draw(st.text(st.sampled_from("ab <>&\n"), max_size=8)))
