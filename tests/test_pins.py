@@ -8,12 +8,13 @@ https://pypi.org/simple/deepspeed/`), unchanged."""
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from envsolver.core.errors import ConflictError, EnvsolverError
+from envsolver.core.errors import BadInputError, ConflictError, EnvsolverError
 from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase
 from envsolver.lock.pypi import pins
@@ -194,6 +195,42 @@ def test_an_index_page_past_its_bound_is_not_read_past_it_and_the_snapshot_serve
     assert "is larger than 16 MiB; it is not a simple page" in warning, warning
     assert part.records[0].sha256 == SHA_0198
     assert lab.sent < 2 * index.MAX_PAGE_BYTES, lab.sent
+
+
+@pytest.mark.parametrize("headers", [False, True], ids=["body-trickles", "headers-trickle"])
+def test_a_trickling_index_ends_in_the_snapshot_within_its_deadline(
+    kb: KnowledgeBase, tmp_path: Path, headers: bool
+) -> None:
+    """An index that sends one byte every 0.5 s never lets a read time out (before, a byte every 5 s kept the page's
+    read 290 s); the read's deadline ($ENVSOLVER_INDEX_DEADLINE, 2 s here) ends it, and the PyPI part comes from the
+    bundled snapshot with its one warning, which names the deadline and how to raise it."""
+    (tmp_path / "index").mkdir()
+    faults = httplab.Faults(trickle_s=0.5, trickle_headers=headers)
+    with httplab.serve(tmp_path / "index", faults) as lab:
+        started = time.monotonic()
+        part = _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple", index.DEADLINE_ENV: "2"})
+        took = time.monotonic() - started
+    (warning,) = part.warnings
+    assert "not done within 2 s" in warning and f"{index.DEADLINE_ENV}=SECONDS" in warning, warning
+    assert part.records[0].sha256 == SHA_0198 and took < 10, f"{took:.1f} s: {warning}"
+
+
+@pytest.mark.slow
+def test_a_trickling_index_ends_in_the_snapshot_within_60_s_by_default(kb: KnowledgeBase, tmp_path: Path) -> None:
+    (tmp_path / "index").mkdir()
+    with httplab.serve(tmp_path / "index", httplab.Faults(trickle_s=5.0)) as lab:
+        started = time.monotonic()
+        part = _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple"})
+        took = time.monotonic() - started
+    (warning,) = part.warnings
+    assert f"not done within {index.DEADLINE_S} s" in warning and took < 60, f"{took:.1f} s: {warning}"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "abc", "99999999", "\u0663"])
+def test_an_index_deadline_that_is_not_seconds_is_bad_input(value: str) -> None:
+    with pytest.raises(BadInputError) as caught:
+        index.deadline({index.DEADLINE_ENV: value})
+    assert f"export {index.DEADLINE_ENV}=120" in str(caught.value), str(caught.value)
 
 
 def test_the_knowledge_bases_sdists_are_the_bundled_pages_files(kb: KnowledgeBase) -> None:

@@ -22,14 +22,19 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envsolver.core.errors import EnvsolverError, Kind
+from envsolver.core.errors import BadInputError, EnvsolverError, Kind
 from envsolver.core.redact import redact, redact_text
 from envsolver.net import anchors
+from envsolver.net.pace import Pace
 
 PYPI = "https://pypi.org/simple"
 INDEX_ENV = "ENVSOLVER_PYPI_INDEX"  # a site index or mirror (PEP 503 simple API); else PIP_INDEX_URL, else PyPI
 MAX_PAGE_BYTES = 16 << 20  # deepspeed's simple page is 0.1 MiB; the largest projects' are a few MiB
 TIMEOUT_S = 20.0
+# The whole read of one page, every try included: past it, make locks from the bundled snapshot (its warning names
+# the index). PyPI serves deepspeed's page in well under a second; 30 s is 16 MiB at 0.5 MiB/s.
+DEADLINE_ENV = "ENVSOLVER_INDEX_DEADLINE"
+DEADLINE_S = 30
 
 # Sources: PEP 503 (normalized names: runs of -_. become -, lowercase), PEP 440 (versions, read by packaging),
 # the binary distribution format spec (wheel file names: name-version(-build)?-python-abi-platform.whl,
@@ -220,19 +225,36 @@ def index_url(environ: Mapping[str, str]) -> str:
     return (environ.get(INDEX_ENV) or environ.get("PIP_INDEX_URL") or PYPI).strip().rstrip("/")
 
 
+def deadline(environ: Mapping[str, str]) -> Pace:
+    """How long one index read may take: $ENVSOLVER_INDEX_DEADLINE seconds, else DEADLINE_S. Raises BadInputError
+    (exit 2) for a value that is not a whole number of seconds from 1 to 86400."""
+    value = environ.get(DEADLINE_ENV, "").strip()
+    if value and not (value.isascii() and value.isdigit() and len(value) <= 5 and 1 <= int(value) <= 86400):
+        raise BadInputError(
+            f"{DEADLINE_ENV}={value!r} is not a number of seconds. Set it to a whole number from 1 to 86400 (e.g. "
+            f"export {DEADLINE_ENV}=120), or unset it for {DEADLINE_S} s."
+        )
+    seconds = int(value) if value else DEADLINE_S
+    fix = f"If the index is only slow, allow it more time (export {DEADLINE_ENV}=SECONDS, now {seconds})."
+    return Pace(deadline_s=float(seconds), deadline_fix=fix)
+
+
 def fetch(project: str, index: str, environ: Mapping[str, str]) -> list[PypiFile]:
-    """PROJECT's lockable files on INDEX, read from its simple page. Raises IndexUnreadable (exit 2) when the page
-    cannot be fetched, is larger than MAX_PAGE_BYTES (the download stops there) or is not text."""
+    """PROJECT's lockable files on INDEX, read from its simple page within its deadline (`deadline`). Raises
+    IndexUnreadable (exit 2) when the page cannot be fetched in time, is larger than MAX_PAGE_BYTES (the download
+    stops there) or is not text; BadInputError for an $ENVSOLVER_INDEX_DEADLINE that is not a number of seconds."""
     from envsolver.net import http  # urllib and ssl: only a live lock with a PyPI part needs them
 
     page = f"{index.rstrip('/')}/{normalize(project)}/"
     shown = redact_text(page)
+    pace = deadline(environ)
     with tempfile.TemporaryDirectory(prefix="envsolver-pypi-") as tmp:
         target = Path(tmp) / "page.html"
         try:
             http.download(
-                page, target, timeout=TIMEOUT_S, environ=environ, retry=http.Retry(attempts=2), ceiling=MAX_PAGE_BYTES
-            )
+                page, target, timeout=TIMEOUT_S, environ=environ, retry=http.Retry(attempts=2),
+                ceiling=MAX_PAGE_BYTES, pace=pace,
+            )  # fmt: skip
         except http.TooLarge:
             raise IndexUnreadable(
                 f"the index page {shown!r} is larger than {MAX_PAGE_BYTES >> 20} MiB; it is not a simple page"
