@@ -91,11 +91,22 @@ def _metadata_version(path: Path) -> str | None:
 
 
 def recorded(prefix: Path) -> dict[str, dict[str, str]]:
-    """name -> {version, sha256} of what envsolver installed into PREFIX's PyPI part (empty when unreadable)."""
+    """name -> {version, sha256} of what envsolver installed into PREFIX's PyPI part (empty when it is missing or
+    unreadable). Raises BadInputError (exit 2) when it is no regular file of at most MAX_RECORD_BYTES (a FIFO, a
+    device: refused at once, core.boundedread)."""
+    import shlex
+
+    from envsolver.core.errors import BadInputError
+
     path = prefix / RECORD
     try:
-        with path.open("rb") as handle:
-            doc = json.loads(handle.read(MAX_RECORD_BYTES))
+        doc = json.loads(boundedread.read_regular(path, MAX_RECORD_BYTES))
+    except boundedread.Refused as exc:
+        raise BadInputError(
+            f"{str(path)!r} is {exc}, not the record envsolver writes of the PyPI part, so what that part holds "
+            f"cannot be read. Remove it (rm -r {shlex.quote(str(path))}) and run the same command again: the PyPI part "
+            "is then installed anew."
+        ) from None
     except (OSError, ValueError, RecursionError):
         return {}
     packages = doc.get("packages") if isinstance(doc, dict) else None
