@@ -6,10 +6,10 @@ as is a device (/dev/zero never ends), a directory or a socket; with `follow=Fal
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
 
 # What a file that is not a regular one is called in a message.
 _KINDS = (
@@ -47,7 +47,7 @@ def read_head(path: Path, limit: int, *, follow: bool = True) -> bytes:
     return _read(path, limit, follow)[:limit]
 
 
-def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
+def open_regular(path: Path, *, follow: bool = True) -> io.BufferedReader:
     """The regular file PATH opened for reading, for a caller that streams it (an archive in the cache, hashed as
     it is copied) and bounds what it reads itself. Raises Refused (not a regular file, a symbolic link when
     `follow` is False) or OSError."""
