@@ -38,6 +38,8 @@ class Faults:
     endless_status: int = 200  # with `endless`: the status of that answer (503: a failing server's endless page)
     endless_stop: int = 256 << 20  # an endless body stops after this many bytes, so a client that never stops
     # reading cannot fill the disk of the machine that runs the tests
+    trickle_s: float | None = None  # any path: a 1 MiB answer, one byte every trickle_s seconds (never a read timeout)
+    trickle_headers: bool = False  # with trickle_s: the status line and headers trickle too, not only the body
 
 
 ENDLESS_PIECE = b"x" * (64 << 10)
@@ -81,6 +83,9 @@ def _handler(lab: Lab) -> type[http.server.BaseHTTPRequestHandler]:
             time.sleep(faults.delay_s)
             if faults.endless is not None:
                 self._endless(faults)
+                return
+            if faults.trickle_s is not None:
+                self._trickle(faults.trickle_s, faults.trickle_headers)
                 return
             file = (lab.root / path.lstrip("/")).resolve()
             if file.is_dir():  # a directory's index.html, as a static index (a PEP 503 simple page) serves it
@@ -146,6 +151,18 @@ def _handler(lab: Lab) -> type[http.server.BaseHTTPRequestHandler]:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
                 sent += len(piece)
                 self._count(len(piece))
+
+        def _trickle(self, every_s: float, headers: bool) -> None:
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\nConnection: close\r\n\r\n"
+            self.close_connection = True
+            if not headers:
+                self.wfile.write(head)
+                head = b""
+            for byte in head + b"<" * (1 << 20):
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                self._count(1)
+                time.sleep(every_s)
 
         def _status(self, code: int, retry_after: str | None = None) -> None:
             self.send_response(code, lab.faults.reason)

@@ -239,3 +239,73 @@ def test_the_report_spells_out_what_printable_spells_out(line: str) -> None:
     ascii_printable = "".join(chr(c) for c in range(128) if chr(c).isprintable())
     assert printable(ascii_printable) == ascii_printable and len(ascii_printable) == 95
     assert install_report.plain([line, ascii_printable]) == f"{printable(line)}\n{ascii_printable}\n"
+
+
+def _process(args: list[bytes], cwd: Path) -> tuple[int, str]:
+    """`python -m envsolver ARGS` with each word as bytes (what a shell's $'\\xff' passes), exit status and output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSOLVER_")}
+    env["ENVSOLVER_CACHE_DIR"] = str(cwd / "cache")
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"envsolver", *args], capture_output=True, cwd=cwd, env=env, timeout=120
+    )
+    return done.returncode, (done.stdout + done.stderr).decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        [b"install", b"--mirror", b"\xff", b"-p", b"PREFIX"],
+        [b"install", b"LOCK", b"--mirror", b"https://a=\xff", b"-p", b"PREFIX"],
+        [b"install", b"LOCK", b"-p", b"PREFIX", b"--platform", b"\xfe"],
+        [b"install", b"\xff.yml", b"-p", b"PREFIX"],
+    ],
+    ids=["mirror", "mirror-url", "platform", "lock-path"],
+)
+def test_undecodable_bytes_in_argv_end_in_exit_2_with_a_message(
+    installed_once: tuple[Path, Path],  # noqa: F811
+    words: list[bytes],
+) -> None:
+    """Before, `install --mirror $'\\xff'` over a lock it could read ended in a traceback and exit 1: the no-op's
+    request digest encoded argv as strict UTF-8. Each of these is refused by the CLI with its message."""
+    lock, prefix = installed_once
+    assert lock.name == fast.LOCK_DEFAULT, "the first case takes the lock of the directory it runs in"
+    swap = {b"LOCK": os.fsencode(lock), b"PREFIX": os.fsencode(prefix)}
+    code, output = _process([swap.get(w, w) for w in words], lock.parent)
+    assert code == 2 and "Traceback" not in output and output.startswith("error: "), output
+
+
+def test_undecodable_bytes_in_a_prefix_path_are_hashed_and_answered(
+    installed_once: tuple[Path, Path],  # noqa: F811
+) -> None:
+    """A prefix named by bytes that are not UTF-8: the no-op's digest takes them as they are."""
+    lock, prefix = installed_once
+    odd = prefix.parent / "env-\udcff"
+    assert installstate.prefix_digest(odd) is None  # no conda-meta there: no record, the full path decides
+    assert installstate.request(lock, None, ["https://a=\udcff"], __version__) is not None
+
+
+@pytest.mark.parametrize("where", ["lock", "record"])
+def test_a_fifo_as_the_lock_or_the_record_ends_within_a_second(
+    installed_once: tuple[Path, Path],  # noqa: F811
+    tmp_path: Path,
+    where: str,
+) -> None:
+    """The no-op opens neither without O_NONBLOCK: a FIFO is refused at once, and the CLI then says what it is."""
+    import time
+
+    lock, _ = installed_once
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    if where == "lock":
+        asked = installstate.request(fifo, None, (), __version__)
+        assert asked is None
+    else:
+        assert installstate.unchanged(tmp_path, "x") is None
+        (tmp_path / installstate.STATE).parent.mkdir(parents=True)
+        os.mkfifo(tmp_path / installstate.STATE)
+        assert installstate.unchanged(tmp_path, installstate.request(lock, None, (), __version__)) is None
+    assert time.monotonic() - started < 1
+    if where == "lock":
+        code, output = _process([b"install", os.fsencode(fifo), b"-p", os.fsencode(tmp_path / "env")], tmp_path)
+        assert code == 2 and "FIFO" in output and time.monotonic() - started < 30, output

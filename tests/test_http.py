@@ -24,6 +24,7 @@ from envsolver.core.errors import BadInputError
 from envsolver.install import pkgcache
 from envsolver.lock.lockfile import LockEntry
 from envsolver.net.http import DownloadError, Retry, check_url, download, parse_mirrors
+from envsolver.net.pace import Pace
 from tests import httplab
 
 USER, PASSWORD = "alice", "pw-S3CRET-1"
@@ -539,3 +540,32 @@ def test_cli_install_mirror_error_is_redacted(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2 and "is not FROM=TO" in result.output, result.output
     assert_clean(result.output)
+
+
+def _trickle(handler: http.server.BaseHTTPRequestHandler) -> bool:
+    handler.send_response(200)
+    handler.send_header("Content-Length", "100000")
+    handler.end_headers()
+    try:
+        for _ in range(100000):
+            handler.wfile.write(b"x")
+            handler.wfile.flush()
+            time.sleep(0.05)
+    except OSError:  # the client shut the connection (an ssl.SSLError is an OSError)
+        pass
+    return True
+
+
+@pytest.mark.parametrize("pace", [Pace(deadline_s=1), Pace(stall_s=1, stall_bytes=1024)], ids=["deadline", "stall"])
+def test_https_that_trickles_is_cut_by_its_pace(tmp_path: Path, certificate: tuple[Path, Path], pace: Pace) -> None:
+    """Over TLS too (envsolver.net.pace shuts the socket under the TLS layer): a body at 20 bytes a second ends
+    past the deadline, or stalls below the rate, within about a second of it."""
+    context = ssl.create_default_context(cafile=str(certificate[0]))
+    with serve(_trickle, tls=_tls_server(certificate)) as secure, pytest.raises(DownloadError) as info:
+        started = time.monotonic()
+        try:
+            download(f"{secure.url}/x.conda", tmp_path / "x", environ={}, context=context, retry=Retry(1), pace=pace)
+        finally:
+            took = time.monotonic() - started
+    text = str(info.value)
+    assert ("not done within 1 s" if pace.deadline_s else "it stalled") in text and took < 4, f"{took:.1f} s: {text}"

@@ -8,12 +8,13 @@ https://pypi.org/simple/deepspeed/`), unchanged."""
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from envsolver.core.errors import ConflictError, EnvsolverError
+from envsolver.core.errors import BadInputError, ConflictError, EnvsolverError
 from envsolver.core.versions import MajorMinor
 from envsolver.kb import KnowledgeBase
 from envsolver.lock.pypi import pins
@@ -79,11 +80,30 @@ def test_pypis_real_simple_page_parses_into_its_lockable_files() -> None:
             True,
         ),
         ('<a href="https://h/p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '" data-requires-python="3.x!">x</a>', False),
+        # a remote page never names a file of this machine, absolute or through percent-encoded dots
+        ('<a href="file:///etc/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),
+        ('<a href="file://localhost/tmp/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),
+        ('<a href="ftp://h/p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', False),
+        # a relative path above the index stays on the index's own origin (devpi's and Artifactory's `../../`)
+        ('<a href="../../../../p/deepspeed-1.0.tar.gz#sha256=' + "a" * 64 + '">x</a>', True),
     ],
 )
 def test_a_simple_pages_entries_are_held_to_their_grammar(anchor: str, kept: bool) -> None:
     files = index.parse_html(f"<html><body>{anchor}</body></html>", "deepspeed", "https://h/simple/deepspeed/")
     assert bool(files) == kept, files
+
+
+def test_a_local_pages_files_are_ignored_and_relative_paths_stay_on_the_origin() -> None:
+    """A page read from a file: URL would name files of this machine by relative paths (`../../../../etc/...`);
+    a page's files are taken from http(s) URLs only, and a relative one resolves on the page's own origin."""
+    sha = "c" * 64
+    page = f'<a href="../../../../etc/deepspeed-1.0.tar.gz#sha256={sha}">x</a>'
+    assert index.parse_html(page, "deepspeed", "file:///srv/index/simple/deepspeed/") == []
+    (kept,) = index.parse_html(page, "deepspeed", "https://h/simple/deepspeed/")
+    assert kept.url == "https://h/etc/deepspeed-1.0.tar.gz", kept.url
+    doc = {"files": [{"filename": "deepspeed-1.0.tar.gz", "url": "file:///etc/deepspeed-1.0.tar.gz",
+                      "hashes": {"sha256": sha}}]}  # fmt: skip
+    assert index.parse_json(doc, "deepspeed") == [], "a JSON page's file: URL is ignored too"
 
 
 def test_a_yanked_file_is_never_chosen_and_a_py3_none_any_wheel_is_preferred() -> None:
@@ -175,6 +195,42 @@ def test_an_index_page_past_its_bound_is_not_read_past_it_and_the_snapshot_serve
     assert "is larger than 16 MiB; it is not a simple page" in warning, warning
     assert part.records[0].sha256 == SHA_0198
     assert lab.sent < 2 * index.MAX_PAGE_BYTES, lab.sent
+
+
+@pytest.mark.parametrize("headers", [False, True], ids=["body-trickles", "headers-trickle"])
+def test_a_trickling_index_ends_in_the_snapshot_within_its_deadline(
+    kb: KnowledgeBase, tmp_path: Path, headers: bool
+) -> None:
+    """An index that sends one byte every 0.5 s never lets a read time out (before, a byte every 5 s kept the page's
+    read 290 s); the read's deadline ($ENVSOLVER_INDEX_DEADLINE, 2 s here) ends it, and the PyPI part comes from the
+    bundled snapshot with its one warning, which names the deadline and how to raise it."""
+    (tmp_path / "index").mkdir()
+    faults = httplab.Faults(trickle_s=0.5, trickle_headers=headers)
+    with httplab.serve(tmp_path / "index", faults) as lab:
+        started = time.monotonic()
+        part = _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple", index.DEADLINE_ENV: "2"})
+        took = time.monotonic() - started
+    (warning,) = part.warnings
+    assert "not done within 2 s" in warning and f"{index.DEADLINE_ENV}=SECONDS" in warning, warning
+    assert part.records[0].sha256 == SHA_0198 and took < 10, f"{took:.1f} s: {warning}"
+
+
+@pytest.mark.slow
+def test_a_trickling_index_ends_in_the_snapshot_within_60_s_by_default(kb: KnowledgeBase, tmp_path: Path) -> None:
+    (tmp_path / "index").mkdir()
+    with httplab.serve(tmp_path / "index", httplab.Faults(trickle_s=5.0)) as lab:
+        started = time.monotonic()
+        part = _pin(kb, "live", {index.INDEX_ENV: f"{lab.url}/simple"})
+        took = time.monotonic() - started
+    (warning,) = part.warnings
+    assert f"not done within {index.DEADLINE_S} s" in warning and took < 60, f"{took:.1f} s: {warning}"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "abc", "99999999", "\u0663"])
+def test_an_index_deadline_that_is_not_seconds_is_bad_input(value: str) -> None:
+    with pytest.raises(BadInputError) as caught:
+        index.deadline({index.DEADLINE_ENV: value})
+    assert f"export {index.DEADLINE_ENV}=120" in str(caught.value), str(caught.value)
 
 
 def test_the_knowledge_bases_sdists_are_the_bundled_pages_files(kb: KnowledgeBase) -> None:

@@ -25,6 +25,7 @@ from envsolver.lock.pypi.project import ProjectPart, UvFailed, resolve_project
 from envsolver.lock.solve import Record
 from envsolver.net import coremeta
 from envsolver.net import pypi_index as index
+from tests import httplab
 
 PY = MajorMinor(3, 12)
 GLIBC = MajorMinor(2, 28)
@@ -247,6 +248,17 @@ def test_an_unreadable_index_falls_back_to_the_snapshot_with_one_warning() -> No
     part = _resolve(["accelerate"], mode="live", environ={"ENVSOLVER_PYPI_INDEX": "http://127.0.0.1:9/simple"})
     assert len(part.warnings) == 1 and "could not be read" in part.warnings[0], part.warnings
     assert part.snapshot_date == snapshot.date() and part.records == _resolve(["accelerate"]).records
+
+
+def test_a_trickling_index_falls_back_to_the_snapshot_within_its_deadline(tmp_path: Path) -> None:
+    (tmp_path / "index").mkdir()
+    with httplab.serve(tmp_path / "index", httplab.Faults(trickle_s=0.5, trickle_headers=True)) as lab:
+        started = time.monotonic()
+        environ = {"ENVSOLVER_PYPI_INDEX": f"{lab.url}/simple", index.DEADLINE_ENV: "1"}
+        part = _resolve(["accelerate"], mode="live", environ=environ)
+        took = time.monotonic() - started
+    assert len(part.warnings) == 1 and "not done within 1 s" in part.warnings[0], part.warnings
+    assert part.records == _resolve(["accelerate"]).records and took < 30, f"{took:.1f} s"
 
 
 def test_offline_a_package_the_snapshot_holds_no_metadata_of_is_named() -> None:

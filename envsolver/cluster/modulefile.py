@@ -25,6 +25,7 @@ from typing import Literal
 
 from envsolver import __version__
 from envsolver.cluster import lua
+from envsolver.core import boundedread
 from envsolver.core.archlist import canonical
 from envsolver.core.errors import BadInputError
 from envsolver.hook import activation
@@ -182,8 +183,12 @@ def read_activation(prefix: Path, targets: Iterable[str]) -> Activation:
             f"conda-lock.yml -p {shlex.quote(str(prefix))}), then run this command again."
         )
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_SCRIPT + 1)
+        raw = boundedread.read_head(path, MAX_SCRIPT + 1)  # a regular file only: a FIFO refused at once
+    except boundedread.Refused as exc:
+        raise BadInputError(
+            f"{str(path)!r} is {exc}, not the script envsolver hook writes. Remove it (rm -r "
+            f"{shlex.quote(str(path))}) and run {rerun}, then this command again."
+        ) from None
     except FileNotFoundError:
         raise BadInputError(
             f"{str(prefix)!r} has no activation scripts from envsolver hook ({ACTIVATE} is missing). Run {rerun} "

@@ -8,9 +8,11 @@ is tested on real captured output (tests/data/slurm/, see its README) and fuzzed
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
+from envsolver.core import textlines
 from envsolver.core.errors import BadInputError
 from envsolver.core.versions import MAX_DIGITS, DriverVersion, MajorMinor, driver
 from envsolver.resolve.detect import SMI_FIELDS
@@ -319,7 +321,7 @@ def parse_probe(text: str) -> Probe:
     sections: dict[str, list[str]] = {}
     found: dict[str, str | None] = {}
     current: list[str] | None = None
-    for line in text.splitlines()[:10_000]:
+    for _, line in itertools.islice(textlines.lines(text), 10_000):  # one at a time: a node's text is 5 MB
         match = _MARK_LINE.fullmatch(line.rstrip()) if line.startswith(MARK) and len(line) <= 300 else None
         if match is None:
             if current is not None:

@@ -25,6 +25,8 @@ Sample (a lab node, tests/data/cluster-verify/):
 
 from __future__ import annotations
 
+import collections
+import io
 import json
 import re
 import shlex
@@ -36,7 +38,7 @@ from typing import Any
 from envsolver.cluster.model import Partition
 from envsolver.cluster.parse import Probe, parse_probe
 from envsolver.cluster.slurm import PROBE_SCRIPT
-from envsolver.core import pystart
+from envsolver.core import pystart, textlines
 from envsolver.kb.model import KnowledgeBase
 from envsolver.lock import lockfile
 from envsolver.verify import render, run
@@ -135,23 +137,30 @@ class Reply:
 
 
 def read(text: str, prefix: str, judge: Judge) -> Reply:
-    """One node's text -> its reply, its facts judged by `judge`. Never raises, whatever the text."""
-    lines = text.splitlines()
-    begin = next((i for i, line in enumerate(lines) if line.rstrip() == f"{MARK}begin"), None)
-    probe = parse_probe("\n".join(lines[:begin]) if begin is not None else text)
+    """One node's text -> its reply, its facts judged by `judge`. Never raises, whatever the text. Its lines are
+    read one at a time (core.textlines) and only offsets into it are kept, so the memory stays a few times the
+    text's, whatever it holds (5 MB of `{` lines took 208 MB as lists of lines)."""
+    begin = next(((at, line) for at, line in textlines.lines(text) if line.rstrip() == f"{MARK}begin"), None)
+    probe = parse_probe(text[: begin[0]] if begin is not None else text)
     if begin is None:
         return Reply(probe, False, None, None, (), None, _trim(text))
-    section = lines[begin + 1 :]
-    status = None
-    for i in range(len(section) - 1, -1, -1):
-        match = _EXIT.fullmatch(section[i].rstrip())
+    section_at = _line_end(text, begin[0] + len(begin[1]))
+    status, section_end = None, len(text)
+    for at, line in textlines.lines(text, section_at):
+        match = _EXIT.fullmatch(line.rstrip())
         if match:
-            status, section = int(match.group(1)), section[:i]
-            break
-    facts, rest = _document(section)
+            status, section_end = int(match.group(1)), at
+    facts, rest = _document(text[section_at:section_end])
     checks = _judged(facts, judge)
     document = render.as_json(Path(python_of(prefix)), Path(prefix), list(checks)) if checks else None
-    return Reply(probe, True, status, facts, checks, document, _trim("\n".join(rest)))
+    return Reply(probe, True, status, facts, checks, document, _trim(rest))
+
+
+def _line_end(text: str, at: int) -> int:
+    """Where the line after the break at AT starts (AT when no break is there)."""
+    if text.startswith("\r\n", at):
+        return at + 2
+    return at + 1 if at < len(text) else at
 
 
 def _judged(facts: dict[str, Any] | None, judge: Judge) -> tuple[Check, ...]:
@@ -167,28 +176,35 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_SAID else "…" + text[-MAX_SAID:]
 
 
-def _document(lines: list[str]) -> tuple[dict[str, Any] | None, list[str]]:
+def _document(text: str) -> tuple[dict[str, Any] | None, str]:
     """The last JSON object that starts a line and holds the probe's `probe_version` (the probe prints it as the
-    last thing, `{` alone on its first line), and the lines around it. Only the last MAX_TRIES lines that start
-    with `{` are tried, each read no further than MAX_REPORT characters, so the time stays bounded whatever a
-    node prints (a decode error counts the lines before it: a try over the whole text costs the whole text)."""
+    last thing, `{` alone on its first line), and the text around it (the lines after it that are not blank). Only
+    the last MAX_TRIES lines that start with `{` are tried, each read no further than MAX_REPORT characters, so the
+    time stays bounded whatever a node prints (a decode error counts the lines before it: a try over the whole
+    text costs the whole text), and only their offsets are kept."""
     decoder = json.JSONDecoder(parse_constant=_no_constant)  # NaN and Infinity are not JSON: no facts
-    starts, at = [], 0
-    for i, line in enumerate(lines):
+    starts: collections.deque[int] = collections.deque(maxlen=MAX_TRIES)
+    for at, line in textlines.lines(text):
         if line.startswith("{"):
-            starts.append((i, at))
-        at += len(line) + 1
-    text = "\n".join(lines)
-    for i, here in reversed(starts[-MAX_TRIES:]):
+            starts.append(at)
+    for here in reversed(starts):
         window = text[here : here + MAX_REPORT]
         try:
             doc, end = decoder.raw_decode(window)
         except (ValueError, RecursionError):
             continue
         if isinstance(doc, dict) and "probe_version" in doc:
-            after = text[here + end :].split("\n")
-            return doc, [*lines[:i], *(line for line in after if line.strip())]
-    return None, lines
+            rest = io.StringIO(text[:here])
+            rest.seek(here)
+            at = here + end
+            while at <= len(text):  # the lines after it, split at "\n" alone, as the probe prints them
+                cut = text.find("\n", at)
+                line = text[at : cut if cut >= 0 else len(text)]
+                if line.strip():
+                    rest.write(line + "\n")
+                at = cut + 1 if cut >= 0 else len(text) + 1
+            return doc, rest.getvalue()
+    return None, text
 
 
 def _no_constant(word: str) -> Any:

@@ -6,6 +6,7 @@ as is a device (/dev/zero never ends), a directory or a socket; with `follow=Fal
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from pathlib import Path
@@ -46,8 +47,15 @@ def read_head(path: Path, limit: int, *, follow: bool = True) -> bytes:
     return _read(path, limit, follow)[:limit]
 
 
-def _read(path: Path, limit: int, follow: bool) -> bytes:
-    """Up to LIMIT + 1 bytes of the regular file PATH (one more tells a caller the file is larger)."""
+def open_regular(path: Path, *, follow: bool = True) -> io.BufferedReader:
+    """The regular file PATH opened for reading, for a caller that streams it (an archive in the cache, hashed as
+    it is copied) and bounds what it reads itself. Raises Refused (not a regular file, a symbolic link when
+    `follow` is False) or OSError."""
+    return open(_open(path, follow), "rb")
+
+
+def _open(path: Path, follow: bool) -> int:
+    """A blocking descriptor of the regular file PATH, opened without waiting (a FIFO's writer never comes)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -60,6 +68,16 @@ def _read(path: Path, limit: int, follow: bool) -> bytes:
         if not stat.S_ISREG(mode):
             raise Refused(kind(mode))
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read(path: Path, limit: int, follow: bool) -> bytes:
+    """Up to LIMIT + 1 bytes of the regular file PATH (one more tells a caller the file is larger)."""
+    fd = _open(path, follow)
+    try:
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))

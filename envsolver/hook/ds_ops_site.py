@@ -35,6 +35,7 @@ from typing import Any
 REGISTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "envsolver_ds_ops.json")
 INFO = "deepspeed.git_version_info_installed"
 MAX_REGISTRY = 1 << 20  # the registry of every op DeepSpeed has is ~2 KiB
+MAX_VERSION = 1024  # DeepSpeed's version.txt: one line
 
 # The grammar of every registry value, checked when the hook writes the registry (envsolver/hook/register.py) and
 # again here when it is read.
@@ -82,25 +83,37 @@ def valid(doc: object) -> bool:
 def read_registry(path: str = REGISTRY) -> dict[str, Any] | None:
     """The registry, or None when it is missing, not a regular file, larger than MAX_REGISTRY, or not what the
     hook writes (every value is checked against its grammar again)."""
+    data = read_regular(path, MAX_REGISTRY + 1)
+    if data is None or len(data) > MAX_REGISTRY:
+        return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO is opened at once, then refused
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    return doc if valid(doc) else None
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """At most LIMIT bytes of the regular file PATH; None when it is missing, unreadable or no regular file (a FIFO
+    is opened without waiting, then refused: envsolver/core/boundedread.py's rule, which this file cannot import)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = os.read(fd, MAX_REGISTRY + 1)
-        while len(data) <= MAX_REGISTRY:
-            more = os.read(fd, MAX_REGISTRY + 1 - len(data))
+        data = os.read(fd, limit)
+        while len(data) < limit:
+            more = os.read(fd, limit - len(data))
             if not more:
                 break
             data += more
-        doc = json.loads(data)
-    except (OSError, ValueError):
+        return data
+    except OSError:
         return None
     finally:
         os.close(fd)
-    return doc if len(data) <= MAX_REGISTRY and valid(doc) else None
 
 
 def matches(doc: dict[str, Any], deepspeed_version: str, torch_version: str | None) -> bool:
@@ -148,11 +161,8 @@ class _Info(importlib.abc.Loader):
 def _deepspeed_version() -> str:
     package = sys.modules.get("deepspeed")
     base = os.path.dirname(getattr(package, "__file__", "") or "")
-    try:
-        with open(os.path.join(base, "version.txt"), encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError:
-        return "unknown"
+    data = read_regular(os.path.join(base, "version.txt"), MAX_VERSION)
+    return data.decode("utf-8", "replace").strip() if data is not None else "unknown"
 
 
 _REGISTERED: dict[str, str] = {}  # module name -> shared library, while the registry holds

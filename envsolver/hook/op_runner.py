@@ -19,6 +19,7 @@ Standard library plus torch and deepspeed only; prints one JSON line. Usage:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -72,6 +73,10 @@ def _package_dir(name: str) -> str | None:
     return locations[0] if locations else None
 
 
+MAX_TEXT = 1 << 20  # a version file's bytes read (torch/version.py, DeepSpeed's version.txt: a few hundred)
+MAX_SOURCE = 64 << 20  # an op source file's bytes hashed (DeepSpeed's largest is under 1 MiB)
+
+
 def _tree_sha256(base: str, parts: tuple[str, ...]) -> str:
     """SHA-256 over the relative paths and contents of every file under base/part (sorted)."""
     digest = hashlib.sha256()
@@ -83,8 +88,8 @@ def _tree_sha256(base: str, parts: tuple[str, ...]) -> str:
             found += [os.path.join(root, n) for n in names if not n.endswith(".pyc")]
         for path in sorted(found):
             digest.update(os.path.relpath(path, base).encode() + b"\0")
-            with open(path, "rb") as handle:
-                digest.update(hashlib.sha256(handle.read()).digest())
+            data = _read(path, MAX_SOURCE)
+            digest.update(hashlib.sha256(data).digest() if data is not None else b"\0not a readable regular file")
     return digest.hexdigest()
 
 
@@ -144,20 +149,26 @@ def _deepspeed_version() -> str | None:
     ds_dir = _package_dir("deepspeed")
     if not ds_dir:
         return None
-    try:
-        with open(os.path.join(ds_dir, "git_version_info_installed.py"), encoding="utf-8") as handle:
-            version = _assigned(handle.read(), "version")
-        if isinstance(version, str):
-            return version
-    except OSError:
-        pass
-    try:
-        with open(os.path.join(ds_dir, "version.txt"), encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
+    info = _text(os.path.join(ds_dir, "git_version_info_installed.py"))
+    version = _assigned(info, "version") if info is not None else None
+    if isinstance(version, str):
+        return version
+    text = _text(os.path.join(ds_dir, "version.txt"))
+    return text.strip() if text is not None else None
 
 
+def _read(path: str, limit: int) -> bytes | None:
+    """At most LIMIT bytes of the regular file PATH (a FIFO refused at once: verify's probe's read_regular)."""
+    data: bytes | None = _probe().read_regular(path, limit)
+    return data
+
+
+def _text(path: str) -> str | None:
+    data = _read(path, MAX_TEXT)
+    return data.decode("utf-8", "replace") if data is not None else None
+
+
+@functools.cache
 def _probe() -> Any:
     """verify's probe (envsolver/verify/probe.py, standard library only), loaded from its file: the home of the rule
     for the toolkit cpp_extension uses (find_cuda_home), which this file runs in the same interpreter."""
@@ -177,15 +188,13 @@ def key_facts() -> dict[str, Any]:
     torch_version_file = os.path.join(torch_dir, "version.py") if torch_dir else None
     torch_text = None
     if torch_version_file and os.path.isfile(torch_version_file):
-        with open(torch_version_file, encoding="utf-8") as handle:
-            torch_text = handle.read()
+        torch_text = _text(torch_version_file)
     ds_version = None
     if ds_dir:
         for name in ("git_version_info_installed.py", "version.txt"):
             path = os.path.join(ds_dir, name)
             if os.path.isfile(path):
-                with open(path, encoding="utf-8") as handle:
-                    ds_version = handle.read().strip()
+                ds_version = (_text(path) or "").strip()
                 break
     home = _probe().find_cuda_home()["path"] or "/usr/local/cuda"
     nvcc = os.path.join(home, "bin", "nvcc")

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envsolver.core import atomic, pystart
+from envsolver.core import atomic, boundedread, pystart
 from envsolver.core.procrun import Runner
 from envsolver.hook import opcache, opkey, register
 from envsolver.hook.build import RUNNER, OpResult, _json_line, list_sass
@@ -92,9 +92,12 @@ def state_path(prefix: Path) -> Path:
     return prefix / OPS_DIR / STATE
 
 
+MAX_STATE_BYTES = 1 << 20  # the state lists a few ops; a few kB
+
+
 def load_state(prefix: Path) -> State | None:
     try:
-        doc = json.loads(state_path(prefix).read_text(encoding="utf-8"))
+        doc = json.loads(boundedread.read_regular(state_path(prefix), MAX_STATE_BYTES))  # a FIFO: refused at once
         libraries = tuple(
             Library(str(d["op"]), d.get("key"), str(d["module"]), Path(str(d["file"])), str(d["sha256"]))
             for d in doc["libraries"]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsolver.core import atomic
+from envsolver.core import atomic, boundedread
 from envsolver.hook import ds_ops_site
 
 MODULE = "envsolver_ds_ops"
@@ -94,12 +94,13 @@ def write(site_packages: Path, ops: Sequence[Registered], built: Built) -> list[
 
 def in_place(site_packages: Path) -> bool:
     """The module and the .pth are there as write() leaves them (this envsolver's module, the one-line .pth)."""
-    try:
-        module = (site_packages / f"{MODULE}.py").read_bytes()
-        pth = (site_packages / f"{MODULE}.pth").read_bytes()
-    except OSError:
+    source = SOURCE.read_bytes()
+    try:  # regular files, no longer than this envsolver writes them (core.boundedread: a FIFO refused at once)
+        module = boundedread.read_head(site_packages / f"{MODULE}.py", len(source) + 1)
+        pth = boundedread.read_head(site_packages / f"{MODULE}.pth", len(PTH_LINE) + 1)
+    except (OSError, boundedread.Refused):
         return False
-    return module == SOURCE.read_bytes() and pth == PTH_LINE.encode()
+    return module == source and pth == PTH_LINE.encode()
 
 
 def read(site_packages: Path) -> dict[str, object] | None:

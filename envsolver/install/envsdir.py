@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from envsolver.core import names
+from envsolver.core import boundedread, names
 from envsolver.core.errors import BadInputError
 from envsolver.install import envkind
 
@@ -82,12 +82,12 @@ def candidates(name: str, environ: Mapping[str, str]) -> list[Path]:
     dirs += [Path(r) / "envs" for r in roots if r]
     dirs.append(home / ".conda" / "envs")
     found = [d / name for d in dirs]
-    try:
-        with (home / ".conda" / "environments.txt").open("rb") as handle:
-            listed = handle.read(MAX_ENVIRONMENTS_TXT).decode("utf-8", "replace").splitlines()
-    except OSError:
-        listed = []
-    found += [Path(line.strip()) for line in listed if line.strip().startswith("/") and Path(line.strip()).name == name]
+    try:  # a regular file only: a FIFO there is skipped at once (core.boundedread)
+        listed = boundedread.read_head(home / ".conda" / "environments.txt", MAX_ENVIRONMENTS_TXT)
+    except (OSError, boundedread.Refused):
+        listed = b""
+    names = listed.decode("utf-8", "replace").splitlines()
+    found += [Path(line.strip()) for line in names if line.strip().startswith("/") and Path(line.strip()).name == name]
     return list(dict.fromkeys(found))
 
 

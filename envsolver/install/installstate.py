@@ -1,7 +1,7 @@
 """Whether `envsolver install LOCK -p PREFIX` has nothing to do, decided from what the last install recorded, before
 anything a real install needs (conda-lock's models, rattler, the downloader) is imported, and before click (the no-op
-in cli/fast.py): the standard library only (core.atomic to record, lock/writers/setmark to see the lock's set is
-whole), and none of its slower modules (dataclasses, typing, platform).
+in cli/fast.py): the standard library only (core.boundedread to read, core.atomic to record, lock/writers/setmark to
+see the lock's set is whole), and none of its slower modules (dataclasses, typing, platform).
 
 After an install that left PREFIX holding exactly the lock, install records (PREFIX/etc/envsolver/installed.json):
   - the request: the sha256 of the lock file's bytes, --platform, the --mirror values as given, this host's
@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from envsolver.core import boundedread
 from envsolver.lock.writers import setmark
 
 STATE = Path("etc") / "envsolver" / "installed.json"
@@ -61,19 +62,19 @@ def request(lock_path: Path, platform: str | None, mirrors: Sequence[str], versi
     if not setmark.agrees(lock_path):
         return None
     digest = hashlib.sha256(f"envsolver-install-request {FORMAT}\0{version}\0".encode())
-    try:
-        with lock_path.open("rb") as handle:
-            size = 0
-            while chunk := handle.read(1 << 20):
-                size += len(chunk)
-                if size > MAX_LOCK_BYTES:
-                    return None
-                digest.update(chunk)
-    except OSError:
+    try:  # a regular file only: a FIFO or /dev/zero as the lock is refused at once (core.boundedread)
+        digest.update(boundedread.read_regular(lock_path, MAX_LOCK_BYTES))
+    except (OSError, boundedread.Refused):
         return None
     parts = [str(platform), f"{sys.platform}-{os.uname().machine}", *mirrors]  # platform.machine()
-    digest.update("\0".join(["", *parts]).encode())
+    digest.update(_utf8("\0".join(["", *parts])))
     return digest.hexdigest()
+
+
+def _utf8(text: str) -> bytes:
+    """TEXT's bytes for a digest, whatever it holds: a word of argv that was not UTF-8 (`--mirror $'\\xff'`)
+    reaches Python as U+DC80..U+DCFF (PEP 383), which strict UTF-8 refuses."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _stat(path: Path) -> str:
@@ -91,22 +92,22 @@ def prefix_digest(prefix: Path) -> str | None:
         records = sorted(e.name for e in os.scandir(meta) if e.name.endswith(".json"))
     except OSError:
         return None
-    digest = hashlib.sha256(f"envsolver-prefix-records 1\0{prefix.absolute()}\0".encode())
+    digest = hashlib.sha256(_utf8(f"envsolver-prefix-records 1\0{prefix.absolute()}\0"))
     for name in records:
-        digest.update(f"conda-meta/{name}\0{_stat(meta / name)}\0".encode())
+        digest.update(_utf8(f"conda-meta/{name}\0{_stat(meta / name)}\0"))
     for name in ("pip-part.json", "lock-metadata.json"):
-        digest.update(f"etc/envsolver/{name}\0{_stat(prefix / 'etc' / 'envsolver' / name)}\0".encode())
-    digest.update(f"{LINKING}\0{_stat(prefix / LINKING)}\0".encode())
+        digest.update(_utf8(f"etc/envsolver/{name}\0{_stat(prefix / 'etc' / 'envsolver' / name)}\0"))
+    digest.update(_utf8(f"{LINKING}\0{_stat(prefix / LINKING)}\0"))
     for site in sorted((prefix / "lib").glob("python3*/site-packages")):
         try:
             infos = sorted(e.name for e in os.scandir(site) if e.name.endswith(".dist-info"))
         except OSError:
             continue
         for info in infos:
-            digest.update(f"{site.relative_to(prefix)}/{info}\0{_stat(site / info / 'METADATA')}\0".encode())
-            digest.update(f"{_stat(site / info / 'RECORD')}\0".encode())
+            digest.update(_utf8(f"{site.relative_to(prefix)}/{info}\0{_stat(site / info / 'METADATA')}\0"))
+            digest.update(_utf8(f"{_stat(site / info / 'RECORD')}\0"))
     for line in _pypi_files(prefix):
-        digest.update(line.encode())
+        digest.update(_utf8(line))
     return digest.hexdigest()
 
 
@@ -147,8 +148,7 @@ def unchanged(prefix: Path, asked: str | None) -> Recorded | None:
     if asked is None:
         return None
     try:
-        with (prefix / STATE).open("rb") as handle:
-            doc = json.loads(handle.read(MAX_STATE_BYTES))
+        doc = json.loads(boundedread.read_regular(prefix / STATE, MAX_STATE_BYTES))
         if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("request") != asked:
             return None
         if doc.get("prefix") != prefix_digest(prefix):
@@ -159,7 +159,7 @@ def unchanged(prefix: Path, asked: str | None) -> Recorded | None:
         if not isinstance(doc["platform"], str) or type(doc["packages"]) is not int or type(doc["hook"]) is not bool:
             return None
         return Recorded(doc["platform"], doc["packages"], tuple(pip), doc["hook"])
-    except (OSError, ValueError, KeyError, RecursionError):
+    except (OSError, ValueError, KeyError, RecursionError):  # boundedread.Refused is a ValueError
         return None
 
 

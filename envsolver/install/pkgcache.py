@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from envsolver.core import boundedread
 from envsolver.core.errors import EnvsolverError, Kind
 from envsolver.core.redact import redact_text
 from envsolver.lock.lockfile import LockEntry
@@ -56,7 +57,10 @@ def expected_hash(entry: LockEntry) -> tuple[str, str]:
 def _copy_hashed(source: Path, target: Path, algorithm: str) -> str:
     """Copy `source` to `target` (created, private), returning the digest of exactly the bytes written."""
     hasher = hashlib.new(algorithm)
-    with source.open("rb") as src, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+    with (
+        boundedread.open_regular(source, follow=False) as src,  # a FIFO swapped in is refused, never waited on
+        open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out,
+    ):
         while chunk := src.read(CHUNK):
             hasher.update(chunk)
             out.write(chunk)
@@ -124,7 +128,7 @@ def stage_file(
         try:
             if _copy_hashed(cached, target, algorithm) == expected:
                 return target
-        except OSError:
+        except (OSError, boundedread.Refused):
             pass
         target.unlink(missing_ok=True)
         progress(f"the cached {file_name} does not match the lock's {algorithm}: dropped, fetching it again")

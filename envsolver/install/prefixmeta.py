@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsolver.core import boundedread
 from envsolver.core.archlist import canonical
 from envsolver.core.errors import BadInputError
 from envsolver.kb.model import PLATFORMS
@@ -69,8 +70,9 @@ def load(prefix: Path) -> Kept | None:
     try:
         if not path.is_file():
             return None
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
+        raw = boundedread.read_head(path, MAX_BYTES + 1)  # a FIFO swapped in after the check is refused at once
+    except boundedread.Refused as exc:
+        raise BadInputError(f"cannot read {str(path)!r}: it is {exc}. {fix}") from None
     except OSError as exc:
         raise BadInputError(f"cannot read {str(path)!r}: {exc.strerror}. {fix}") from None
     try:

@@ -73,11 +73,23 @@ def installed_version(prefix: Path, name: str) -> str | None:
 
 def recorded(prefix: Path) -> dict[str, dict[str, str]]:
     """name -> {version, sha256, record, dist_info} of what envsolver installed into PREFIX's PyPI part (_entry;
-    '' for what a record an older envsolver wrote lacks); empty when unreadable (a
-    regular file only, bounded: a FIFO there is refused at once)."""
+    '' for what a record an older envsolver wrote lacks); empty when it is missing or unreadable. Raises
+    BadInputError (exit 2) when it is no regular file of at most MAX_RECORD_BYTES (a FIFO, a device: refused at
+    once, core.boundedread)."""
+    import shlex
+
+    from envsolver.core.errors import BadInputError
+
+    path = prefix / RECORD
     try:
-        doc = json.loads(boundedread.read_regular(prefix / RECORD, MAX_RECORD_BYTES))
-    except (OSError, ValueError, RecursionError):  # boundedread.Refused is a ValueError
+        doc = json.loads(boundedread.read_regular(path, MAX_RECORD_BYTES))
+    except boundedread.Refused as exc:
+        raise BadInputError(
+            f"{str(path)!r} is {exc}, not the record envsolver writes of the PyPI part, so what that part holds "
+            f"cannot be read. Remove it (rm -r {shlex.quote(str(path))}) and run the same command again: the PyPI part "
+            "is then installed anew."
+        ) from None
+    except (OSError, ValueError, RecursionError):
         return {}
     packages = doc.get("packages") if isinstance(doc, dict) else None
     if not isinstance(packages, dict):

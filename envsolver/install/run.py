@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver.core import dirlock
+from envsolver.core import boundedread, dirlock
 from envsolver.core.errors import BadInputError, EnvsolverError
 from envsolver.core.redact import redact
-from envsolver.install import archive, envkind, linking, pkgcache, shadowing
+from envsolver.install import archive, envkind, inventory, linking, pkgcache, shadowing
 from envsolver.install import pypi as pypi_install
 from envsolver.install.pkgcache import FetchError, IntegrityError
 from envsolver.kb.model import KnowledgeBase
@@ -101,9 +101,9 @@ def records(prefix: Path) -> dict[str, dict[str, Any]]:
     """name -> the conda-meta record of every package installed in PREFIX (unreadable records are skipped)."""
     out = {}
     for path in sorted((prefix / "conda-meta").glob("*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+        try:  # a regular file only, not through a link (a FIFO there is skipped at once), as inventory reads them
+            doc = json.loads(boundedread.read_regular(path, inventory.MAX_RECORD_BYTES, follow=False))
+        except (OSError, ValueError, RecursionError):  # boundedread.Refused is a ValueError
             continue
         if isinstance(doc, dict) and all(isinstance(doc.get(k), str) for k in ("name", "version", "build")):
             out[doc["name"]] = doc
@@ -185,8 +185,8 @@ def _record_public_urls(prefix: Path, entries: list[LockEntry]) -> None:
     for entry in entries:
         path = prefix / "conda-meta" / f"{entry.name}-{entry.version}-{entry.build}.json"
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            doc = json.loads(boundedread.read_regular(path, inventory.MAX_RECORD_BYTES, follow=False))
+        except (OSError, ValueError, RecursionError):
             continue
         doc["url"] = redact(entry.url)
         doc["channel"] = redact(entry.url.rsplit("/", 2)[0])

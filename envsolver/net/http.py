@@ -11,7 +11,8 @@ credential. No message ever carries a credential: every URL in
 one goes through `redact_text`.
 
 Every body is bounded (envsolver.net.bodylimit): by the file's size where the caller knows it, else by the ceiling
-($ENVSOLVER_MAX_DOWNLOAD). A body announced or sent past its limit is refused at once, never tried again.
+($ENVSOLVER_MAX_DOWNLOAD). A body announced or sent past its limit is refused at once, never tried again. Every
+download is bounded in time too (envsolver.net.pace): by a minimum rate, and by a deadline where the caller sets one.
 
 The bytes travel through requests and urllib3 (envsolver.net.transport, imported when a download over http(s)
 begins): requests' adapter, proxies and TLS, urllib3's Retry. What stays here, and why: docs/downloads.md.
@@ -41,6 +42,7 @@ from envsolver.core.errors import BadInputError, EnvsolverError, Kind
 from envsolver.core.redact import redact_text
 from envsolver.net import bodylimit, netconf
 from envsolver.net.bodylimit import Limit
+from envsolver.net.pace import Pace, Watchdog
 
 if TYPE_CHECKING:  # imported where a download over http(s) begins (envsolver.net.transport says why)
     import urllib3
@@ -156,6 +158,7 @@ def download(
     size: int | None = None,
     ceiling: int | None = None,
     sha256: str | None = None,
+    pace: Pace | None = None,
 ) -> None:
     """Fetch `url` (http, https or file) into the file `target`, streaming.
 
@@ -167,6 +170,9 @@ def download(
     $ENVSOLVER_MAX_DOWNLOAD in `environ`, envsolver.net.bodylimit); a body announced or sent past it is refused and
     not tried again. With `sha256` (hex), the whole file must have that digest (a file whose size and sha256 a
     record gives: download(url, path, size=..., sha256=...)); else the caller proves the content itself.
+    `pace` (envsolver.net.pace; by default its minimum rate alone) bounds the time: an attempt that brings less
+    than the minimum rate has stalled and is tried again as a timeout is; past the deadline (the whole download)
+    it fails at once.
     On any failure `target` is removed and DownloadError (an OSError) is raised with the URL redacted;
     Mismatch for another sha256, Cancelled when `watch.cancel` is set; BadInputError for an
     $ENVSOLVER_MAX_DOWNLOAD that is not a size.
@@ -174,7 +180,7 @@ def download(
     try:
         env = os.environ if environ is None else environ
         limit = bodylimit.for_file(size, bodylimit.ceiling(env) if ceiling is None else ceiling)
-        _download(url, target, timeout, env, retry, watch or Watch(), context, limit)
+        _download(url, target, timeout, env, retry, watch or Watch(), context, limit, pace or Pace())
         if sha256 is not None:
             _prove(target, sha256.lower(), redact_text(url))
     except BaseException:
@@ -191,6 +197,7 @@ def _download(
     watch: Watch,
     context: ssl.SSLContext | None,
     limit: Limit,
+    pace: Pace,
 ) -> None:
     shown = redact_text(url)
     problem = _problem(url)
@@ -210,28 +217,73 @@ def _download(
         ) from None
     auth = _Auth(_origin(parts), _userinfo_header(parts), _netrc_path(environ))
     tls = (lambda: context) if context is not None else (lambda: netconf.tls(environ).context())
-    with transport.Way(auth.header, netconf.proxies(environ), tls, timeout, f"envsolver/{__version__}") as way:
+    with (
+        Watchdog(pace) as dog,
+        transport.Way(auth.header, netconf.proxies(environ), tls, timeout, f"envsolver/{__version__}", dog) as way,
+    ):
         attempts, failures = max(retry.attempts, 1), 0
         while True:
             if watch.cancel.is_set():
                 raise Cancelled(f"cancelled fetching {shown!r}.")
+            dog.attempt()
             retries = transport.Retries.make(
                 attempts - failures - 1,
                 lambda n, header: retry.wait(n, retry_after(header)),
                 watch.cancel,
                 failures,
+                dog,
             )
             try:
                 _attempt(way, _without_userinfo(parts), target, shown, watch, limit, retries)
+                _paced(dog, shown)  # a body without a length that the watchdog cut ends as if whole
                 return
             except transport.WaitCancelled:
                 raise Cancelled(f"cancelled fetching {shown!r}.") from None
-            except _Transient as exc:
+            except transport.Expired:
+                raise _late(shown, dog.pace) from None
+            except (_Transient, DownloadError) as exc:
+                cut = _paced_error(dog, shown)  # the watchdog's reason, where it shut the attempt's sockets
+                if isinstance(cut, DownloadError):
+                    raise cut from None
+                if cut is None and isinstance(exc, DownloadError):
+                    raise
+                transient = cut if cut is not None else exc
+                assert isinstance(transient, _Transient)
                 failures += retries.tally.retries + 1
                 if failures >= attempts:
-                    raise DownloadError(f"{exc.what} (tried {failures} times). {exc.fix}") from None
-                if watch.cancel.wait(retry.wait(failures, exc.retry_after)):
+                    raise DownloadError(f"{transient.what} (tried {failures} times). {transient.fix}") from None
+                wait = retry.wait(failures, transient.retry_after)
+                left = dog.remaining()
+                if watch.cancel.wait(wait if left is None else min(wait, left)):
                     raise Cancelled(f"cancelled fetching {shown!r}.") from None
+                if left is not None and left <= wait:
+                    raise _late(shown, dog.pace) from None
+
+
+def _paced(dog: Watchdog, shown: str) -> None:
+    """Raise what the watchdog found, if it cut the attempt: DownloadError past the deadline, _Transient for a
+    stall."""
+    problem = _paced_error(dog, shown)
+    if problem is not None:
+        raise problem
+
+
+def _paced_error(dog: Watchdog, shown: str) -> DownloadError | _Transient | None:
+    if dog.expired:
+        return _late(shown, dog.pace)
+    if dog.stalled:
+        pace = dog.pace
+        return _Transient(
+            f"cannot fetch {shown!r}: it stalled (less than {pace.stall_bytes} bytes in {pace.stall_s:g} s)",
+            _fix_reach(),
+        )
+    return None
+
+
+def _late(shown: str, pace: Pace) -> DownloadError:
+    return DownloadError(
+        f"cannot fetch {shown!r}: not done within {pace.deadline_s:g} s, the time it is given. {pace.deadline_fix}"
+    )
 
 
 def _redirected(url: str, location: str, shown: str) -> str:
@@ -298,7 +350,8 @@ def _attempt(
                 watch.received(-have)
                 have = 0
             with target.open("ab" if resumed else "wb") as out:
-                _stream(response.raw, response.headers.get("Content-Length"), out, shown, have, watch, limit)
+                body = response.headers.get("Content-Length")
+                _stream(response.raw, body, out, shown, have, watch, limit, way.watchdog.received)
     except (DownloadError, _Transient):
         raise
     except transport.Redirects:
@@ -352,9 +405,11 @@ def _stream(
     have: int,
     watch: Watch,
     limit: Limit,
+    paced: Callable[[int], None],
 ) -> None:
     """The body into `out` after the `have` bytes it holds; never more than `limit` bytes in all (urllib3 reads
-    no further than a Content-Length). Bytes as sent: a Content-Encoding is not decoded (identity was asked)."""
+    no further than a Content-Length), each chunk counted by `paced` (the watchdog's rate). Bytes as sent: a
+    Content-Encoding is not decoded (identity was asked)."""
     received = 0
     expected = int(length) if length is not None and _NUMBER.fullmatch(length.strip()) else None
     if expected is not None and have + expected > limit.bytes:
@@ -369,6 +424,7 @@ def _stream(
         out.write(chunk)
         received += len(chunk)
         watch.received(len(chunk))
+        paced(len(chunk))
     if expected is not None and expected != received:
         raise _Transient(
             f"cannot fetch {shown!r}: the connection closed after {have + received} of {have + expected} bytes",

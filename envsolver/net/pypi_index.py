@@ -9,7 +9,6 @@ certificates and credentials as for conda downloads), bounded in size and time.
 
 from __future__ import annotations
 
-import html.parser
 import json
 import re
 import tempfile
@@ -23,13 +22,19 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envsolver.core.errors import EnvsolverError, Kind
+from envsolver.core.errors import BadInputError, EnvsolverError, Kind
 from envsolver.core.redact import redact, redact_text
+from envsolver.net import anchors
+from envsolver.net.pace import Pace
 
 PYPI = "https://pypi.org/simple"
 INDEX_ENV = "ENVSOLVER_PYPI_INDEX"  # a site index or mirror (PEP 503 simple API); else PIP_INDEX_URL, else PyPI
 MAX_PAGE_BYTES = 16 << 20  # deepspeed's simple page is 0.1 MiB; the largest projects' are a few MiB
 TIMEOUT_S = 20.0
+# The whole read of one page, every try included: past it, make locks from the bundled snapshot (its warning names
+# the index). PyPI serves deepspeed's page in well under a second; 30 s is 16 MiB at 0.5 MiB/s.
+DEADLINE_ENV = "ENVSOLVER_INDEX_DEADLINE"
+DEADLINE_S = 30
 
 # Sources: PEP 503 (normalized names: runs of -_. become -, lowercase), PEP 440 (versions, read by packaging),
 # the binary distribution format spec (wheel file names: name-version(-build)?-python-abi-platform.whl,
@@ -147,52 +152,35 @@ def check_file(project: str, filename: str, url: str, sha256: str, requires_pyth
     return None
 
 
-class _Anchors(html.parser.HTMLParser):
-    """The <a> elements of a simple page: (href, data-requires-python, data-yanked present, core metadata (PEP
-    714's data-core-metadata, else PEP 658's data-dist-info-metadata), text)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found: list[tuple[str, str | None, bool, str | None, str]] = []
-        self._open: tuple[str, str | None, bool, str | None] | None = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            values = dict(attrs)
-            metadata = values.get("data-core-metadata", values.get("data-dist-info-metadata"))
-            self._open = (
-                values.get("href") or "",
-                values.get("data-requires-python"),
-                "data-yanked" in values,
-                core_metadata(metadata),
-            )
-            self._text = []
-
-    def handle_data(self, data: str) -> None:
-        if self._open is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._open is not None:
-            self.found.append((*self._open, "".join(self._text).strip()))
-            self._open = None
+def from_index(url: str) -> bool:
+    """Whether a file URL an index page names may be locked: http(s) only. PyPI's files live on another host
+    (files.pythonhosted.org), and a mirror's relative links (`../../packages/...`) stay on its own origin, which
+    answers for every path of it; a `file:` URL would have the lock name a file of this machine that the remote
+    page chose (the lock's own `file:` URLs come from --mirror, never from a page)."""
+    return urlsplit(url).scheme in ("http", "https")
 
 
 def parse_html(text: str, project: str, page_url: str) -> list[PypiFile]:
-    """The files of a PEP 503 simple page that can be locked: a wheel or sdist of PROJECT with a sha256.
-    Entries that fail their grammar are left out (an index lists many files a plan never takes)."""
-    parser = _Anchors()
-    parser.feed(text)
-    parser.close()
+    """The files of a PEP 503 simple page that can be locked: a wheel or sdist of PROJECT with a sha256, at an
+    http(s) URL (from_index). Entries that fail their grammar are left out (an index lists many files a plan
+    never takes). Linear in the page's length (envsolver.net.anchors)."""
     out = []
-    for href, requires_python, yanked, metadata, _text in parser.found:
+    for values in anchors.anchors(text):
+        href = values.get("href") or ""
+        if "#sha256=" not in href:  # not a lockable entry, whatever else it holds: no URL parsing for it
+            continue
         url, fragment = urldefrag(urljoin(page_url, href))
         algorithm, _, digest = fragment.partition("=")
         filename = unquote(urlsplit(url).path).rsplit("/", 1)[-1]
-        if algorithm != "sha256" or check_file(project, filename, url, digest, requires_python) is not None:
+        requires_python = values.get("data-requires-python")
+        if algorithm != "sha256" or not from_index(url):
+            continue
+        if check_file(project, filename, url, digest, requires_python) is not None:
             continue
         name, version = name_version(filename) or ("", "")
+        # PEP 714's data-core-metadata, else PEP 658's data-dist-info-metadata
+        metadata = core_metadata(values.get("data-core-metadata", values.get("data-dist-info-metadata")))
+        yanked = "data-yanked" in values
         out.append(PypiFile(name, version, filename, url, digest, requires_python, yanked, None, metadata))
     return out
 
@@ -210,7 +198,7 @@ def parse_json(doc: Mapping[str, Any], project: str) -> list[PypiFile]:
             continue
         if requires_python is not None and not isinstance(requires_python, str):
             continue
-        if check_file(project, filename, url, digest, requires_python) is not None:
+        if not from_index(url) or check_file(project, filename, url, digest, requires_python) is not None:
             continue
         name, version = name_version(filename) or ("", "")
         size = item.get("size")
@@ -237,19 +225,36 @@ def index_url(environ: Mapping[str, str]) -> str:
     return (environ.get(INDEX_ENV) or environ.get("PIP_INDEX_URL") or PYPI).strip().rstrip("/")
 
 
+def deadline(environ: Mapping[str, str]) -> Pace:
+    """How long one index read may take: $ENVSOLVER_INDEX_DEADLINE seconds, else DEADLINE_S. Raises BadInputError
+    (exit 2) for a value that is not a whole number of seconds from 1 to 86400."""
+    value = environ.get(DEADLINE_ENV, "").strip()
+    if value and not (value.isascii() and value.isdigit() and len(value) <= 5 and 1 <= int(value) <= 86400):
+        raise BadInputError(
+            f"{DEADLINE_ENV}={value!r} is not a number of seconds. Set it to a whole number from 1 to 86400 (e.g. "
+            f"export {DEADLINE_ENV}=120), or unset it for {DEADLINE_S} s."
+        )
+    seconds = int(value) if value else DEADLINE_S
+    fix = f"If the index is only slow, allow it more time (export {DEADLINE_ENV}=SECONDS, now {seconds})."
+    return Pace(deadline_s=float(seconds), deadline_fix=fix)
+
+
 def fetch(project: str, index: str, environ: Mapping[str, str]) -> list[PypiFile]:
-    """PROJECT's lockable files on INDEX, read from its simple page. Raises IndexUnreadable (exit 2) when the page
-    cannot be fetched, is larger than MAX_PAGE_BYTES (the download stops there) or is not text."""
+    """PROJECT's lockable files on INDEX, read from its simple page within its deadline (`deadline`). Raises
+    IndexUnreadable (exit 2) when the page cannot be fetched in time, is larger than MAX_PAGE_BYTES (the download
+    stops there) or is not text; BadInputError for an $ENVSOLVER_INDEX_DEADLINE that is not a number of seconds."""
     from envsolver.net import http  # urllib and ssl: only a live lock with a PyPI part needs them
 
     page = f"{index.rstrip('/')}/{normalize(project)}/"
     shown = redact_text(page)
+    pace = deadline(environ)
     with tempfile.TemporaryDirectory(prefix="envsolver-pypi-") as tmp:
         target = Path(tmp) / "page.html"
         try:
             http.download(
-                page, target, timeout=TIMEOUT_S, environ=environ, retry=http.Retry(attempts=2), ceiling=MAX_PAGE_BYTES
-            )
+                page, target, timeout=TIMEOUT_S, environ=environ, retry=http.Retry(attempts=2),
+                ceiling=MAX_PAGE_BYTES, pace=pace,
+            )  # fmt: skip
         except http.TooLarge:
             raise IndexUnreadable(
                 f"the index page {shown!r} is larger than {MAX_PAGE_BYTES >> 20} MiB; it is not a simple page"

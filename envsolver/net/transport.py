@@ -12,6 +12,7 @@ host a redirect names. docs/downloads.md has the measurements; Way follows redir
 
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 import warnings
@@ -27,6 +28,7 @@ from urllib3.util.retry import Retry
 
 from envsolver.core.redact import redact_text
 from envsolver.net import netconf
+from envsolver.net.pace import Watchdog
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -45,6 +47,11 @@ class Redirects(Exception):
     """More than MAX_REDIRECTS redirects."""
 
 
+class Expired(Exception):
+    """The download's deadline passed during a wait between two tries (envsolver.net.pace). Not an OSError, so
+    requests lets it through."""
+
+
 @dataclass
 class Tally:
     """How many times urllib3 tried again (one more request each), shared by the copies Retry makes of itself."""
@@ -57,15 +64,18 @@ class Retries(Retry):
     again within `total`. A status is never retried here: urllib3 would first read the failed answer's whole body
     (drain_conn, no bound), so envsolver.net.http retries 408, 429 and 5xx itself; what urllib3 calls "other" (a TLS
     failure, a proxy's refusal) is left to it too. Before each new try it waits `pause(failures, Retry-After)` on the
-    cancel event, which stops the wait."""
+    cancel event, which stops the wait, and never past the download's deadline (`watchdog`)."""
 
     pause: Pause
     cancel: threading.Event
     tally: Tally
     failures_before: int  # the failures of earlier attempts of the same download (a body cut short)
+    watchdog: Watchdog
 
     @classmethod
-    def make(cls, total: int, pause: Pause, cancel: threading.Event, failures_before: int) -> Retries:
+    def make(
+        cls, total: int, pause: Pause, cancel: threading.Event, failures_before: int, watchdog: Watchdog
+    ) -> Retries:
         made = cls(
             total=total,
             other=0,
@@ -75,28 +85,35 @@ class Retries(Retry):
             respect_retry_after_header=False,  # urllib3 would retry a 413 with Retry-After
         )
         made.pause, made.cancel, made.tally, made.failures_before = pause, cancel, Tally(), failures_before
+        made.watchdog = watchdog
         return made
 
     def new(self, **kw: Any) -> Self:
         made = super().new(**kw)
         made.pause, made.cancel, made.tally = self.pause, self.cancel, self.tally
-        made.failures_before = self.failures_before
+        made.failures_before, made.watchdog = self.failures_before, self.watchdog
         return made
 
     def sleep(self, response: BaseHTTPResponse | None = None) -> None:
         self.tally.retries += 1
         header = response.headers.get("Retry-After") if response is not None else None
-        if self.cancel.wait(self.pause(self.failures_before + self.tally.retries, header)):
+        wait = self.pause(self.failures_before + self.tally.retries, header)
+        left = self.watchdog.remaining()
+        if self.cancel.wait(wait if left is None else min(wait, left)):
             raise WaitCancelled
+        if self.watchdog.expired or (left is not None and left <= wait):
+            raise Expired
+        self.watchdog.attempt()
 
 
 class Adapter(HTTPAdapter):
     """requests' HTTPAdapter whose https connections, direct or tunnelled through a proxy, verify with
     `context` alone: the CA bundle and the verification envsolver.net.netconf chose. requests' own cert_verify
-    would load certifi's bundle into that context (so a site's REQUESTS_CA_BUNDLE would trust certifi too)."""
+    would load certifi's bundle into that context (so a site's REQUESTS_CA_BUNDLE would trust certifi too).
+    Every socket its connections open, a proxy's too, is handed to `watchdog` as soon as it connects."""
 
-    def __init__(self, context: ssl.SSLContext | None) -> None:
-        self.context = context
+    def __init__(self, context: ssl.SSLContext | None, watchdog: Watchdog) -> None:
+        self.context, self.watchdog = context, watchdog
         self.verify = context is None or context.verify_mode != ssl.CERT_NONE
         if not self.verify:  # netconf.FALSE_WARNING has said it, before any download; urllib3 would per host
             warnings.filterwarnings("ignore", category=InsecureRequestWarning)
@@ -106,22 +123,45 @@ class Adapter(HTTPAdapter):
         if self.context is not None:
             pool_kwargs["ssl_context"] = self.context
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        _watch_pools(self.poolmanager, self.watchdog.watch)
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
         if self.context is not None:
             proxy_kwargs["ssl_context"] = self.context
-        return super().proxy_manager_for(proxy, **proxy_kwargs)
+        fresh = proxy not in self.proxy_manager
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if fresh:
+            _watch_pools(manager, self.watchdog.watch)
+        return manager
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
         conn.cert_reqs = "CERT_REQUIRED" if verify else "CERT_NONE"
         conn.ca_certs = conn.ca_cert_dir = None
 
 
+def _watch_pools(manager: Any, watch: Callable[[socket.socket], None]) -> None:
+    """Every connection that MANAGER's pools open hands its socket to WATCH as soon as it connects (before TLS,
+    a proxy's CONNECT or a byte of the answer)."""
+    manager.pool_classes_by_scheme = {
+        scheme: _watched(pool, watch) for scheme, pool in manager.pool_classes_by_scheme.items()
+    }
+
+
+def _watched(pool: Any, watch: Callable[[socket.socket], None]) -> Any:
+    class Connection(pool.ConnectionCls):  # type: ignore[misc]
+        def _new_conn(self) -> socket.socket:
+            sock: socket.socket = super()._new_conn()
+            watch(sock)
+            return sock
+
+    return type(pool.__name__, (pool,), {"ConnectionCls": Connection})
+
+
 class Way:
     """How one download reaches its server, hop by hop: an Adapter (made again with the TLS context when a hop
     first needs https), the proxy of each hop's URL (envsolver.net.netconf.proxy_for) and the Authorization header
-    `authorization(url)` gives each hop. Redirects are followed here, not by requests' Session, which would read
-    a redirect's whole body (module docstring)."""
+    `authorization(url)` gives each hop; every socket watched by `watchdog` (envsolver.net.pace). Redirects are
+    followed here, not by requests' Session, which would read a redirect's whole body (module docstring)."""
 
     def __init__(
         self,
@@ -130,9 +170,10 @@ class Way:
         tls: Callable[[], ssl.SSLContext],
         timeout: float,
         user_agent: str,
+        watchdog: Watchdog,
     ) -> None:
         self.authorization, self.proxies, self.tls, self.timeout = authorization, proxies, tls, timeout
-        self.user_agent = user_agent
+        self.user_agent, self.watchdog = user_agent, watchdog
         self.adapter: Adapter | None = None
 
     def __enter__(self) -> Way:
@@ -146,9 +187,9 @@ class Way:
         if scheme == "https" and (self.adapter is None or self.adapter.context is None):
             if self.adapter is not None:
                 self.adapter.close()
-            self.adapter = Adapter(self.tls())
+            self.adapter = Adapter(self.tls(), self.watchdog)
         elif self.adapter is None:
-            self.adapter = Adapter(None)
+            self.adapter = Adapter(None, self.watchdog)
         return self.adapter
 
     def get(self, url: str, have: int, retries: Retries, follow: Follow) -> requests.Response:

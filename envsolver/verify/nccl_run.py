@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envsolver.core import pystart
+from envsolver.core import boundedread, pystart
 from envsolver.core.errors import BadInputError
 from envsolver.verify import nccl
 from envsolver.verify import render as verify_render
@@ -211,11 +211,11 @@ MAX_RANK_FILES = 4096
 
 
 def _read_bounded(path: Path, limit: int) -> str | None:
-    """At most `limit` bytes of a file the ranks wrote (a longer one is cut, so it does not parse)."""
+    """At most `limit` bytes of a file the ranks wrote (a longer one is cut, so it does not parse); None when it is
+    missing or no regular file (a FIFO refused at once, core.boundedread)."""
     try:
-        with path.open("rb") as handle:
-            return handle.read(limit).decode("utf-8", errors="replace")
-    except OSError:
+        return boundedread.read_head(path, limit).decode("utf-8", errors="replace")
+    except (OSError, boundedread.Refused):
         return None
 
 

@@ -30,6 +30,7 @@ import platform
 import re
 import selectors
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -520,8 +521,7 @@ def conda_meta() -> list[dict[str, Any]]:
     out = []
     for path in sorted(glob.glob(os.path.join(meta, "*.json"))):
         try:
-            with open(path) as handle:
-                doc = json.load(handle)
+            doc = json.loads(read_regular(path, MAX_RECORD) or b"")
             record: dict[str, Any] = {"name": doc["name"], "version": doc["version"], "build": doc["build"]}
             heads = {f.split(".dist-info/", 1)[0] for f in doc.get("files") or () if ".dist-info/" in f}
             infos = {h + ".dist-info" for h in heads if h.rpartition("/")[0].rpartition("/")[2] == "site-packages"}
@@ -540,6 +540,7 @@ MAX_DISTS = 2000  # distributions foreign_dists reports at most
 MAX_REQUIRES = 64  # Requires-Dist lines kept of each
 MAX_LINE = 300  # characters kept of each line
 MAX_METADATA = 1 << 18  # bytes read of each METADATA (its headers come first)
+MAX_RECORD = 64 << 20  # bytes read of a conda-meta record (envsolver/install/inventory.py MAX_RECORD_BYTES)
 
 
 def _dist_key(name: str) -> str:
@@ -548,11 +549,27 @@ def _dist_key(name: str) -> str:
 
 
 def _read(path: str, limit: int) -> str | None:
+    data = read_regular(path, limit)
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """At most LIMIT bytes of the regular file PATH; None when it is missing, unreadable or no regular file (a FIFO
+    is opened without waiting and refused: envsolver/core/boundedread.py's rule, which this file cannot import)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _dist_metadata(info: str) -> dict[str, Any]:
@@ -636,7 +653,12 @@ def torch_installer() -> str | None:
         dist = metadata.distribution("torch")
     except metadata.PackageNotFoundError:
         return None
-    text = dist.read_text("INSTALLER")
+    where = getattr(dist, "_path", None)  # a PathDistribution's .dist-info directory: read as every prefix file is
+    if where is None:
+        text = dist.read_text("INSTALLER")
+    else:
+        data = read_regular(os.path.join(str(where), "INSTALLER"), 100)
+        text = data.decode("utf-8", "replace") if data is not None else None
     return text.strip() if text else None
 
 

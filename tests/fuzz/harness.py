@@ -187,11 +187,36 @@ def invoke(args: Sequence[str], env: Mapping[str, str] | None = None) -> Outcome
     return Outcome(result.exit_code, output, None)
 
 
+def invoke_entry(args: Sequence[str], env: Mapping[str, str] | None = None) -> Outcome:
+    """As `envsolver ARGS` runs them (envsolver/__main__.py): an `install` goes to the no-op first (cli/fast.py,
+    outside click and the CLI's error handler, where a traceback reaches the user as it is), then to the CLI."""
+    if list(args[:1]) == ["install"]:
+        import contextlib
+        import io
+
+        from envsolver.cli import fast
+
+        out = io.StringIO()
+        try:
+            with hard_limit(), contextlib.redirect_stdout(out):
+                code = fast.install(list(args[1:]), {**os.environ, **(env or {})})
+        except Hang as exc:
+            return Outcome(None, "", f"Hang: {exc} (the no-op)")
+        except Exception as exc:  # __main__ lets the CLI decide then, but the no-op must not raise
+            return Outcome(None, "", f"the no-op raised {cause(exc)}")
+        if code is not None:
+            output = out.getvalue()
+            problem = None if code in (0, 1) and output.strip() else f"the no-op's exit {code} with {output!r}"
+            return Outcome(code, output, problem)
+    return invoke(args, env)
+
+
 def check_cli(
     tally: Tally, args: Sequence[str], env: Mapping[str, str] | None = None, example: object = None
 ) -> Outcome:
-    """Invoke and record; `example` (default: the argv and env) is what a report shows, e.g. a file's content."""
-    outcome = invoke(args, env)
+    """Invoke as the `envsolver` program does (invoke_entry) and record; `example` (default: the argv and env) is
+    what a report shows, e.g. a file's content."""
+    outcome = invoke_entry(args, env)
     shown = example if example is not None else (list(args), dict(env or {}))
     tally.record(shown, outcome.problem, outcome.exit_code)
     return outcome

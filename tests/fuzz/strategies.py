@@ -10,8 +10,10 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-# Real argv and environment values cannot hold NUL; files can, so file strategies keep it.
-_ARG_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+# Real argv and environment values cannot hold NUL; files can, so file strategies keep it. Bytes that are not UTF-8
+# reach a program as Python decodes them (PEP 383): U+DC80..U+DCFF, one for each undecodable byte (`$'\xff'`).
+UNDECODABLE = st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF)
+_ARG_CHARS = st.one_of(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), UNDECODABLE)
 junk = st.text(_ARG_CHARS, max_size=30)
 file_junk = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200)
 # What a compute node, a server, Slurm or nvidia-smi could send to take a terminal over (issue 20): escape

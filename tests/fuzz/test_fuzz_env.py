@@ -170,6 +170,60 @@ def test_verify_with_fuzzed_lock(seed_value: int | None, count: int) -> None:
     tally.check()
 
 
+@pytest.fixture(scope="module")
+def installed_tiny() -> Iterator[tuple[Path, Path]]:
+    """The tiny channel's lock (conda-lock.yml) installed into a prefix, whose record the no-op answers from."""
+    from click.testing import CliRunner
+
+    from envsolver.cli.main import main
+    from tests.test_install import write_lock
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        lock = write_lock(build_channel(root), root)
+        done = CliRunner().invoke(main, ["install", str(lock), "-p", str(root / "env"), "--no-hook"],
+                                  env={"ENVSOLVER_CACHE_DIR": str(root / "cache")})  # fmt: skip
+        assert done.exit_code == 0, done.output
+        yield lock, root / "env"
+
+
+_NOOP_WORDS = ["--json", "--no-hook", "-q", "--quiet", "--", "-n", "-v", "x"]
+
+
+@modes(20)
+def test_install_argv_through_the_no_op(
+    seed_value: int | None, count: int, installed_tiny: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """install's words as the `envsolver` program takes them, the no-op first (cli/fast.py; `install --mirror
+    $'\\xff'` ended in its traceback), around an up-to-date prefix and its lock in the working directory: junk
+    words hold undecodable bytes (fs.UNDECODABLE). A command the no-op leaves goes to the CLI with --dry-run."""
+    lock, prefix = installed_tiny
+    monkeypatch.chdir(lock.parent)
+    tally = Tally("install argv through the no-op")
+    value = st.one_of(
+        st.sampled_from([str(prefix), lock.name, "linux-64", "https://conda.anaconda.org=https://m.example/c"]),
+        fs.junk,
+        st.text(fs.UNDECODABLE, min_size=1, max_size=3),
+        st.builds("{}={}".format, st.sampled_from(["https://a", "\udcff"]), fs.junk),
+    )
+    pair = st.tuples(st.sampled_from(["--mirror", "--mirror", "--platform"]), value).map(list)
+    alone = st.one_of(st.sampled_from([*_NOOP_WORDS, lock.name]), value).map(lambda w: [w])
+    word = st.one_of(pair, pair, alone)
+
+    def check(words: list[str]) -> None:
+        from envsolver.cli import fast
+
+        left = fast.parse(words, {}) is None
+        check_cli(tally, ["install", *words, *(["--dry-run"] if left else [])])
+
+    where = st.one_of(st.just(str(prefix)), st.just(str(prefix)), value)
+    lines = st.tuples(where, st.lists(word, max_size=4)).map(
+        lambda drawn: ["-p", drawn[0], *(w for part in drawn[1] for w in part)]
+    )
+    run_property(lines, check, count, seed_value)
+    tally.check()
+
+
 @modes(10)
 def test_install_with_odd_cache_dir_and_prefix(seed_value: int | None, count: int) -> None:
     """A grammatical lock, with ENVSOLVER_CACHE_DIR and -p PREFIX pointing at files, devices or missing parents."""

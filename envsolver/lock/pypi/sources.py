@@ -126,6 +126,7 @@ class Source:
                     environ=self.environ,
                     ceiling=MAX_METADATA,
                     sha256=entry.core_metadata or None,
+                    pace=index.deadline(self.environ),  # a read of the index, as its pages are
                 )
                 return target.read_bytes()
             path = Path(tmp) / entry.filename
