@@ -116,16 +116,14 @@ def _pypi_files(prefix: Path) -> list[str]:
     dist-infos): a file changed by hand, or by a conda package linked over it, changes the digest, so install takes
     the full path, which proves the files (install/pipfiles) and installs them again. Stat calls only (deepspeed:
     1,500); nothing at all when the record cannot be read."""
-    try:
-        with (prefix / "etc" / "envsolver" / "pip-part.json").open("rb") as handle:
-            packages = json.loads(handle.read(MAX_STATE_BYTES)).get("packages")
+    try:  # a regular file only: a FIFO at pip-part.json is refused at once (core.boundedread), never waited on
+        raw = boundedread.read_regular(prefix / "etc" / "envsolver" / "pip-part.json", MAX_STATE_BYTES)
+        packages = json.loads(raw).get("packages")
         infos = sorted(str(v.get("dist_info") or "") for v in packages.values() if isinstance(v, dict))
-    except (OSError, ValueError, AttributeError, RecursionError):
+    except (OSError, ValueError, AttributeError, RecursionError):  # boundedread.Refused is a ValueError
         return []
     import csv  # only when there is a PyPI part
     import io
-
-    from envsolver.core import boundedread  # a FIFO at RECORD is refused at once, never waited on
 
     out = []
     for info in infos:
