@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from envsolver.lock.writers import condalock, explicit, pipreqs
 from envsolver.net import pypi_index as index
 from tests import httplab
 from tests.envpython import python_package
+from tests.pypisix import fetched
 
 VERSION = "0.19.8"
 PYPI = "https://files.pythonhosted.org"
@@ -57,22 +56,8 @@ def release() -> PipRecord:
 
 @pytest.fixture(scope="session")
 def sdist(release: PipRecord) -> Path:
-    """PyPI's real file, downloaded once per machine and kept by its sha256."""
-    cache = Path(os.environ.get("ENVSOLVER_TEST_CACHE") or Path.home() / ".cache" / "envsolver-tests") / "pypi"
-    path = cache / f"{release.sha256}-{release.filename}"
-    if path.is_file() and _sha256(path) == release.sha256:
-        return path
-    cache.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(".part")
-    try:
-        with urllib.request.urlopen(release.url, timeout=60) as response, part.open("wb") as out:
-            shutil.copyfileobj(response, out)
-    except OSError as exc:
-        part.unlink(missing_ok=True)
-        pytest.skip(f"PyPI's {release.filename} could not be downloaded ({exc}); these tests need it once")
-    assert _sha256(part) == release.sha256, f"PyPI served {release.filename} with another sha256"
-    part.replace(path)
-    return path
+    """PyPI's real file, downloaded once per machine and kept by its sha256 (tests/pypisix.fetched)."""
+    return fetched(release)
 
 
 @pytest.fixture(scope="session")

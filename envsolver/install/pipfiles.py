@@ -29,7 +29,6 @@ import csv
 import hashlib
 import io
 import os
-import stat
 import tarfile
 import zipfile
 from collections.abc import Mapping
@@ -116,32 +115,17 @@ def read(info: Path) -> Installed:
     """INFO's RECORD, read and parsed. Raises NotProven when it is missing, not a regular file, too large or not
     a RECORD."""
     path = info / "RECORD"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:  # a regular file only, not through a link (core.boundedread), read up to one byte past the limit
+        with boundedread.open_regular(path, follow=False) as handle:
+            st = os.fstat(handle.fileno())
+            data = handle.read(MAX_RECORD_BYTES + 1)
+    except boundedread.Refused as exc:
+        raise NotProven(f"{info.name}/RECORD is {exc}") from None
     except OSError as exc:
         raise NotProven(f"{info.name} has no readable RECORD ({exc.strerror or exc})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotProven(f"{info.name}/RECORD is {boundedread.kind(st.st_mode)}")
-        if st.st_size > MAX_RECORD_BYTES:
-            raise NotProven(f"{info.name}/RECORD is larger than {MAX_RECORD_BYTES} bytes")
-        os.set_blocking(fd, True)
-        data = _read_all(fd, MAX_RECORD_BYTES)
-    finally:
-        os.close(fd)
+    if len(data) > MAX_RECORD_BYTES:
+        raise NotProven(f"{info.name}/RECORD is larger than {MAX_RECORD_BYTES} bytes")
     return Installed(info, hashlib.sha256(data).hexdigest(), parse_record(data, info.name), _identity(st))
-
-
-def _read_all(fd: int, limit: int) -> bytes:
-    chunks, size = [], 0
-    while size <= limit:
-        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def parse_record(data: bytes, what: str) -> tuple[Row, ...]:
@@ -170,29 +154,24 @@ def record_digest(data: bytes) -> str:
 def _file_digest(path: Path, size: int | None) -> str:
     """PATH's digest as RECORD writes it, reading at most SIZE + 1 bytes of a regular file (no link). Raises
     NotProven saying what is there instead."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:  # a regular file only, not through a link (core.boundedread)
+        handle = boundedread.open_regular(path, follow=False)
+    except boundedread.Refused as exc:
+        raise NotProven(f"{path} is {exc}") from None
     except OSError as exc:
-        if path.is_symlink():
-            raise NotProven(f"{path} is a symbolic link") from None
         raise NotProven(f"{path}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotProven(f"{path} is {boundedread.kind(st.st_mode)}")
+    with handle:
+        st = os.fstat(handle.fileno())
         if size is not None and st.st_size != size:
             raise NotProven(f"{path} has {st.st_size} bytes, RECORD says {size}")
-        os.set_blocking(fd, True)
         digest = hashlib.sha256()
         left = st.st_size if size is None else size
         while left >= 0:
-            chunk = os.read(fd, min(1 << 20, left + 1))
+            chunk = handle.read(min(1 << 20, left + 1))
             if not chunk:
                 break
             digest.update(chunk)
             left -= len(chunk)
-    finally:
-        os.close(fd)
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
