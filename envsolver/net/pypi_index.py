@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -24,8 +24,9 @@ from packaging.version import InvalidVersion, Version
 
 from envsolver.core.errors import BadInputError, EnvsolverError, Kind
 from envsolver.core.redact import redact, redact_text
-from envsolver.net import anchors
-from envsolver.net.pace import Pace
+
+if TYPE_CHECKING:  # the page reader and the download pace only where a page is read, not for the bundled snapshot
+    from envsolver.net.pace import Pace
 
 PYPI = "https://pypi.org/simple"
 INDEX_ENV = "ENVSOLVER_PYPI_INDEX"  # a site index or mirror (PEP 503 simple API); else PIP_INDEX_URL, else PyPI
@@ -164,6 +165,8 @@ def parse_html(text: str, project: str, page_url: str) -> list[PypiFile]:
     """The files of a PEP 503 simple page that can be locked: a wheel or sdist of PROJECT with a sha256, at an
     http(s) URL (from_index). Entries that fail their grammar are left out (an index lists many files a plan
     never takes). Linear in the page's length (envsolver.net.anchors)."""
+    from envsolver.net import anchors
+
     out = []
     for values in anchors.anchors(text):
         href = values.get("href") or ""
@@ -236,6 +239,8 @@ def deadline(environ: Mapping[str, str]) -> Pace:
         )
     seconds = int(value) if value else DEADLINE_S
     fix = f"If the index is only slow, allow it more time (export {DEADLINE_ENV}=SECONDS, now {seconds})."
+    from envsolver.net.pace import Pace
+
     return Pace(deadline_s=float(seconds), deadline_fix=fix)
 
 
